@@ -1,0 +1,318 @@
+"""The APGAS constructs: places, finish, async_at, at, and starting the runtime.
+
+Names follow APGAS for Java (``apgas.Constructs``) in PEP 8 spelling; see SPEC.md §1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar, overload
+
+from . import _launch
+from ._exceptions import MultipleException
+from ._finish import RootFinish
+from ._logging import configure_logging
+from ._place import Place
+from ._runtime import F_AT, finish_stack, local_exception, runtime
+from ._serialization import loads
+
+__all__ = [
+    "places",
+    "here",
+    "place",
+    "finish",
+    "async_",
+    "async_at",
+    "at",
+    "uncounted_async_at",
+    "immediate_async_at",
+    "run",
+    "session",
+]
+
+T = TypeVar("T")
+
+_PLACES: dict[int, Place] = {}
+
+
+def _place_obj(pid: int) -> Place:
+    p = _PLACES.get(pid)
+    if p is None:
+        p = _PLACES[pid] = Place(pid)
+    return p
+
+
+def _pid(p: Place | int) -> int:
+    if type(p) is Place:
+        return p.id
+    if isinstance(p, int) and not isinstance(p, bool):
+        return p
+    raise TypeError(f"a place is a Place or an int id, got {type(p).__name__}")
+
+
+def _check_callable(fn: Any, who: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{who}() needs a callable as the task, got {type(fn).__name__}")
+
+
+# ---------------------------------------------------------------------- places
+def places() -> list[Place]:
+    """The places of the computation, ascending by id.
+
+    The list changes when a malleable program shrinks or grows; ids are never reused.
+
+    Raises:
+        ApgasError: the runtime is not running.
+    """
+    return [_place_obj(i) for i in runtime().place_ids()]
+
+
+def here() -> Place:
+    """The place running the caller.
+
+    Raises:
+        ApgasError: the runtime is not running.
+    """
+    return _place_obj(runtime().here)
+
+
+def place(id: int) -> Place:  # noqa: A002 - the APGAS name
+    """The place with id ``id``.
+
+    Raises:
+        BadPlaceError: no such place (never existed, released, or dead).
+        TypeError: ``id`` is not an int.
+    """
+    pid = _pid(id)
+    runtime().check_place(pid)
+    return _place_obj(pid)
+
+
+# ---------------------------------------------------------------------- finish
+class _FinishScope:
+    """The context manager returned by ``finish()``."""
+
+    __slots__ = ("_fin",)
+
+    def __enter__(self) -> None:
+        rt = runtime()
+        self._fin = RootFinish(rt.here)
+        finish_stack().append(self._fin)
+
+    def __exit__(self, et: Any, ev: BaseException | None, tb: Any) -> bool:
+        fin = self._fin
+        stack = finish_stack()
+        if stack and stack[-1] is fin:
+            stack.pop()
+        if ev is not None and not isinstance(ev, Exception):
+            return False  # KeyboardInterrupt, SystemExit: leave at once
+        runtime().wait_root(fin)
+        errors: list[Exception] = list(fin.exceptions)
+        if ev is not None:
+            errors.insert(0, ev)  # type: ignore[arg-type]
+        if errors:
+            raise MultipleException(
+                f"{len(errors)} task{'s' if len(errors) > 1 else ''} of a finish failed", errors
+            ) from None
+        return False
+
+
+@overload
+def finish() -> _FinishScope: ...
+@overload
+def finish(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+
+def finish(fn: Callable[..., Any] | None = None, /, *args: Any, **kwargs: Any) -> Any:
+    """Wait for every task spawned inside, on any place, transitively.
+
+    Two forms::
+
+        with finish():
+            async_at(p, f)          # the block and every task it spawns
+        value = finish(g, x)        # runs g(x) as the body, returns its value
+
+    Like a trio nursery, any failure (of the body or of any task) is raised as one
+    :class:`MultipleException` after all tasks have ended, each member with the place it
+    came from and, for remote ones, the remote traceback as ``__cause__``.  A
+    ``KeyboardInterrupt`` in the body leaves at once without waiting.
+
+    Termination detection: the counting protocol of X10/APGAS (see ``apgaspy._finish``);
+    no message per spawned task.
+
+    Raises:
+        MultipleException: a task or the body raised.
+        ApgasError: the runtime is not running.
+    """
+    if fn is None:
+        if args or kwargs:
+            raise TypeError("finish() takes arguments only after a function: finish(fn, *args)")
+        return _FinishScope()
+    _check_callable(fn, "finish")
+    with _FinishScope():
+        return fn(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------- tasks
+def async_(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+    """Spawn ``fn(*args, **kwargs)`` as a task here, counted by the innermost finish.
+
+    Local tasks are not copied: ``fn`` and the arguments are used as they are.
+
+    Raises:
+        ApgasError: not inside a finish (nor a counted task).
+        TypeError: ``fn`` is not callable.
+    """
+    _check_callable(fn, "async_")
+    rt = runtime()
+    rt.spawn(rt.here, fn, args, kwargs)
+
+
+def async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+    """Spawn ``fn(*args, **kwargs)`` as a task at place ``p``, counted by the innermost finish.
+
+    For a remote place, ``fn`` and the arguments are pickled with cloudpickle now (later
+    changes to them do not travel).
+
+    Raises:
+        BadPlaceError: ``p`` is not a place of the computation (unknown or released).
+        DeadPlaceError: ``p`` died.
+        ApgasError: not inside a finish (nor a counted task).
+        TypeError: ``fn`` is not callable or ``p`` is not a place.
+    """
+    _check_callable(fn, "async_at")
+    runtime().spawn(_pid(p), fn, args, kwargs)
+
+
+def uncounted_async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any,
+                       **kwargs: Any) -> None:
+    """Spawn a task at ``p`` that no finish waits for; its exceptions are only logged.
+
+    Raises:
+        BadPlaceError, DeadPlaceError: ``p`` is not a live place.
+        TypeError: ``fn`` is not callable.
+    """
+    _check_callable(fn, "uncounted_async_at")
+    runtime().spawn_uncounted(_pid(p), fn, args, kwargs)
+
+
+def immediate_async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any,
+                       **kwargs: Any) -> None:
+    """Spawn an uncounted task at ``p`` on its immediate pool, ahead of queued tasks.
+
+    The immediate pool is small (``APGAS_IMMEDIATE_THREADS``, default 1) and separate from
+    the workers, so control messages (steal requests, say) never wait behind long tasks.
+    Such tasks must be short and should not block.
+
+    Raises:
+        BadPlaceError, DeadPlaceError: ``p`` is not a live place.
+        TypeError: ``fn`` is not callable.
+    """
+    _check_callable(fn, "immediate_async_at")
+    runtime().spawn_uncounted(_pid(p), fn, args, kwargs, immediate=True)
+
+
+def at(p: Place | int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run ``fn(*args, **kwargs)`` at place ``p``, wait, and return its value.
+
+    Like APGAS for Java's ``at``, the call also waits for the tasks ``fn`` spawns.  If ``fn``
+    raises, that exception is re-raised here (with the remote traceback as ``__cause__``);
+    if more than one thing failed (``fn`` and tasks it spawned), they come as one
+    :class:`MultipleException`.  The value travels back pickled.
+
+    Raises:
+        BadPlaceError: ``p`` is not a place of the computation.
+        DeadPlaceError: ``p`` died before answering.
+        Exception: whatever ``fn`` raised.
+        TypeError: ``fn`` is not callable or ``p`` is not a place.
+    """
+    _check_callable(fn, "at")
+    rt = runtime()
+    dest = _pid(p)
+    fin = RootFinish(rt.here)
+    value: Any = None
+    if dest == rt.here:
+        stack = finish_stack()
+        stack.append(fin)
+        try:
+            value = fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the tasks
+            fin.at_error = local_exception(exc, rt.here)
+        finally:
+            stack.pop()
+    else:
+        rt.spawn(dest, fn, args, kwargs, fin=fin, flags=F_AT)
+    rt.wait_root(fin)
+    errors: list[Exception] = ([fin.at_error] if fin.at_error is not None else [])
+    errors += fin.exceptions
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise MultipleException(f"at({p}) failed in {len(errors)} ways", errors)
+    if dest != rt.here:
+        value = loads(fin.result)  # type: ignore[arg-type]
+    return value  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------- running
+@contextmanager
+def session(places: int | None = None) -> Iterator[bool]:
+    """Run the enclosed block as the main program of a computation.
+
+    Yields ``True`` at place 0, which runs the block inside a root ``finish``; under mpiexec
+    the other ranks serve tasks inside ``__enter__`` until place 0 leaves the block, then get
+    ``False`` (write ``if main: ...``), as with ``mpi4py.futures.MPICommExecutor``.  Without
+    mpiexec this process becomes place 0 and spawns the others.
+
+    Args:
+        places: places to start without mpiexec (default ``APGAS_PLACES``, else the cores).
+
+    Raises:
+        ApgasError: a runtime already runs in this process.
+        ConfigurationError: a setting is invalid.
+    """
+    rt, is_main = _launch.start(places)
+    configure_logging(rt.here)
+    if not is_main:
+        _launch.serve(rt)
+        yield False
+        return
+    code = 0
+    try:
+        with finish():
+            yield True
+    except BaseException:
+        code = 1
+        raise
+    finally:
+        _launch.stop(rt, code)
+
+
+def run(main: Callable[..., T], /, *args: Any, places: int | None = None) -> T:
+    """Run ``main(*args)`` at place 0 of a new computation and shut it down afterwards.
+
+    Every mpiexec rank calls ``run``; ranks other than 0 serve tasks and then exit the process
+    with status 0 (the code after ``run`` runs only at place 0).  Without mpiexec, this process
+    is place 0 and starts ``places`` places in all (default ``APGAS_PLACES``, else the number
+    of cores).  ``main`` runs inside a root ``finish``; when it returns, every place ends; if
+    it raises, every place ends and the error propagates (the program exits non-zero).
+
+    Args:
+        main: the program's main function.
+        places: the number of places without mpiexec.
+
+    Returns:
+        ``main``'s return value (at place 0).
+
+    Raises:
+        MultipleException: ``main`` or a task raised.
+        ApgasError, ConfigurationError: the runtime could not start.
+    """
+    _check_callable(main, "run")
+    with session(places) as is_main:
+        if is_main:
+            return main(*args)
+    sys.stdout.flush()
+    sys.exit(0)

@@ -1,0 +1,132 @@
+"""Configuration: keyword argument, then ``APGAS_*`` environment variable, then default.
+
+Every setting of the runtime is read through :func:`setting`, which rejects bad values with a
+:class:`ConfigurationError` naming the variable, the value and what is expected.  The table
+:data:`SETTINGS` documents every variable (README.md lists the same).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ._exceptions import ConfigurationError
+
+__all__ = ["Setting", "SETTINGS", "setting"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One documented configuration variable.
+
+    Attributes:
+        name: the variable name without the ``APGAS_`` prefix.
+        default: the value used when neither argument nor variable is given.
+        parse: converts the raw string (or argument) into the value; raises ValueError.
+        check: validates the parsed value; returns an error text or ``None``.
+        doc: one line for the README table (with the unit).
+    """
+
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    check: Callable[[Any], str | None]
+    doc: str
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be positive"
+
+
+def _non_negative(v: Any) -> str | None:
+    return None if v >= 0 else "must not be negative"
+
+
+def _any(v: Any) -> str | None:
+    return None
+
+
+def _bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 0/1, true/false, yes/no or on/off")
+
+
+def _log_level(raw: Any) -> str:
+    text = str(raw).strip().upper()
+    if text not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError("expected DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    return text
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("PLACES", None, int, _positive,
+                "places to start without mpiexec (default: the number of cores)"),
+        Setting("THREADS", 1, int, _positive,
+                "worker threads that run tasks at each place (more are added while workers block)"),
+        Setting("IMMEDIATE_THREADS", 1, int, _positive,
+                "threads of the small pool for immediate_async_at tasks at each place"),
+        Setting("MAX_THREADS", 512, int, _positive,
+                "upper bound on worker threads of one place, blocked ones included"),
+        Setting("HOST", None, str, _any,
+                "address this place binds and advertises (default: its host's resolved address)"),
+        Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,
+                "seconds a broken connection may stay down before its place is declared dead"),
+        Setting("HEARTBEAT", 1.0, float, _positive,
+                "seconds between transport heartbeats (a silent peer is dropped after 3 of them)"),
+        Setting("SHUTDOWN_TIMEOUT", 10.0, float, _positive,
+                "seconds place 0 waits for the other places to say goodbye at shutdown"),
+        Setting("FORWARD_OUTPUT", True, _bool, _any,
+                "forward print output of places other than 0 to place 0's stdout/stderr, in order"),
+        Setting("LOG_LEVEL", "WARNING", _log_level, _any,
+                "level of the 'apgaspy' logger (DEBUG, INFO, WARNING, ERROR)"),
+        Setting("PLACES_PER_HOST", 1, int, _positive,
+                "places started on each host of a grow order (a scheduler counts hosts)"),
+        Setting("COMMUNICATOR", None, str, _any,
+                "malleable communicator as module:Class (default: the socket communicator "
+                "when SCHEDULER_PORT is set)"),
+    ]
+}
+
+
+def setting(name: str, value: Any = None) -> Any:
+    """Return the value of setting ``name``.
+
+    Order: ``value`` if not ``None``, else the environment variable ``APGAS_<name>`` if set
+    and non-empty, else the documented default.
+
+    Args:
+        name: a key of :data:`SETTINGS` (without the ``APGAS_`` prefix).
+        value: an explicit value (a keyword argument of the caller), or ``None``.
+
+    Raises:
+        ConfigurationError: the value does not parse or is out of range.
+        KeyError: ``name`` is not a documented setting (a programming error).
+    """
+    spec = SETTINGS[name]
+    source = "argument"
+    raw = value
+    if raw is None:
+        env = os.environ.get("APGAS_" + name, "")
+        if env.strip() == "":
+            return spec.default
+        raw, source = env, "APGAS_" + name
+    try:
+        parsed = spec.parse(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{source}={raw!r} is not valid for setting {name}: {exc} ({spec.doc})"
+        ) from None
+    problem = spec.check(parsed)
+    if problem:
+        raise ConfigurationError(f"{source}={raw!r} for setting {name} {problem} ({spec.doc})")
+    return parsed

@@ -1,0 +1,135 @@
+"""Every error apgaspy raises, in one place.
+
+Each class says who raises it and when.  Errors that cross places carry the place they came
+from (``place`` attribute where the class has one, and a note) and the remote traceback text
+as ``__cause__`` (a :class:`RemoteTraceback`), as ``concurrent.futures`` and ``mpi4py.futures``
+do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "ApgasError",
+    "BadPlaceError",
+    "DeadPlaceError",
+    "MultipleException",
+    "RemoteError",
+    "RemoteTraceback",
+    "ConfigurationError",
+    "MalleabilityError",
+]
+
+
+class ApgasError(RuntimeError):
+    """Base class of the errors raised by the apgaspy runtime itself (not by user tasks)."""
+
+
+class ConfigurationError(ApgasError, ValueError):
+    """A configuration value is malformed or out of range.
+
+    Raised by any function that reads a setting (a keyword argument, then an ``APGAS_*``
+    environment variable, then the documented default) when the value it finds cannot be
+    used; the message names the setting, the value and what is expected.
+    """
+
+
+class BadPlaceError(ApgasError, ValueError):
+    """A place that is not (or no longer) part of the computation was named.
+
+    Raised synchronously by ``place``, ``async_at``, ``at``, ``uncounted_async_at`` and
+    ``immediate_async_at`` for an id that never existed or that a shrink released, and by
+    ``GlobalRef.get`` away from the reference's home.
+
+    Attributes:
+        place: the offending place id (an ``int``), or ``None``.
+    """
+
+    def __init__(self, message: str, place: int | None = None) -> None:
+        super().__init__(message)
+        self.place = place
+
+
+class DeadPlaceError(ApgasError):
+    """The process of a place died (crashed or was killed) while it had work.
+
+    Raised by ``async_at``/``at`` aimed at a dead place, by ``at`` whose target died before
+    answering, and collected into the :class:`MultipleException` of every ``finish`` that was
+    waiting for a task on that place.  The runtime declares a place dead when its connection
+    breaks and does not come back within ``APGAS_DEAD_PLACE_TIMEOUT`` seconds.
+
+    Attributes:
+        place: the dead place id (an ``int``).
+    """
+
+    def __init__(self, place: int, message: str | None = None) -> None:
+        super().__init__(message or f"place({place}) died")
+        self.place = place
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.place, str(self)))
+
+
+class MultipleException(ExceptionGroup):  # noqa: N818 - the APGAS name
+    """The exceptions raised by the tasks of a ``finish`` (and by its body), as a group.
+
+    Raised by ``finish`` (both forms) and by ``at`` when more than the called function failed.
+    Like a trio nursery, ``finish`` raises it for a single error too.  Each member exception
+    has a note saying at which place (host, pid) it was raised, and remote ones have the
+    remote traceback as ``__cause__``.  Being an ``ExceptionGroup``, it works with
+    ``except*`` and ``ExceptionGroup.split``.
+    """
+
+    def __new__(cls, message: str, exceptions: Sequence[Exception]) -> MultipleException:
+        return super().__new__(cls, message, exceptions)
+
+    def derive(self, excs: Sequence[Exception]) -> MultipleException:  # type: ignore[override]
+        return MultipleException(self.message, excs)
+
+
+class RemoteTraceback(Exception):  # noqa: N818 - the concurrent.futures name
+    """The formatted traceback of an exception raised at another place.
+
+    Set as ``__cause__`` of exceptions that crossed places so that printing the exception
+    shows where it really came from, headed with the place, host and pid.
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.tb = text
+
+    def __str__(self) -> str:
+        return self.tb
+
+
+class RemoteError(ApgasError):
+    """Stands in for a remote exception that could not be pickled or unpickled.
+
+    Raised (inside a :class:`MultipleException` or by ``at``) when a task at another place
+    raised an exception object that does not survive pickling, or a ``BaseException`` that
+    is not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``).
+
+    Attributes:
+        type_name: the qualified name of the original exception's class.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        type_name, _, message = str(self).partition(": ")
+        return (type(self), (type_name, message))
+
+
+class MalleabilityError(ApgasError):
+    """A malleability order or handler call cannot be carried out.
+
+    Raised by ``define_malleable_handler``/``disable_malleable_handler`` on misuse (not place
+    0, defined twice, defined again after disabling), and by the runtime when an order is
+    malformed or its handler's answer is invalid (a shrink list that is not exactly the
+    requested number of distinct, existing places other than place 0; a grow on a host that
+    cannot start a process).  A refused order leaves the running program untouched.
+    """

@@ -1,0 +1,330 @@
+"""Starting and stopping places: MPI for process management, nothing else.
+
+Two ways to start:
+
+* **mpiexec** (``mpiexec -n 4 python prog.py``): every rank runs the program; rank r is place
+  r.  Rank 0 draws the job secret and broadcasts it; the ranks allgather their ZeroMQ
+  endpoints.
+* **embedded** (``python prog.py``): the process is an MPI singleton and becomes place 0; it
+  starts the other places with ``MPI_Comm_spawn``, one process per call, all calls at once
+  from as many threads.  (A single spawn of n processes would give them one shared
+  ``MPI_COMM_WORLD``; ``MPI_Finalize`` is collective over it, so none of them could leave
+  before the others, and MPICH's Hydra kills the whole group when one exits without
+  finalizing.  Separate spawns let a shrink end any one of them.)
+
+A spawned place runs :mod:`apgaspy._child`: it receives its id, host, the secret and the
+parent's ``multiprocessing`` preparation data over the intercommunicator, binds its socket,
+answers with its endpoint, receives the table of places, disconnects from its parent (so that
+it can later finalize and exit alone) and imports the user's main module the way
+``multiprocessing``'s spawn start method does (as ``__mp_main__``, same working directory and
+``sys.path``), so functions and classes of the program resolve at every place.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import multiprocessing.spawn
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ._config import setting
+from ._exceptions import ApgasError, MalleabilityError
+from ._runtime import PlaceInfo, Runtime, set_runtime
+
+__all__ = [
+    "start",
+    "stop",
+    "serve",
+    "spawn_places",
+    "is_local_host",
+    "resolve_host",
+    "node_file_hosts",
+]
+
+log = logging.getLogger("apgaspy")
+
+_TAG = 4711
+_FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
+_FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
+
+
+def _mpi() -> Any:
+    from mpi4py import MPI
+
+    return MPI
+
+
+# ---------------------------------------------------------------------- hosts
+def resolve_host(host: str) -> str:
+    """The IPv4 address of ``host`` (a name or an address).
+
+    Raises:
+        OSError: the name does not resolve.
+    """
+    return socket.gethostbyname(host)
+
+
+def is_local_host(host: str) -> bool:
+    """True when ``host`` is this machine: a loopback address or one of its own addresses.
+
+    Places for a local host start on this machine with ``MPI_Comm_spawn`` host ``localhost``
+    (MPICH would try ssh for a name such as 127.0.1.2).
+
+    Raises:
+        OSError: the name does not resolve.
+    """
+    ip = resolve_host(host)
+    if ipaddress.ip_address(ip).is_loopback:
+        return True
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.bind((ip, 0))  # only an address of this machine can be bound
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def node_file_hosts() -> list[str]:
+    """The hosts listed in ``$NODE_FILE`` (one a line, blanks skipped), or ``[]``."""
+    path = os.environ.get("NODE_FILE")
+    if not path:
+        return []
+    with open(path, encoding="ascii") as fh:
+        return [line.strip() for line in fh if line.strip()]
+
+
+def _my_host() -> str:
+    hosts = node_file_hosts()
+    return hosts[0] if hosts else socket.gethostname()
+
+
+def _bind_address(host: str) -> str:
+    explicit = setting("HOST")
+    if explicit:
+        return resolve_host(explicit)
+    try:
+        return resolve_host(host)
+    except OSError:
+        return "127.0.0.1"
+
+
+def _sleepy_barrier(comm: Any) -> None:
+    """A barrier that waits without spinning (MPICH's progress engine busy-polls)."""
+    req = comm.Ibarrier()
+    delay = 0.001
+    while not req.Test():
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+# ---------------------------------------------------------------------- start
+class Session:
+    """How this process takes part in the computation (set by :func:`start`)."""
+
+    world: Any = None  # MPI.COMM_WORLD when started under mpiexec with several ranks
+    spawned = False
+
+
+SESSION = Session()
+
+
+def start(places: int | None = None) -> tuple[Runtime, bool]:
+    """Start the runtime of this process and return it with ``True`` on place 0.
+
+    Args:
+        places: places to start in embedded mode (default ``APGAS_PLACES``, else the number of
+            cores, else with ``NODE_FILE`` its hosts × ``APGAS_PLACES_PER_HOST``); ignored
+            under mpiexec, where the number of ranks decides.
+
+    Raises:
+        ApgasError: the runtime is already running in this process.
+        ConfigurationError: a setting is invalid.
+    """
+    from ._runtime import _RUNTIME
+
+    if _RUNTIME is not None:
+        raise ApgasError("the apgaspy runtime is already running in this process")
+    MPI = _mpi()  # noqa: N806 - the mpi4py convention
+    if MPI.Comm.Get_parent() != MPI.COMM_NULL:
+        raise ApgasError("a spawned place cannot start a runtime of its own")
+    world = MPI.COMM_WORLD
+    if world.Get_size() > 1:
+        return _start_world(world), world.Get_rank() == 0
+    return _start_embedded(places), True
+
+
+def _start_world(world: Any) -> Runtime:
+    rank = world.Get_rank()
+    secret = world.bcast(secrets.token_bytes(32) if rank == 0 else None, root=0)
+    host = _mpi().Get_processor_name()
+    rt = Runtime(rank, secret, _bind_address(host))
+    infos = world.allgather((rt.transport.endpoint, host, os.getpid()))
+    table = [PlaceInfo(i, ep, h, pid, "world") for i, (ep, h, pid) in enumerate(infos)]
+    SESSION.world = world
+    set_runtime(rt)
+    rt.start(table)
+    return rt
+
+
+def _start_embedded(places: int | None) -> Runtime:
+    per_host = setting("PLACES_PER_HOST")
+    hosts = node_file_hosts()
+    count = setting("PLACES", places)
+    if count is None:
+        count = len(hosts) * per_host if hosts else (os.cpu_count() or 1)
+    my_host = _my_host()
+    if hosts and count == len(hosts) * per_host:
+        layout = [hosts[i // per_host] for i in range(count)]
+    else:
+        layout = [my_host] * count
+    rt = Runtime(0, secrets.token_bytes(32), _bind_address(my_host))
+    me = PlaceInfo(0, rt.transport.endpoint, my_host, os.getpid(), "embedded")
+    try:
+        others = spawn_places(rt, list(enumerate(layout))[1:], [me])
+    except BaseException:
+        rt.close()
+        raise
+    SESSION.world = None
+    set_runtime(rt)
+    rt.start([me, *others])
+    return rt
+
+
+def _child_env() -> dict[str, str]:
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(_FORWARDED_ENV_PREFIXES) or k in _FORWARDED_ENV
+    }
+
+
+def check_spawnable(host: str) -> str:
+    """The MPI ``host`` info value for starting a place for ``host``.
+
+    Raises:
+        MalleabilityError: ``host`` does not resolve, or is remote and cannot be reached
+            with the launcher's ssh (MPICH aborts the caller on a failed remote spawn, so we
+            check first).
+    """
+    try:
+        if is_local_host(host):
+            return "localhost"
+    except OSError as exc:
+        raise MalleabilityError(f"cannot start a place on host {host!r}: {exc}") from None
+    import subprocess
+
+    try:
+        probe = subprocess.run(
+            ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, "true"],
+            capture_output=True,
+            timeout=15,
+        )
+        ok = probe.returncode == 0
+        why = probe.stderr.decode(errors="replace").strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        ok, why = False, str(exc)
+    if not ok:
+        raise MalleabilityError(
+            f"cannot start a place on host {host!r}: it is not this machine and ssh to it "
+            f"failed ({why or 'no answer'})"
+        )
+    return host
+
+
+def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
+                 known: Sequence[PlaceInfo]) -> list[PlaceInfo]:
+    """Start one place per ``(id, host)`` of ``specs``, all at once; return their infos.
+
+    Every new place learns the table ``known`` + the new places.  The places are not added to
+    ``rt``'s table: the caller does that.
+
+    Raises:
+        MalleabilityError: a host cannot run a place, or a spawn failed (nothing is left
+            running in that case: the places that did start are told to exit).
+    """
+    if not specs:
+        return []
+    MPI = _mpi()  # noqa: N806 - the mpi4py convention
+    mpi_hosts = {host: check_spawnable(host) for _, host in specs}
+    prep = multiprocessing.spawn.get_preparation_data("apgaspy-place")
+    prep.pop("authkey", None)
+    env = _child_env()
+    results: dict[int, tuple[Any, Any]] = {}
+    errors: list[BaseException] = []
+
+    def launch(pid: int, host: str) -> None:
+        try:
+            info = MPI.Info.Create()
+            info.Set("host", mpi_hosts[host])
+            info.Set("wdir", os.getcwd())
+            inter = MPI.COMM_SELF.Spawn(sys.executable, ["-m", "apgaspy._child"], 1, info)
+            info.Free()
+            inter.send((pid, host, rt.secret, prep, env), dest=0, tag=_TAG)
+            answer = inter.recv(source=0, tag=_TAG)
+            results[pid] = (inter, answer)
+            if answer is None:
+                errors.append(MalleabilityError(f"place({pid}) died while starting on {host}"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=launch, args=spec, daemon=True) for spec in specs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    new = [
+        PlaceInfo(pid, results[pid][1][0], host, results[pid][1][1], "spawned")
+        for pid, host in specs
+        if pid in results and results[pid][1] is not None
+    ]
+    table = [*known, *new] if not errors else None
+    finals = []
+    for inter, _ in results.values():
+
+        def finish_handshake(inter: Any = inter) -> None:
+            inter.send(table, dest=0, tag=_TAG)
+            inter.Disconnect()
+
+        t = threading.Thread(target=finish_handshake, daemon=True)
+        t.start()
+        finals.append(t)
+    for t in finals:
+        t.join()
+    if errors:
+        raise MalleabilityError(f"could not start {len(errors)} of {len(specs)} places: "
+                                f"{errors[0]}") from errors[0]
+    return new
+
+
+# ---------------------------------------------------------------------- stop
+def stop(rt: Runtime, code: int = 0) -> None:
+    """On place 0: end every place and release this one."""
+    try:
+        rt.shutdown(code)
+    finally:
+        rt.close()
+        set_runtime(None)
+        if SESSION.world is not None:
+            _sleepy_barrier(SESSION.world)
+            SESSION.world = None
+
+
+def serve(rt: Runtime) -> int:
+    """On an mpiexec rank other than 0: serve tasks until place 0 shuts down; return the code."""
+    rt.stopped.wait()
+    rt.close()
+    set_runtime(None)
+    code = rt.exit_code
+    if SESSION.world is not None:
+        _sleepy_barrier(SESSION.world)
+        SESSION.world = None
+    return code

@@ -1,0 +1,588 @@
+"""The place runtime: one :class:`Runtime` per process, holding the transport, the pools and
+the finish bookkeeping of its place.
+
+Messages (each a pickled tuple; see ``_transport`` for how they travel):
+
+==========  =============================================  =====================================
+kind        fields                                         handled by
+==========  =============================================  =====================================
+TASK        fid, flags, body                               worker pool (counted in finish ``fid``)
+UNCOUNTED   body                                           worker pool, no finish
+IMMEDIATE   body                                           immediate pool, no finish
+UPDATE      fid, src, deltas, exceptions, result, at_error  receiver thread, at the finish's home
+CTRL        src, name, args                                receiver thread (or a control thread)
+OUTPUT      stream (1 or 2), text                          place 0's stdout/stderr
+==========  =============================================  =====================================
+
+``body`` is the cloudpickled ``(fn, args, kwargs)``; it is unpickled by the worker that runs it,
+so a task that fails to unpickle is reported to its finish like any other failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import pickle
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from ._config import setting
+from ._exceptions import ApgasError, BadPlaceError, DeadPlaceError, RemoteError
+from ._finish import RemoteFinish, RootFinish
+from ._pool import Pool, current_pool
+from ._serialization import PackedException, dumps, loads, pack_exception
+from ._transport import Transport
+
+__all__ = ["Runtime", "PlaceInfo", "runtime", "current_finish", "finish_stack"]
+
+log = logging.getLogger("apgaspy")
+
+TASK, UNCOUNTED, IMMEDIATE, UPDATE, CTRL, OUTPUT = range(6)
+F_AT = 1  # TASK flag: the task of an ``at``; its return value travels back with the UPDATE
+
+_PROTO = 5
+_dumps_msg = pickle.dumps
+
+_tls = threading.local()
+
+
+def finish_stack() -> list[Any]:
+    """The calling thread's stack of governing finishes (innermost last)."""
+    try:
+        return _tls.stack
+    except AttributeError:
+        _tls.stack = []
+        return _tls.stack
+
+
+def current_finish() -> RootFinish | RemoteFinish:
+    """The innermost finish governing the calling thread.
+
+    Raises:
+        ApgasError: the thread runs no counted task and is not inside ``with finish():``.
+    """
+    stack = getattr(_tls, "stack", None)
+    if not stack:
+        raise ApgasError(
+            "async_() and async_at() must run inside a finish: wrap the code that spawns "
+            "tasks in 'with finish():' (uncounted and immediate tasks have no finish of their own)"
+        )
+    return stack[-1]
+
+
+@dataclass
+class PlaceInfo:
+    """What every place knows about a place.
+
+    Attributes:
+        id: the place id.
+        endpoint: its ZeroMQ address, ``tcp://ip:port``.
+        host: the host name it was started for, in the spelling it was given.
+        pid: its process id on that host.
+        origin: ``"world"`` (an mpiexec rank) or ``"spawned"`` (started by MPI_Comm_spawn).
+    """
+
+    id: int
+    endpoint: str
+    host: str
+    pid: int
+    origin: str
+
+
+_RUNTIME: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """The runtime of this process.
+
+    Raises:
+        ApgasError: the runtime is not running (outside ``apgaspy.run``/``apgaspy.session``).
+    """
+    rt = _RUNTIME
+    if rt is None:
+        raise ApgasError(
+            "the apgaspy runtime is not running: start the program with apgaspy.run(main) "
+            "(or inside 'with apgaspy.session():')"
+        )
+    return rt
+
+
+def set_runtime(rt: Runtime | None) -> None:
+    """Install (or clear) the process's runtime."""
+    global _RUNTIME
+    _RUNTIME = rt
+
+
+class Runtime:
+    """The runtime of one place.
+
+    Args:
+        here: this place's id.
+        secret: the job's 32-byte HMAC key.
+        bind_host: the IP address to bind the transport to.
+    """
+
+    def __init__(self, here: int, secret: bytes, bind_host: str) -> None:
+        self.here = here
+        self.secret = secret
+        self.flock = threading.Lock()  # guards finish records and the place table
+        self.roots: dict[int, RootFinish] = {}
+        self.remotes: dict[Any, RemoteFinish] = {}
+        self._seq = itertools.count(1)
+        self.table: dict[int, PlaceInfo] = {}
+        self.dead: set[int] = set()
+        self.released: set[int] = set()
+        self.stopping = False
+        self.exit_code = 0
+        self.stopped = threading.Event()
+        self._byes: set[int] = set()
+        self._byes_done = threading.Event()
+        self.objects: dict[int, Any] = {}  # GlobalRef registry
+        self._object_ids = itertools.count(1)
+        self.plos: dict[Any, Any] = {}  # PlaceLocalObject registry
+        self.ctrl_handlers: dict[str, Callable[..., None]] = {
+            "shutdown": self._ctrl_shutdown,
+            "bye": self._ctrl_bye,
+            "dead": self._ctrl_dead,
+        }
+        threads = setting("THREADS")
+        max_threads = setting("MAX_THREADS")
+        self.pool = Pool("apgaspy-worker", threads, max_threads)
+        self.immediate = Pool("apgaspy-immediate", setting("IMMEDIATE_THREADS"), max_threads)
+        self.transport = Transport(
+            secret,
+            bind_host,
+            self._on_message,
+            self._on_peer_lost,
+            dead_timeout=setting("DEAD_PLACE_TIMEOUT"),
+            heartbeat=setting("HEARTBEAT"),
+        )
+        self.forward_output = setting("FORWARD_OUTPUT") and here != 0
+        self._streams: list[Any] = []
+
+    # ================================================================== start and stop
+    def start(self, table: Iterable[PlaceInfo]) -> None:
+        """Learn the places, open the connections every place needs, start receiving."""
+        for info in table:
+            self.table[info.id] = info
+        for pid, info in self.table.items():
+            if pid == self.here:
+                continue
+            if self.here == 0 or pid == 0:
+                self.transport.add_peer(pid, info.endpoint, watch=True)
+        self.transport.start()
+        if self.forward_output:
+            from ._output import install_forwarding
+
+            self._streams = install_forwarding(self)
+
+    def flush_output(self) -> None:
+        """Push buffered print output of this place to place 0 (no-op on place 0)."""
+        for stream in self._streams:
+            stream.flush()
+
+    def shutdown(self, code: int = 0) -> None:
+        """On place 0: stop every other place and wait (bounded) for their goodbyes."""
+        self.stopping = True
+        self.exit_code = code
+        others = [p for p in self.table if p != self.here]
+        self._byes_expected = set(others)
+        if not others:
+            self._byes_done.set()
+        for p in others:
+            try:
+                self.send_ctrl(p, "shutdown", code)
+            except ApgasError:
+                self._ctrl_bye(p)
+        if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT")):
+            missing = sorted(self._byes_expected - self._byes)
+            log.warning("places %s did not confirm shutdown in time", missing)
+        self.stopped.set()
+
+    def close(self) -> None:
+        """Release the pools and sockets of this place."""
+        if self._streams:
+            from ._output import uninstall_forwarding
+
+            uninstall_forwarding(self._streams)
+            self._streams = []
+        self.pool.close()
+        self.immediate.close()
+        self.transport.close()
+
+    def _ctrl_shutdown(self, src: int, code: int) -> None:
+        self.stopping = True
+        self.exit_code = code
+        self.flush_output()
+        try:
+            self.send_ctrl(0, "bye")
+        except ApgasError:
+            pass
+        self.stopped.set()
+
+    def _ctrl_bye(self, src: int) -> None:
+        self._byes.add(src)
+        if self._byes >= getattr(self, "_byes_expected", set()):
+            self._byes_done.set()
+
+    # ================================================================== places
+    def place_ids(self) -> list[int]:
+        """Ids of the places of the computation, ascending."""
+        return sorted(self.table)
+
+    def check_place(self, dest: int) -> None:
+        """Raise the right error if ``dest`` is not a live place."""
+        if dest not in self.table:
+            raise self.bad_place(dest)
+
+    def bad_place(self, dest: int) -> ApgasError:
+        """The error for naming place ``dest``, which is not live."""
+        if dest in self.dead:
+            return DeadPlaceError(dest)
+        if dest in self.released:
+            return BadPlaceError(f"place({dest}) was released by a shrink", dest)
+        return BadPlaceError(
+            f"there is no place({dest}); the places are {self.place_ids()}", dest
+        )
+
+    # ================================================================== sending
+    def _send(self, dest: int, msg: bytes) -> None:
+        try:
+            self.transport.send(dest, msg)
+        except KeyError:
+            info = self.table.get(dest)
+            if info is None:
+                raise self.bad_place(dest) from None
+            self.transport.add_peer(dest, info.endpoint, watch=(self.here == 0))
+            self.transport.send(dest, msg)
+
+    def send_ctrl(self, dest: int, name: str, *args: Any) -> None:
+        """Send control message ``name`` to ``dest`` (plain-pickled arguments)."""
+        self._send(dest, _dumps_msg((CTRL, self.here, name, args), _PROTO))
+
+    def send_output(self, stream: int, text: str) -> None:
+        """Send print output to place 0."""
+        self._send(0, _dumps_msg((OUTPUT, stream, text), _PROTO))
+
+    # ================================================================== spawning
+    def spawn(self, dest: int, fn: Callable[..., Any], args: tuple, kwargs: dict,
+              fin: RootFinish | RemoteFinish | None = None, flags: int = 0) -> None:
+        """Spawn ``fn(*args, **kwargs)`` at place ``dest``, counted in ``fin``.
+
+        Args:
+            fin: the governing finish (default: the calling thread's innermost one).
+
+        Raises:
+            ApgasError: no governing finish.
+            BadPlaceError, DeadPlaceError: ``dest`` is not a live place.
+        """
+        if fin is None:
+            fin = current_finish()
+        here = self.here
+        if dest == here:
+            with self.flock:
+                if type(fin) is RootFinish:
+                    fin.add(here, 1)
+                else:
+                    d = fin.deltas
+                    d[here] = d.get(here, 0) + 1
+                    fin.live += 1
+            self.pool.submit(self._run_local, fin, fn, args, kwargs)
+            return
+        if dest not in self.table:
+            raise self.bad_place(dest)
+        body = dumps((fn, args, kwargs))
+        with self.flock:
+            if type(fin) is RootFinish:
+                if fin.fid is None:
+                    fin.fid = (here, next(self._seq))
+                    self.roots[fin.fid[1]] = fin
+                fin.add(dest, 1)
+            else:
+                d = fin.deltas
+                d[dest] = d.get(dest, 0) + 1
+            fid = fin.fid
+        try:
+            self._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO))
+        except BaseException:
+            with self.flock:
+                if type(fin) is RootFinish:
+                    fin.add(dest, -1)
+                else:
+                    fin.deltas[dest] -= 1
+            raise
+
+    def spawn_uncounted(self, dest: int, fn: Callable[..., Any], args: tuple, kwargs: dict,
+                        immediate: bool = False) -> None:
+        """Spawn a task no finish waits for, on the worker or the immediate pool of ``dest``.
+
+        Raises:
+            BadPlaceError, DeadPlaceError: ``dest`` is not a live place.
+        """
+        if dest == self.here:
+            pool = self.immediate if immediate else self.pool
+            pool.submit(self._run_uncounted, fn, args, kwargs)
+            return
+        if dest not in self.table:
+            raise self.bad_place(dest)
+        body = dumps((fn, args, kwargs))
+        self._send(dest, _dumps_msg((IMMEDIATE if immediate else UNCOUNTED, body), _PROTO))
+
+    # ================================================================== running tasks
+    def _run_local(self, fin: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        stack = finish_stack()
+        stack.append(fin)
+        try:
+            fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported to the finish
+            self._task_failed(fin, exc, 0)
+        finally:
+            del stack[-1]
+            self._complete(fin)
+
+    def _run_remote(self, fin: Any, body: bytes, flags: int) -> None:
+        stack = finish_stack()
+        stack.append(fin)
+        try:
+            fn, args, kwargs = loads(body)
+            value = fn(*args, **kwargs)
+            if flags & F_AT:
+                fin.result = dumps(value)
+        except BaseException as exc:  # noqa: BLE001 - reported to the finish
+            self._task_failed(fin, exc, flags)
+        finally:
+            del stack[-1]
+            self._complete(fin)
+
+    def _run_uncounted(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        try:
+            fn(*args, **kwargs)
+        except BaseException:  # noqa: BLE001 - nobody waits for this task
+            log.exception("an uncounted task failed at place(%d)", self.here)
+
+    def _run_uncounted_body(self, body: bytes) -> None:
+        try:
+            fn, args, kwargs = loads(body)
+        except BaseException:  # noqa: BLE001
+            log.exception("an uncounted task could not be unpickled at place(%d)", self.here)
+            return
+        self._run_uncounted(fn, args, kwargs)
+
+    def _task_failed(self, fin: Any, exc: BaseException, flags: int) -> None:
+        if type(fin) is RootFinish:
+            err = local_exception(exc, self.here)
+            with self.flock:
+                if flags & F_AT:
+                    fin.at_error = err
+                else:
+                    fin.exceptions.append(err)
+        else:
+            packed = pack_exception(exc, self.here)
+            with self.flock:
+                if flags & F_AT:
+                    fin.at_error = packed
+                else:
+                    fin.exceptions.append(packed)
+
+    def _complete(self, fin: Any) -> None:
+        here = self.here
+        cls = type(fin)
+        if cls is RootFinish:
+            with self.flock:
+                if fin.add(here, -1):
+                    self._release_root(fin)
+            return
+        if cls is _Detached:
+            for pe in fin.exceptions:
+                log.error("a task of a failed finish raised:%s", pe.tb)
+            fin.exceptions.clear()
+            return
+        if self._streams:
+            self.flush_output()
+        home = fin.fid[0]
+        with self.flock:
+            d = fin.deltas
+            d[here] = d.get(here, 0) - 1
+            fin.live -= 1
+            if fin.live:
+                return
+            del self.remotes[fin.fid]
+            msg = _dumps_msg(
+                (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error),
+                _PROTO,
+            )
+            try:
+                self.transport.post(home, msg)
+                posted = True
+            except KeyError:
+                posted = False
+        if posted:
+            self.transport.pump(home)
+        else:
+            try:
+                self._send(home, msg)
+            except ApgasError:
+                log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
+
+    def _release_root(self, fin: RootFinish) -> None:
+        # flock held
+        if fin.fid is not None:
+            self.roots.pop(fin.fid[1], None)
+        fin.release()
+
+    def wait_root(self, fin: RootFinish) -> None:
+        """Complete the body of ``fin`` (the calling thread) and wait for all its tasks."""
+        with self.flock:
+            if fin.add(self.here, -1):
+                self._release_root(fin)
+                return
+            event = fin.event = threading.Event()
+        pool = current_pool()
+        with pool.blocking() if pool is not None else nullcontext():
+            event.wait()
+
+    # ================================================================== receiving
+    def _on_message(self, frame: bytes) -> None:
+        msg = loads(frame)
+        kind = msg[0]
+        if kind == TASK:
+            _, fid, flags, body = msg
+            if fid[0] == self.here:
+                with self.flock:
+                    fin: Any = self.roots.get(fid[1])
+                if fin is None:
+                    fin = _Detached(fid)
+            else:
+                with self.flock:
+                    fin = self.remotes.get(fid)
+                    if fin is None:
+                        fin = self.remotes[fid] = RemoteFinish(fid)
+                    fin.live += 1
+            self.pool.submit(self._run_remote, fin, body, flags)
+        elif kind == UPDATE:
+            self._on_update(*msg[1:])
+        elif kind == UNCOUNTED:
+            self.pool.submit(self._run_uncounted_body, msg[1])
+        elif kind == IMMEDIATE:
+            self.immediate.submit(self._run_uncounted_body, msg[1])
+        elif kind == CTRL:
+            _, src, name, args = msg
+            handler = self.ctrl_handlers.get(name)
+            if handler is None:
+                log.error("unknown control message %r from place(%d)", name, src)
+            else:
+                handler(src, *args)
+        elif kind == OUTPUT:
+            stream = sys.stdout if msg[1] == 1 else sys.stderr
+            try:
+                stream.write(msg[2])
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        else:
+            log.error("unknown message kind %r", kind)
+
+    def _on_update(self, fid: Any, src: int, deltas: dict[int, int],
+                   excs: list[PackedException], result: bytes | None,
+                   at_error: PackedException | None) -> None:
+        errors = [pe.unpack() for pe in excs]
+        at_exc = at_error.unpack() if at_error is not None else None
+        with self.flock:
+            fin = self.roots.get(fid[1])
+            if fin is None:
+                return  # the finish already failed (a place died); late news
+            fin.exceptions.extend(errors)
+            if result is not None:
+                fin.result = result
+            if at_exc is not None:
+                fin.at_error = at_exc
+            if fin.apply(deltas):
+                self._release_root(fin)
+            elif self.dead:
+                for p in self.dead:
+                    if fin.waits_on(p):
+                        self._fail_root(fin, p)
+                        break
+
+    # ================================================================== failures
+    def _fail_root(self, fin: RootFinish, place: int) -> None:
+        # flock held
+        fin.exceptions.append(DeadPlaceError(place))
+        fin.failed = True
+        fin.counts.clear()
+        fin.nonzero = 0
+        self._release_root(fin)
+
+    def _on_peer_lost(self, place: int) -> None:
+        if self.stopping or place in self.released or place not in self.table:
+            return
+        if place == 0:
+            log.error("place(0) is gone: place(%d) exits", self.here)
+            self.exit_code = 1
+            self.stopping = True
+            self.stopped.set()
+            return
+        log.error("place(%d) died", place)
+        self.place_died(place)
+        for p in list(self.table):
+            if p != self.here:
+                try:
+                    self.send_ctrl(p, "dead", place)
+                except ApgasError:
+                    pass
+
+    def _ctrl_dead(self, src: int, place: int) -> None:
+        if place in self.table:
+            self.place_died(place)
+
+    def place_died(self, place: int) -> None:
+        """Take ``place`` out of the computation and fail what waits on it."""
+        with self.flock:
+            self.table.pop(place, None)
+            self.dead.add(place)
+            for fin in list(self.roots.values()):
+                if fin.waits_on(place):
+                    self._fail_root(fin, place)
+        self.transport.remove_peer(place, linger_s=0)
+        if self.stopping and hasattr(self, "_byes_expected"):
+            self._ctrl_bye(place)
+
+    # ================================================================== registries
+    def register_object(self, obj: Any) -> int:
+        """Keep ``obj`` reachable from other places; return its id here."""
+        oid = next(self._object_ids)
+        self.objects[oid] = obj
+        return oid
+
+
+class _Detached(RemoteFinish):
+    """Stands in for a home finish that no longer exists (it failed): reports nothing."""
+
+    __slots__ = ()
+
+
+def local_exception(exc: BaseException, place: int) -> Exception:
+    """``exc`` as collected by a finish at the place where it was raised."""
+    if not isinstance(exc, Exception):
+        cls = type(exc)
+        err: Exception = RemoteError(f"{cls.__module__}.{cls.__qualname__}", str(exc))
+        err.__cause__ = exc
+    else:
+        err = exc
+    try:
+        err.add_note(f"raised at place({place})")
+    except Exception:  # noqa: BLE001
+        pass
+    return err
+
+
+def process_info() -> tuple[int, str]:
+    """(pid, host name) of this process."""
+    import socket
+
+    return os.getpid(), socket.gethostname()

@@ -1,0 +1,156 @@
+"""Serialization of tasks, values and exceptions between places.
+
+Tasks and values are pickled with cloudpickle (protocol 5), so lambdas, closures and functions
+of ``__main__`` travel by value.  Exceptions travel as :class:`PackedException`: the pickled
+exception (when it pickles) plus the formatted remote traceback and the place it came from;
+:meth:`PackedException.unpack` rebuilds it with the traceback chained as ``__cause__`` and a
+note naming the place, as ``concurrent.futures.process`` does.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import socket
+import sys
+import traceback
+import types
+from typing import Any
+
+import cloudpickle
+
+from ._exceptions import RemoteError, RemoteTraceback
+
+__all__ = ["dumps", "loads", "PackedException", "pack_exception"]
+
+PROTOCOL = 5
+
+
+def _main_is_shared() -> bool:
+    """True when the other places have imported the same main module (a script or -m)."""
+    main = sys.modules.get("__main__")
+    return main is not None and (
+        getattr(main, "__file__", None) is not None
+        or getattr(getattr(main, "__spec__", None), "name", None) is not None
+    )
+
+
+def _resolve_main(qualname: str) -> Any:
+    obj: Any = sys.modules["__main__"]
+    try:
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        from ._exceptions import ApgasError
+
+        raise ApgasError(
+            f"{qualname} is not defined in this place's copy of the main module: define the "
+            f"functions and classes that tasks use at the module's top level, not under "
+            f"'if __name__ == \"__main__\":'"
+        ) from None
+    return obj
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, except that top-level functions and classes of ``__main__`` go by name.
+
+    Every place imports the program's main module (mpiexec runs it at every rank; spawned
+    places import it as ``__mp_main__`` like ``multiprocessing``), so such objects can be
+    looked up by name at the receiver, as ``multiprocessing`` does, instead of travelling by
+    value with every global they touch.  Lambdas, closures and objects of an interactive
+    session still travel by value.
+    """
+
+    def reducer_override(self, obj: Any) -> Any:
+        if (
+            isinstance(obj, (types.FunctionType, type))
+            and getattr(obj, "__module__", None) == "__main__"
+            and "<" not in obj.__qualname__
+            and _main_is_shared()
+        ):
+            try:
+                if _resolve_main(obj.__qualname__) is obj:
+                    return (_resolve_main, (obj.__qualname__,))
+            except Exception:  # noqa: BLE001 - not reachable by name: by value
+                pass
+        return super().reducer_override(obj)
+
+
+def dumps(obj: Any) -> bytes:
+    """Pickle ``obj`` with cloudpickle (protocol 5); ``__main__``'s top-level names by name."""
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+loads = pickle.loads
+
+_HOST = socket.gethostname()
+
+
+class PackedException:
+    """An exception on its way between places.
+
+    Attributes:
+        payload: the cloudpickled exception, or ``None`` if it did not pickle.
+        type_name: qualified name of the exception's class.
+        message: ``str`` of the exception.
+        tb: formatted traceback text, headed with place, host and pid.
+        place: id of the place where it was raised.
+    """
+
+    __slots__ = ("payload", "type_name", "message", "tb", "place")
+
+    def __init__(self, payload: bytes | None, type_name: str, message: str, tb: str, place: int):
+        self.payload = payload
+        self.type_name = type_name
+        self.message = message
+        self.tb = tb
+        self.place = place
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.payload, self.type_name, self.message, self.tb, self.place)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.payload, self.type_name, self.message, self.tb, self.place = state
+
+    def unpack(self, remote: bool = True) -> Exception:
+        """Rebuild the exception: the original when possible, else a :class:`RemoteError`.
+
+        Args:
+            remote: chain the remote traceback as ``__cause__`` (true when it crossed places).
+        """
+        exc: BaseException | None = None
+        if self.payload is not None:
+            try:
+                exc = loads(self.payload)
+            except Exception:  # noqa: BLE001 - any unpickling failure falls back
+                exc = None
+        if not isinstance(exc, Exception):
+            exc = RemoteError(self.type_name, self.message)
+        if remote:
+            exc.__cause__ = RemoteTraceback(self.tb)
+        try:
+            exc.add_note(f"raised at place({self.place})")
+        except Exception:  # noqa: BLE001 - exotic exceptions without __notes__ support
+            pass
+        return exc
+
+
+def pack_exception(exc: BaseException, place: int) -> PackedException:
+    """Pack ``exc`` (raised at ``place``, this process) for sending to another place."""
+    tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    header = f'\n"""\nTraceback at place({place}) on {_HOST} (pid {os.getpid()}):\n'
+    payload: bytes | None = None
+    if isinstance(exc, Exception):
+        try:
+            # The traceback does not pickle; drop it (the text above keeps it).
+            payload = dumps(exc.with_traceback(None))
+            loads(payload)
+        except Exception:  # noqa: BLE001 - unpicklable exceptions travel as text
+            payload = None
+    cls = type(exc)
+    return PackedException(
+        payload, f"{cls.__module__}.{cls.__qualname__}", str(exc), header + tb_text + '"""', place
+    )

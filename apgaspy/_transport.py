@@ -1,0 +1,343 @@
+"""Messages between places: ZeroMQ PUSH/PULL over TCP, authenticated with HMAC-SHA256.
+
+How a message travels (``async_at(q, f)`` at place p; ``at`` is the same plus the reply)::
+
+    place p                                               place q
+    ───────                                               ───────
+    caller thread                                         receiver thread (one per place)
+      pickle task (cloudpickle) ─► Outbox[q].append
+      try-lock Outbox[q]: drain it, sign the batch
+      [HMAC | msg | msg ...] ─► PUSH socket ══ TCP ══►  PULL socket ─► verify HMAC (drop
+                                                          and log on mismatch, before any
+                                                          unpickling) ─► per message:
+                                                            TASK      ─► worker pool ─► f()
+                                                            UPDATE    ─► finish home (inline)
+                                                            IMMEDIATE ─► immediate pool
+    receiver thread ◄═══════ [HMAC | UPDATE(+result)] ◄══ worker ends f, its place is
+      finish counts hit zero ─► waiting thread wakes      quiescent for that finish: flush
+
+Sending needs no thread hop: the caller sends itself.  Sockets are not thread-safe, so each
+destination has a lock; a caller that finds it taken leaves its message in the outbox and the
+holder sends it with its own (combining), so bursts from several threads go out as batches.
+
+Failure detection: every place watches its connection to place 0, and place 0 watches its
+connections to all places (ZeroMQ socket monitors plus ZMTP heartbeats, so a silent host is
+noticed too).  A connection that breaks and stays down for ``APGAS_DEAD_PLACE_TIMEOUT``
+seconds makes ``on_peer_lost`` fire for that place.
+
+Security: the per-job secret (32 random bytes handed out over MPI at start-up) keys an HMAC
+over every batch, as in the Jupyter wire protocol; a batch with a wrong or missing signature
+is dropped and logged before anything in it is unpickled.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+__all__ = ["Transport"]
+
+log = logging.getLogger("apgaspy")
+
+_CONNECT_GRACE_S = 5.0  # a watched peer must connect within this many seconds
+_POLL_MS = 100
+
+
+class _Outbox:
+    __slots__ = ("queue", "lock", "socket", "closed")
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.lock = threading.Lock()
+        self.socket = sock
+        self.closed = False
+
+
+class _Watch:
+    __slots__ = ("place", "monitor", "connected", "ever", "since")
+
+    def __init__(self, place: int, monitor: zmq.Socket) -> None:
+        self.place = place
+        self.monitor = monitor
+        self.connected = False
+        self.ever = False  # connected at least once
+        self.since = time.monotonic()  # when it last went down (or was created)
+
+
+class Transport:
+    """The ZeroMQ endpoint of one place.
+
+    Args:
+        secret: the job's HMAC key (bytes).
+        bind_host: IP address to bind and advertise (e.g. ``"127.0.0.1"``).
+        on_message: called on the receiver thread with each authenticated message (bytes).
+        on_peer_lost: called on the receiver thread with the id of a watched place whose
+            connection broke for good.
+        dead_timeout: seconds a watched connection may stay down before it is lost.
+        heartbeat: seconds between ZMTP heartbeats on outgoing connections.
+
+    Raises:
+        zmq.ZMQError: the address cannot be bound.
+    """
+
+    def __init__(
+        self,
+        secret: bytes,
+        bind_host: str,
+        on_message: Callable[[bytes], None],
+        on_peer_lost: Callable[[int], None],
+        dead_timeout: float = 1.0,
+        heartbeat: float = 1.0,
+    ) -> None:
+        self._key = secret
+        self._on_message = on_message
+        self._on_peer_lost = on_peer_lost
+        self._dead_timeout = dead_timeout
+        self._heartbeat_ms = max(1, int(heartbeat * 1000))
+        self._ctx = zmq.Context(io_threads=1)
+        self._pull = self._ctx.socket(zmq.PULL)
+        self._pull.setsockopt(zmq.RCVHWM, 0)
+        self._pull.setsockopt(zmq.LINGER, 0)
+        port = self._pull.bind_to_random_port(f"tcp://{bind_host}")
+        self.endpoint = f"tcp://{bind_host}:{port}"
+        self._outboxes: dict[int, _Outbox] = {}
+        self._boxes_lock = threading.Lock()
+        wake_addr = f"inproc://apgaspy-wake-{id(self)}"
+        self._wake_rx = self._ctx.socket(zmq.PAIR)
+        self._wake_rx.bind(wake_addr)
+        self._wake_tx = self._ctx.socket(zmq.PAIR)
+        self._wake_tx.connect(wake_addr)
+        self._wake_lock = threading.Lock()
+        self._new_watches: collections.deque[_Watch] = collections.deque()
+        self._unwatch: collections.deque[int] = collections.deque()
+        self._watches: dict[int, _Watch] = {}
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self.dropped = 0  # batches that failed authentication
+
+    # ------------------------------------------------------------------ signing
+    def _sign(self, frames: list[bytes]) -> bytes:
+        if len(frames) == 1:
+            f = frames[0]
+            return hmac.digest(self._key, len(f).to_bytes(8, "little") + f, "sha256")
+        h = hmac.new(self._key, digestmod=hashlib.sha256)
+        for f in frames:
+            h.update(len(f).to_bytes(8, "little"))
+            h.update(f)
+        return h.digest()
+
+    # ------------------------------------------------------------------ peers
+    def add_peer(self, place: int, endpoint: str, watch: bool = False) -> None:
+        """Open the connection to ``place`` at ``endpoint`` (a ``tcp://`` address).
+
+        Args:
+            watch: monitor the connection and report its loss through ``on_peer_lost``.
+        """
+        with self._boxes_lock:
+            if place in self._outboxes:
+                return
+            sock = self._ctx.socket(zmq.PUSH)
+            sock.setsockopt(zmq.SNDHWM, 0)
+            sock.setsockopt(zmq.LINGER, 5000)
+            sock.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * self._heartbeat_ms)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            if watch:
+                mon = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+                self._new_watches.append(_Watch(place, mon))
+            sock.connect(endpoint)
+            self._outboxes[place] = _Outbox(sock)
+        if watch:
+            self._wake()
+
+    def remove_peer(self, place: int, linger_s: float = 5.0) -> None:
+        """Close the connection to ``place``; queued messages get ``linger_s`` seconds to go."""
+        with self._boxes_lock:
+            box = self._outboxes.pop(place, None)
+        self._unwatch.append(place)
+        self._wake()
+        if box is None:
+            return
+        with box.lock:
+            box.closed = True
+            box.socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
+            box.socket.close()
+
+    def has_peer(self, place: int) -> bool:
+        """True when a connection to ``place`` is open."""
+        return place in self._outboxes
+
+    def peers(self) -> Iterable[int]:
+        """The places this transport has connections to."""
+        return list(self._outboxes)
+
+    # ------------------------------------------------------------------ sending
+    def send(self, dest: int, message: bytes) -> None:
+        """Send one message to place ``dest``.
+
+        Raises:
+            KeyError: there is no connection to ``dest`` (unknown or removed place).
+        """
+        self._outboxes[dest].queue.append(message)
+        self.pump(dest)
+
+    def post(self, dest: int, message: bytes) -> None:
+        """Queue one message for ``dest`` without sending it yet (see :meth:`pump`).
+
+        Messages posted to one destination leave in the order they were posted.
+
+        Raises:
+            KeyError: there is no connection to ``dest``.
+        """
+        self._outboxes[dest].queue.append(message)
+
+    def pump(self, dest: int) -> None:
+        """Send what is queued for ``dest`` unless another thread is already doing it."""
+        box = self._outboxes.get(dest)
+        if box is None:
+            return
+        q = box.queue
+        lock = box.lock
+        while q and lock.acquire(False):
+            try:
+                frames = []
+                while q:
+                    frames.append(q.popleft())
+                if frames and not box.closed:
+                    box.socket.send_multipart([self._sign(frames), *frames])
+            finally:
+                lock.release()
+
+    def send_raw(self, dest: int, frames: list[bytes]) -> None:
+        """Send pre-built frames without signing them (tests of the authentication only)."""
+        box = self._outboxes[dest]
+        with box.lock:
+            box.socket.send_multipart(frames)
+
+    # ------------------------------------------------------------------ receiving
+    def start(self) -> None:
+        """Start the receiver thread."""
+        self._running = True
+        self._thread = threading.Thread(target=self._receive_loop, name="apgaspy-receiver",
+                                        daemon=True)
+        self._thread.start()
+
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if not self._wake_tx.closed:
+                self._wake_tx.send(b"", zmq.NOBLOCK)
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        if len(frames) < 2 or len(frames[0]) != 32:
+            self._drop("malformed batch")
+            return
+        body = frames[1:]
+        if not hmac.compare_digest(frames[0], self._sign(body)):
+            self._drop("bad signature")
+            return
+        on_message = self._on_message
+        for f in body:
+            try:
+                on_message(f)
+            except Exception:  # noqa: BLE001 - the receiver thread must survive any message
+                log.exception("error while handling a message")
+
+    def _drop(self, why: str) -> None:
+        self.dropped += 1
+        log.warning("dropped a message that failed authentication (%s): not unpickled", why)
+
+    def _receive_loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._pull, zmq.POLLIN)
+        poller.register(self._wake_rx, zmq.POLLIN)
+        monitors: dict[zmq.Socket, _Watch] = {}
+        pull = self._pull
+        while self._running:
+            try:
+                events = dict(poller.poll(_POLL_MS))
+            except zmq.ZMQError:
+                if not self._running:
+                    break
+                raise
+            if pull in events:
+                while True:
+                    try:
+                        frames = pull.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._deliver(frames)
+            if self._wake_rx in events:
+                while True:
+                    try:
+                        self._wake_rx.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+            while self._new_watches:
+                w = self._new_watches.popleft()
+                self._watches[w.place] = w
+                monitors[w.monitor] = w
+                poller.register(w.monitor, zmq.POLLIN)
+            while self._unwatch:
+                w = self._watches.pop(self._unwatch.popleft(), None)
+                if w is not None:
+                    poller.unregister(w.monitor)
+                    monitors.pop(w.monitor, None)
+                    w.monitor.close(0)
+            for sock, w in list(monitors.items()):
+                if sock in events:
+                    while True:
+                        try:
+                            ev = recv_monitor_message(sock, zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        if ev["event"] == zmq.EVENT_CONNECTED:
+                            w.connected = w.ever = True
+                        elif ev["event"] == zmq.EVENT_DISCONNECTED:
+                            w.connected = False
+                            w.since = time.monotonic()
+            if monitors:
+                now = time.monotonic()
+                for sock, w in list(monitors.items()):
+                    limit = self._dead_timeout if w.ever else max(_CONNECT_GRACE_S,
+                                                                  self._dead_timeout)
+                    if not w.connected and now - w.since > limit:
+                        poller.unregister(sock)
+                        del monitors[sock]
+                        self._watches.pop(w.place, None)
+                        sock.close(0)
+                        try:
+                            self._on_peer_lost(w.place)
+                        except Exception:  # noqa: BLE001
+                            log.exception("error while handling the loss of place %d", w.place)
+        # The loop owns the sockets it polls; close them here.
+        for sock in monitors:
+            sock.close(0)
+
+    # ------------------------------------------------------------------ shutdown
+    def close(self, linger_s: float = 2.0) -> None:
+        """Stop receiving, let queued messages go for up to ``linger_s`` seconds, and close."""
+        self._running = False
+        self._wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        with self._boxes_lock:
+            boxes = list(self._outboxes.values())
+            self._outboxes.clear()
+        for box in boxes:
+            with box.lock:
+                box.closed = True
+                box.socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
+                box.socket.close()
+        with self._wake_lock:
+            self._wake_tx.close(0)
+        self._wake_rx.close(0)
+        self._pull.close(0)
+        self._ctx.term()

@@ -1,0 +1,69 @@
+"""Writing benchmark results: JSON under ``benchmarks/results/`` with the machine they ran on."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+__all__ = ["machine_info", "write_result", "RESULTS_DIR"]
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).resolve().parent, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """Where a benchmark ran: host, CPU model, cores, Python and numpy versions, date (UTC).
+
+    ``APGAS_MACHINE_LABEL`` (e.g. ``"2-core dev VM"``) is recorded as ``label`` when set.
+    """
+    import numpy
+
+    info: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": _git_commit(),
+    }
+    label = os.environ.get("APGAS_MACHINE_LABEL")
+    if label:
+        info["label"] = label
+    return info
+
+
+def write_result(name: str, data: dict[str, Any], directory: Path | None = None) -> Path:
+    """Write ``data`` plus ``machine`` to ``<directory>/<name>.json`` and return the path."""
+    directory = directory or RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    payload = {"benchmark": name, "machine": machine_info(), **data}
+    path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path

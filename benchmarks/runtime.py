@@ -1,0 +1,109 @@
+"""Runtime micro-benchmarks: ``at`` round trip and ``async_at`` throughput, apgaspy against
+``mpi4py.futures.MPIPoolExecutor``, measured in one run on this machine.
+
+    python -m benchmarks.runtime [--rounds 2000] [--tasks 20000] [--repeats 5]
+
+Figures (written to ``benchmarks/results/runtime.json``):
+
+* ``at_rtt_us``: median round trip of ``at(place(1), noop)`` from place 0, microseconds.
+* ``async_tasks_per_s``: empty ``async_at(place(1), noop)`` tasks in one ``finish`` from
+  place 0, divided by the time until the finish returns (median of the repeats).
+* ``mpi4py_futures``: the same two figures for ``MPIPoolExecutor(max_workers=1)``:
+  ``submit(noop).result()`` round trip and a burst of ``submit`` then waiting for all.
+
+Targets on the 2-core development machine: round trip ≤ 400 µs, ≥ 20,000 tasks/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+from apgaspy import async_at, at, finish, place, run
+
+from ._results import write_result
+from ._tasks import noop
+
+
+def _measure_apgaspy(rounds: int, tasks: int, repeats: int) -> dict[str, Any]:
+    p1 = place(1)
+    for _ in range(200):  # warm up connections and code paths
+        at(p1, noop)
+    rtts = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        at(p1, noop)
+        rtts.append(time.perf_counter() - t)
+    rates = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        with finish():
+            for _ in range(tasks):
+                async_at(p1, noop)
+        rates.append(tasks / (time.perf_counter() - t))
+    return {
+        "at_rtt_us": statistics.median(rtts) * 1e6,
+        "at_rtt_p90_us": statistics.quantiles(rtts, n=10)[-1] * 1e6,
+        "async_tasks_per_s": statistics.median(rates),
+        "async_tasks_per_s_all": rates,
+    }
+
+
+def _measure_mpi4py(rounds: int, tasks: int, repeats: int) -> dict[str, Any]:
+    from mpi4py.futures import MPIPoolExecutor, wait
+
+    with MPIPoolExecutor(max_workers=1) as pool:
+        for _ in range(200):
+            pool.submit(noop).result()
+        rtts = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            pool.submit(noop).result()
+            rtts.append(time.perf_counter() - t)
+        rates = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            futures = [pool.submit(noop) for _ in range(tasks)]
+            wait(futures)
+            rates.append(tasks / (time.perf_counter() - t))
+    return {
+        "at_rtt_us": statistics.median(rtts) * 1e6,
+        "at_rtt_p90_us": statistics.quantiles(rtts, n=10)[-1] * 1e6,
+        "async_tasks_per_s": statistics.median(rates),
+        "async_tasks_per_s_all": rates,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both measurements, print a table and write the JSON; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2000, help="round trips to time")
+    parser.add_argument("--tasks", type=int, default=20000, help="tasks in one burst")
+    parser.add_argument("--repeats", type=int, default=5, help="bursts to time")
+    parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
+    args = parser.parse_args(argv)
+    for name in ("rounds", "tasks", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    ours = run(_measure_apgaspy, args.rounds, args.tasks, args.repeats, places=2)
+    theirs = _measure_mpi4py(args.rounds, args.tasks, args.repeats)
+    print(f"{'':24}{'apgaspy':>12}{'mpi4py.futures':>16}")
+    print(f"{'round trip (us)':24}{ours['at_rtt_us']:12.0f}{theirs['at_rtt_us']:16.0f}")
+    print(f"{'empty tasks/s':24}{ours['async_tasks_per_s']:12.0f}"
+          f"{theirs['async_tasks_per_s']:16.0f}")
+    if not args.no_write:
+        path = write_result("runtime", {
+            "params": vars(args),
+            "apgaspy": ours,
+            "mpi4py_futures": theirs,
+            "targets": {"at_rtt_us_max": 400, "async_tasks_per_s_min": 20000},
+            "reference": {"ray_dask_sync_task_us": 1000, "ray_dask_async_tasks_per_s": 8000},
+        })
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

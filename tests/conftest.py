@@ -1,0 +1,201 @@
+"""Test helpers: run real programs with real processes, with a watchdog, and leave nothing.
+
+Programs run in their own session (``start_new_session``) so that signals MPICH's process
+manager sends to a process group never reach pytest.  On a timeout the harness kills the
+processes it started, by pid: the program and its descendants, found through /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+BIN = Path(sys.executable).parent
+MPIEXEC = str(BIN / "mpiexec")
+
+
+def descendants(pid: int) -> list[int]:
+    """Pids of all processes below ``pid`` (from /proc), deepest last."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """True when ``pid`` is a running (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it."""
+    for p in [pid, *descendants(pid)]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Wait until none of ``pids`` runs; return those still running after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in pids if alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if alive(p)]
+    return left
+
+
+@dataclass
+class Result:
+    """What a program run produced."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+    def json_lines(self) -> list[Any]:
+        """Lines of stdout that are JSON objects, parsed."""
+        return [json.loads(line) for line in self.lines if line.startswith("{")]
+
+
+def env_for(places: int | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("APGAS_PLACES", None)
+    if places is not None:
+        env["APGAS_PLACES"] = str(places)
+    env.update(extra)
+    return env
+
+
+def command(program: str | Path, mode: str, places: int, *args: str) -> list[str]:
+    """The command line that runs ``program`` with ``places`` places.
+
+    ``mode`` is ``"spawn"`` (plain python; place 0 spawns the others) or ``"mpiexec"``.
+    """
+    path = str(program if Path(program).is_absolute() else PROGRAMS / program)
+    if mode == "spawn":
+        return [sys.executable, path, *args]
+    if mode == "mpiexec":
+        return [MPIEXEC, "-n", str(places), sys.executable, path, *args]
+    raise ValueError(mode)
+
+
+def run_program(program: str | Path, places: int = 2, mode: str = "spawn", *args: str,
+                timeout: float = 60, env: dict[str, str] | None = None,
+                stdin: str | None = None) -> Result:
+    """Run a program to its end (killing it and its descendants after ``timeout`` s)."""
+    cmd = command(program, mode, places, *args)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env or env_for(places), text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} did not end within {timeout} s\n--- stdout\n{out}\n"
+                    f"--- stderr\n{err}")
+    return Result(proc.returncode, out, err)
+
+
+class Program:
+    """A program running in the background, for tests that talk to it while it runs."""
+
+    def __init__(self, program: str | Path, places: int = 2, mode: str = "spawn", *args: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.cmd = command(program, mode, places, *args)
+        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=env or env_for(places), text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True, bufsize=1)
+
+    def readline(self, timeout: float = 30) -> str:
+        """The next line of stdout (without the newline); fails the test after ``timeout``."""
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        try:
+            if not sel.select(timeout):
+                self.kill()
+                pytest.fail(f"no output from {' '.join(self.cmd)} within {timeout} s")
+        finally:
+            sel.close()
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            self.kill()
+            err = self.proc.stderr.read()  # type: ignore[union-attr]
+            pytest.fail(f"{' '.join(self.cmd)} ended early\n--- stderr\n{err}")
+        return line.rstrip("\n")
+
+    def send(self, text: str) -> None:
+        """Write ``text`` to the program's stdin."""
+        self.proc.stdin.write(text)  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def finish(self, timeout: float = 60) -> Result:
+        """Wait for the end; kill everything after ``timeout`` s and fail."""
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            out, err = self.proc.communicate()
+            pytest.fail(f"{' '.join(self.cmd)} did not end within {timeout} s\n{err}")
+        return Result(self.proc.returncode, out, err)
+
+    def kill(self) -> None:
+        """Kill the program and its descendants."""
+        kill_tree(self.proc.pid)
+
+
+@pytest.fixture
+def program_factory():
+    """Start background programs; whatever is still running at the end is killed."""
+    started: list[Program] = []
+
+    def start(*args: Any, **kwargs: Any) -> Program:
+        prog = Program(*args, **kwargs)
+        started.append(prog)
+        return prog
+
+    yield start
+    for prog in started:
+        if prog.proc.poll() is None:
+            prog.kill()
+            prog.proc.communicate()

@@ -1,0 +1,123 @@
+"""The runtime end to end: real programs, real processes, spawned and under mpiexec."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+from conftest import ROOT, run_program, wait_gone
+
+MODES = ["spawn", "mpiexec"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("places", [1, 2, 4])
+def test_hello(mode, places):
+    r = run_program(ROOT / "examples" / "hello.py", places, mode, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.lines
+    assert lines[-1] == "Bye"
+    assert sorted(lines[:-1]) == sorted(f"Hello from place({i})" for i in range(places))
+
+
+@pytest.mark.parametrize("mode,places", [("spawn", 1), ("spawn", 2), ("spawn", 3),
+                                         ("mpiexec", 2), ("mpiexec", 3)])
+def test_api_checks(mode, places):
+    r = run_program("api_checks.py", places, mode, timeout=120)
+    results = r.json_lines()
+    failed = [c for c in results if not c["ok"]]
+    assert not failed, "\n".join(f"{c['check']}:\n{c['error']}" for c in failed)
+    assert len(results) == 19 and r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("mode,places,seed", [("spawn", 3, 1), ("spawn", 2, 2),
+                                              ("mpiexec", 3, 3)])
+def test_stress_random_trees(mode, places, seed):
+    r = run_program("stress.py", places, mode, str(seed), "8", timeout=180)
+    trees = r.json_lines()
+    assert len(trees) == 3, r.stderr
+    for t in trees:
+        assert t["nodes"] == t["expected_nodes"] and t["errors"] == t["expected_errors"], t
+        assert t["mismatches"] == [], t
+    assert sum(t["nodes"] for t in trees) > 3000  # thousands of tasks
+    assert sum(t["errors"] for t in trees) > 0  # and failing leaves
+    assert r.returncode == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_process_left_behind(mode):
+    r = run_program("pids.py", 3, mode, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pids = [int(p) for p in r.json_lines()[0]["pids"].values()]
+    assert len(set(pids)) == 3
+    assert wait_gone(pids, 10) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_main_raising_ends_everything(mode):
+    r = run_program("main_raises.py", 3, mode, timeout=60)
+    assert r.returncode != 0
+    assert "main failed on purpose" in r.stderr
+    pids = [int(p) for p in r.json_lines()[0]["pids"].values()]
+    assert wait_gone(pids, 10) == []
+
+
+def test_dead_place_fails_the_finish():
+    t = time.monotonic()
+    r = run_program("dead_place.py", 3, "spawn", timeout=60)
+    assert r.returncode == 0, r.stderr
+    first, report = r.json_lines()
+    assert report["errors"] == [["DeadPlaceError", 2]]
+    assert report["waited"] < 5.0  # "within a few seconds", not the 60 s the task sleeps
+    assert report["places"] == [0, 1] and report["survivors"] == [0, 1]
+    assert report["at_error"] == 2
+    pids = [int(p) for p in first["pids"].values()]
+    assert wait_gone(pids, 10) == []
+    assert time.monotonic() - t < 30
+
+
+def test_stranger_gets_no_code_run(program_factory, tmp_path):
+    marker = tmp_path / "pwned"
+    prog = program_factory("stranger.py", 2, "spawn")
+    endpoint = __import__("json").loads(prog.readline())["endpoint"]
+
+    class Evil:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    payload = pickle.dumps(Evil())
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.connect(endpoint)
+    forged = [
+        [payload],  # unsigned
+        [secrets.token_bytes(32), payload],  # random signature
+        [__import__("hmac").digest(b"x" * 32, len(payload).to_bytes(8, "little") + payload,
+                                   "sha256"), payload],  # signed with the wrong key
+        [b"garbage", b"\x00" * 1000, payload],  # malformed
+    ]
+    for frames in forged:
+        sock.send_multipart(frames)
+    sock.close()
+    ctx.term()
+    time.sleep(0.5)
+    prog.send("go\n")
+    report = __import__("json").loads(prog.readline())
+    result = prog.finish()
+    assert result.returncode == 0, result.stderr
+    assert report == {"dropped": 4, "still_works": 42}
+    assert not marker.exists()
+    assert "failed authentication" in result.stderr
+
+
+def test_bad_configuration_is_reported():
+    r = run_program(ROOT / "examples" / "hello.py", 2, "spawn",
+                    env={**os.environ, "APGAS_PLACES": "two"}, timeout=30)
+    assert r.returncode != 0
+    assert "APGAS_PLACES='two'" in r.stderr and "ConfigurationError" in r.stderr

@@ -1,0 +1,127 @@
+"""Unit tests of the runtime's pure parts, without processes."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import pytest
+
+from apgaspy import ConfigurationError, MultipleException, Place, RemoteTraceback
+from apgaspy._config import SETTINGS, setting
+from apgaspy._finish import RootFinish
+from apgaspy._pool import Pool
+from apgaspy._serialization import dumps, loads, pack_exception
+
+
+def test_place_is_a_value():
+    assert Place(3) == Place(3) and Place(3) != Place(4)
+    assert sorted([Place(5), Place(1)]) == [Place(1), Place(5)]
+    assert hash(Place(2)) == hash(Place(2))
+    assert pickle.loads(pickle.dumps(Place(7))) == Place(7)
+    assert str(Place(1)) == "place(1)"
+    with pytest.raises(ValueError):
+        Place(-1)
+    with pytest.raises(TypeError):
+        Place("1")  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        Place(1).id = 2  # type: ignore[misc]
+
+
+def test_setting_order_and_errors(monkeypatch):
+    monkeypatch.delenv("APGAS_THREADS", raising=False)
+    assert setting("THREADS") == SETTINGS["THREADS"].default
+    monkeypatch.setenv("APGAS_THREADS", "3")
+    assert setting("THREADS") == 3
+    assert setting("THREADS", 5) == 5  # the argument wins
+    monkeypatch.setenv("APGAS_THREADS", "many")
+    with pytest.raises(ConfigurationError, match="APGAS_THREADS='many'"):
+        setting("THREADS")
+    monkeypatch.setenv("APGAS_THREADS", "0")
+    with pytest.raises(ConfigurationError, match="must be positive"):
+        setting("THREADS")
+    monkeypatch.setenv("APGAS_FORWARD_OUTPUT", "off")
+    assert setting("FORWARD_OUTPUT") is False
+    monkeypatch.setenv("APGAS_LOG_LEVEL", "loud")
+    with pytest.raises(ConfigurationError):
+        setting("LOG_LEVEL")
+
+
+def test_root_finish_counts_per_place():
+    f = RootFinish(here=0)
+    assert not f.done
+    f.add(1, +1)  # spawn to place 1
+    f.add(0, -1)  # the body ends
+    assert not f.done and f.waits_on(1)
+    # place 1 reports: its task spawned one to place 2 and ended (one message)
+    assert not f.apply({1: -1, 2: +1})
+    # place 2's report arrives: done
+    assert f.apply({2: -1})
+    assert f.done and not f.waits_on(1)
+
+
+def test_root_finish_reports_in_any_order_never_end_early():
+    f = RootFinish(here=0)
+    f.add(1, +1)
+    f.add(0, -1)
+    # place 2 reports its task's end before place 1 reports having spawned it
+    assert not f.apply({2: -1})
+    assert not f.done and f.waits_on(2)
+    assert f.apply({1: -1, 2: +1})
+
+
+def test_pool_compensates_blocked_workers():
+    pool = Pool("test", parallelism=1, max_threads=16)
+    inner_done = threading.Event()
+    outer_done = threading.Event()
+
+    def inner():
+        inner_done.set()
+
+    def outer():
+        pool.submit(inner)  # queued behind us on our own single worker
+        with pool.blocking():
+            assert inner_done.wait(5)
+        outer_done.set()
+
+    pool.submit(outer)
+    assert outer_done.wait(10), "the blocked worker was not compensated"
+    pool.close()
+
+
+def test_pool_logs_and_survives_task_errors(caplog):
+    pool = Pool("test", parallelism=1, max_threads=4)
+    done = threading.Event()
+    pool.submit(lambda: 1 / 0)
+    pool.submit(done.set)
+    assert done.wait(5)
+    pool.close()
+    time.sleep(0.05)
+    assert "ZeroDivisionError" in caplog.text
+
+
+def test_exceptions_travel_with_traceback_and_place():
+    try:
+        raise KeyError("lost")
+    except KeyError as exc:
+        packed = pack_exception(exc, place=3)
+    back = loads(dumps(packed)).unpack()
+    assert isinstance(back, KeyError) and back.args == ("lost",)
+    assert isinstance(back.__cause__, RemoteTraceback)
+    assert "Traceback at place(3)" in str(back.__cause__)
+    assert "raised at place(3)" in back.__notes__[0]
+
+
+def test_multiple_exception_is_an_exception_group():
+    group = MultipleException("two", [ValueError("a"), KeyError("b")])
+    assert isinstance(group, ExceptionGroup)
+    match, rest = group.split(ValueError)
+    assert isinstance(match, MultipleException) and len(match.exceptions) == 1
+    assert isinstance(rest, MultipleException)
+
+
+def test_lambdas_travel_by_value():
+    k = 41
+    fn = loads(dumps(lambda: k + 1))
+    assert fn() == 42
