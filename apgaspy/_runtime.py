@@ -175,11 +175,11 @@ class Runtime:
                 continue
             if self.here == 0 or pid == 0:
                 self.transport.add_peer(pid, info.endpoint, watch=True)
-        self.transport.start()
-        if self.forward_output:
+        if self.forward_output:  # before any task can run and print
             from ._output import install_forwarding
 
             self._streams = install_forwarding(self)
+        self.transport.start()
 
     def flush_output(self) -> None:
         """Push buffered print output of this place to place 0 (no-op on place 0)."""
