@@ -41,6 +41,12 @@ from ._exceptions import (
 )
 from ._global import GlobalRef, PlaceLocalObject
 from ._place import Place
+from .elastic import (
+    MalleableHandler,
+    define_malleable_handler,
+    disable_malleable_handler,
+    notify_scheduler,
+)
 
 __version__ = "0.1.0"
 
@@ -59,6 +65,10 @@ __all__ = [
     "PlaceLocalObject",
     "run",
     "session",
+    "MalleableHandler",
+    "define_malleable_handler",
+    "disable_malleable_handler",
+    "notify_scheduler",
     "ApgasError",
     "BadPlaceError",
     "DeadPlaceError",

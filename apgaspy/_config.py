@@ -92,8 +92,18 @@ SETTINGS: dict[str, Setting] = {
         Setting("PLACES_PER_HOST", 1, int, _positive,
                 "places started on each host of a grow order (a scheduler counts hosts)"),
         Setting("COMMUNICATOR", None, str, _any,
-                "malleable communicator as module:Class (default: the socket communicator "
+                "malleable communicator as module:Class or entry point name (default: socket "
                 "when SCHEDULER_PORT is set)"),
+        Setting("ORDERS_FROM", None, str, _any,
+                "addresses allowed to send orders, comma-separated, or 'any' (default: "
+                "SCHEDULER_IP)"),
+        Setting("ORDER_TIMEOUT", 5.0, float, _positive,
+                "seconds the socket communicator waits for an order line on a new connection"),
+        Setting("SCHEDULE", None, str, _any,
+                "orders for the schedule communicator, e.g. 'after 5 s grow 2 on localhost "
+                "localhost; after 12 s shrink 1'"),
+        Setting("RELEASE_TIMEOUT", 600.0, float, _positive,
+                "seconds a shrink waits for a released place to finish its last tasks"),
     ]
 }
 

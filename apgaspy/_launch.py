@@ -150,7 +150,9 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
         ConfigurationError: a setting is invalid.
     """
     from ._runtime import _RUNTIME
+    from .elastic._orders import reset
 
+    reset()
     if _RUNTIME is not None:
         raise ApgasError("the apgaspy runtime is already running in this process")
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
@@ -168,7 +170,9 @@ def _start_world(world: Any) -> Runtime:
     host = _mpi().Get_processor_name()
     rt = Runtime(rank, secret, _bind_address(host))
     infos = world.allgather((rt.transport.endpoint, host, os.getpid()))
-    table = [PlaceInfo(i, ep, h, pid, "world") for i, (ep, h, pid) in enumerate(infos)]
+    per_host = setting("PLACES_PER_HOST")
+    table = [PlaceInfo(i, ep, h, pid, "world", i // per_host)
+             for i, (ep, h, pid) in enumerate(infos)]
     SESSION.world = world
     set_runtime(rt)
     rt.start(table)
@@ -187,9 +191,10 @@ def _start_embedded(places: int | None) -> Runtime:
     else:
         layout = [my_host] * count
     rt = Runtime(0, secrets.token_bytes(32), _bind_address(my_host))
-    me = PlaceInfo(0, rt.transport.endpoint, my_host, os.getpid(), "embedded")
+    me = PlaceInfo(0, rt.transport.endpoint, my_host, os.getpid(), "embedded", 0)
     try:
-        others = spawn_places(rt, list(enumerate(layout))[1:], [me])
+        others = spawn_places(rt, list(enumerate(layout))[1:], [me],
+                              slots=[i // per_host for i in range(1, count)])
     except BaseException:
         rt.close()
         raise
@@ -241,11 +246,15 @@ def check_spawnable(host: str) -> str:
 
 
 def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
-                 known: Sequence[PlaceInfo]) -> list[PlaceInfo]:
+                 known: Sequence[PlaceInfo],
+                 slots: Sequence[int] | None = None) -> list[PlaceInfo]:
     """Start one place per ``(id, host)`` of ``specs``, all at once; return their infos.
 
     Every new place learns the table ``known`` + the new places.  The places are not added to
     ``rt``'s table: the caller does that.
+
+    Args:
+        slots: the host slot of each new place (default: its id).
 
     Raises:
         MalleabilityError: a host cannot run a place, or a spawn failed (nothing is left
@@ -281,8 +290,10 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         t.start()
     for t in threads:
         t.join()
+    slot_of = dict(zip((pid for pid, _ in specs), slots or [pid for pid, _ in specs],
+                       strict=True))
     new = [
-        PlaceInfo(pid, results[pid][1][0], host, results[pid][1][1], "spawned")
+        PlaceInfo(pid, results[pid][1][0], host, results[pid][1][1], "spawned", slot_of[pid])
         for pid, host in specs
         if pid in results and results[pid][1] is not None
     ]
@@ -308,7 +319,10 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
 # ---------------------------------------------------------------------- stop
 def stop(rt: Runtime, code: int = 0) -> None:
     """On place 0: end every place and release this one."""
+    from .elastic._orders import reset
+
     try:
+        reset()  # stops a communicator still running (APGAS-Disabled)
         rt.shutdown(code)
     finally:
         rt.close()
@@ -324,6 +338,12 @@ def serve(rt: Runtime) -> int:
     rt.close()
     set_runtime(None)
     code = rt.exit_code
+    if rt.retired:  # released by a shrink: keep nothing while waiting for the end
+        import gc
+
+        rt.objects.clear()
+        rt.plos.clear()
+        gc.collect()
     if SESSION.world is not None:
         _sleepy_barrier(SESSION.world)
         SESSION.world = None

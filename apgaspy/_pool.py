@@ -50,14 +50,15 @@ class Pool:
         self._serial = 0
         self._closed = False
         self._warned = False
+        self.pending = 0  # tasks submitted and not yet finished
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         """Queue ``fn(*args)``; exceptions escaping ``fn`` are logged, never propagated."""
-        self._queue.put((fn, args))
-        if self._idle == 0:
-            with self._lock:
-                if self._idle == 0 and self._threads - self._blocked < self.parallelism:
-                    self._start_locked()
+        with self._lock:
+            self.pending += 1
+            self._queue.put((fn, args))
+            if self._idle == 0 and self._threads - self._blocked < self.parallelism:
+                self._start_locked()
 
     @contextmanager
     def blocking(self) -> Iterator[None]:
@@ -122,6 +123,8 @@ class Pool:
                 fn(*args)
             except BaseException:  # noqa: BLE001 - a task runner must never kill the worker
                 log.exception("uncaught error in a task of pool %s", self.name)
+            with lock:
+                self.pending -= 1
             if self._threads - self._blocked > self.parallelism:
                 with lock:
                     if self._threads - self._blocked > self.parallelism:

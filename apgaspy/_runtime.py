@@ -84,7 +84,10 @@ class PlaceInfo:
         endpoint: its ZeroMQ address, ``tcp://ip:port``.
         host: the host name it was started for, in the spelling it was given.
         pid: its process id on that host.
-        origin: ``"world"`` (an mpiexec rank) or ``"spawned"`` (started by MPI_Comm_spawn).
+        origin: ``"world"`` (an mpiexec rank), ``"embedded"`` (place 0 without mpiexec) or
+            ``"spawned"`` (started by MPI_Comm_spawn).
+        slot: the host allotment it belongs to: the places started for one host of the
+            scheduler's allotment share a slot, and a shrink releases whole slots.
     """
 
     id: int
@@ -92,6 +95,7 @@ class PlaceInfo:
     host: str
     pid: int
     origin: str
+    slot: int = 0
 
 
 _RUNTIME: Runtime | None = None
@@ -149,7 +153,19 @@ class Runtime:
             "shutdown": self._ctrl_shutdown,
             "bye": self._ctrl_bye,
             "dead": self._ctrl_dead,
+            "ack": self._ctrl_ack,
+            "add_places": self._ctrl_add_places,
+            "remove_places": self._ctrl_remove_places,
+            "fin": self._ctrl_fin,
+            "released": self._ctrl_released,
         }
+        self._ops = itertools.count(1)
+        self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}
+        self.leaving: dict[int, threading.Event] = {}  # place 0: places being released
+        self.released_here: dict[int, threading.Event] = {}  # place 0: 'released' received
+        self._fins_expected: set[int] | None = None  # at a place being released
+        self._fins: set[int] = set()
+        self.retired = False  # this place was released by a shrink
         threads = setting("THREADS")
         max_threads = setting("MAX_THREADS")
         self.pool = Pool("apgaspy-worker", threads, max_threads)
@@ -161,6 +177,7 @@ class Runtime:
             self._on_peer_lost,
             dead_timeout=setting("DEAD_PLACE_TIMEOUT"),
             heartbeat=setting("HEARTBEAT"),
+            on_peer_down=self._on_peer_down,
         )
         self.forward_output = setting("FORWARD_OUTPUT") and here != 0
         self._streams: list[Any] = []
@@ -551,6 +568,125 @@ class Runtime:
         self.transport.remove_peer(place, linger_s=0)
         if self.stopping and hasattr(self, "_byes_expected"):
             self._ctrl_bye(place)
+
+    # ================================================================== requests with acks
+    def request_all(self, targets: Iterable[int], name: str, *args: Any,
+                    timeout: float | None = None) -> list[int]:
+        """Send control request ``name`` to ``targets`` and wait until each acknowledged it
+        (or died).  Returns the targets that did not answer within ``timeout`` seconds."""
+        targets = [t for t in targets if t != self.here]
+        op = next(self._ops)
+        waiting = set(targets)
+        event = threading.Event()
+        self._pending_acks[op] = (waiting, event)
+        for t in targets:
+            try:
+                self.send_ctrl(t, name, op, *args)
+            except ApgasError:
+                self._ctrl_ack(t, op)
+        if not waiting:
+            event.set()
+        event.wait(timeout)
+        self._pending_acks.pop(op, None)
+        return sorted(waiting)
+
+    def _ctrl_ack(self, src: int, op: int) -> None:
+        entry = self._pending_acks.get(op)
+        if entry is not None:
+            waiting, event = entry
+            waiting.discard(src)
+            if not waiting:
+                event.set()
+
+    def _ack(self, src: int, op: int) -> None:
+        try:
+            self.send_ctrl(src, "ack", op)
+        except ApgasError:
+            pass
+
+    # ================================================================== table changes
+    def add_places(self, infos: Iterable[PlaceInfo]) -> None:
+        """Make ``infos`` part of this place's table (place 0 also watches them)."""
+        with self.flock:
+            for info in infos:
+                self.table[info.id] = info
+        if self.here == 0:
+            for info in infos:
+                self.transport.add_peer(info.id, info.endpoint, watch=True)
+
+    def _ctrl_add_places(self, src: int, op: int, infos: list[PlaceInfo]) -> None:
+        self.add_places(infos)
+        self._ack(src, op)
+
+    def remove_places(self, removed: list[int]) -> None:
+        """Take ``removed`` out of the table and tell each of them that nothing more will come
+        from here (a 'fin' marker, after anything already sent on the same connection)."""
+        with self.flock:
+            before = set(self.table)
+            infos = {r: self.table.pop(r) for r in removed if r in self.table}
+            self.released.update(removed)
+        if self.here in removed:
+            self._fins_expected = before - {self.here} - self.dead
+            threading.Thread(target=self._drain_and_leave, name="apgaspy-release",
+                             daemon=True).start()
+        fin = _dumps_msg((CTRL, self.here, "fin", ()), _PROTO)
+        for r, info in infos.items():
+            if r == self.here:
+                continue
+            if not self.transport.has_peer(r):
+                self.transport.add_peer(r, info.endpoint)
+            try:
+                self.transport.send(r, fin)
+            except KeyError:
+                pass
+            if self.here != 0:
+                self.transport.remove_peer(r, linger_s=10.0)
+
+    def _ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
+        self.remove_places(removed)
+        self._ack(src, op)
+
+    def _ctrl_fin(self, src: int) -> None:
+        self._fins.add(src)
+
+    def _drain_and_leave(self) -> None:
+        """At a released place: wait until every place's last message arrived and no task is
+        left, then tell place 0 and stop (the process exits, or an mpiexec rank retires)."""
+        import time
+
+        expected = self._fins_expected or set()
+        next_warning = time.monotonic() + 10.0
+        delay = 0.0005
+        while True:
+            expected -= self.dead
+            idle = self.pool.pending == 0 and self.immediate.pending == 0
+            if idle and self._fins >= expected and not self.remotes:
+                break
+            if time.monotonic() > next_warning:
+                log.warning("released place(%d) still has work: %d task(s), waiting for %s",
+                            self.here, self.pool.pending, sorted(expected - self._fins))
+                next_warning += 10.0
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        self.flush_output()
+        try:
+            self.send_ctrl(0, "released")
+        except ApgasError:
+            pass
+        self.retired = True
+        self.stopping = True
+        self.exit_code = 0
+        self.stopped.set()
+
+    def _ctrl_released(self, src: int) -> None:
+        event = self.released_here.get(src)
+        if event is not None:
+            event.set()
+
+    def _on_peer_down(self, place: int) -> None:
+        event = self.leaving.get(place)
+        if event is not None:
+            event.set()
 
     # ================================================================== registries
     def register_object(self, obj: Any) -> int:

@@ -81,6 +81,8 @@ class Transport:
         on_message: called on the receiver thread with each authenticated message (bytes).
         on_peer_lost: called on the receiver thread with the id of a watched place whose
             connection broke for good.
+        on_peer_down: called on the receiver thread as soon as a watched connection breaks
+            (a place that leaves on purpose closes its socket when its process ends).
         dead_timeout: seconds a watched connection may stay down before it is lost.
         heartbeat: seconds between ZMTP heartbeats on outgoing connections.
 
@@ -96,10 +98,12 @@ class Transport:
         on_peer_lost: Callable[[int], None],
         dead_timeout: float = 1.0,
         heartbeat: float = 1.0,
+        on_peer_down: Callable[[int], None] | None = None,
     ) -> None:
         self._key = secret
         self._on_message = on_message
         self._on_peer_lost = on_peer_lost
+        self._on_peer_down = on_peer_down
         self._dead_timeout = dead_timeout
         self._heartbeat_ms = max(1, int(heartbeat * 1000))
         self._ctx = zmq.Context(io_threads=1)
@@ -303,6 +307,11 @@ class Transport:
                         elif ev["event"] == zmq.EVENT_DISCONNECTED:
                             w.connected = False
                             w.since = time.monotonic()
+                            if self._on_peer_down is not None:
+                                try:
+                                    self._on_peer_down(w.place)
+                                except Exception:  # noqa: BLE001
+                                    log.exception("error in on_peer_down(%d)", w.place)
             if monitors:
                 now = time.monotonic()
                 for sock, w in list(monitors.items()):

@@ -1,0 +1,58 @@
+"""Malleability: shrinking and growing a running program on a scheduler's order.
+
+Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
+:func:`define_malleable_handler`, :func:`disable_malleable_handler`,
+:func:`notify_scheduler`.  The mechanism is in ``_orders``; links to schedulers are in the
+top-level ``communicators`` package.
+"""
+
+from __future__ import annotations
+
+from ._handler import MalleableHandler
+from ._orders import OrderReport, malleability
+
+__all__ = [
+    "MalleableHandler",
+    "define_malleable_handler",
+    "disable_malleable_handler",
+    "notify_scheduler",
+    "OrderReport",
+]
+
+
+def define_malleable_handler(handler: MalleableHandler) -> None:
+    """Make the program malleable: from now on, scheduler orders are carried out by ``handler``.
+
+    Starts the configured communicator (``APGAS_COMMUNICATOR``; the socket communicator when
+    ``SCHEDULER_PORT`` is set), which tells the scheduler that orders are accepted.
+
+    Raises:
+        MalleabilityError: called away from place 0, a handler is already defined, or the
+            handler was disabled before (a program is malleable once).
+        TypeError: ``handler`` is not a :class:`MalleableHandler`.
+        ConfigurationError: the communicator is misconfigured.
+        ApgasError: the runtime is not running.
+    """
+    malleability().define(handler)
+
+
+def disable_malleable_handler() -> None:
+    """End the malleable phase: no more orders (an order under way finishes first).
+
+    The communicator stops and tells the scheduler (``APGAS-Disabled``).
+
+    Raises:
+        MalleabilityError: no handler is defined.
+    """
+    malleability().disable()
+
+
+def notify_scheduler(message: str) -> None:
+    """Send ``message`` (e.g. ``"preShrinkTimeGLB;2;1234"``) to the scheduler, if one listens.
+
+    Does nothing when no communicator runs.  Never raises for a scheduler that cannot be
+    reached (that is logged).
+    """
+    comm = malleability().communicator
+    if comm is not None:
+        comm.notify(message)

@@ -1,0 +1,61 @@
+"""The malleable handler: what a program does before and after its places change.
+
+Follows APGAS for Java's ``apgas.impl.elastic.MalleableHandler``; all four methods run at
+place 0, on the thread that carries out the scheduler's order, one order at a time.  They
+may use ``finish``/``async_at``/``at`` to act on other places.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from .._place import Place
+
+__all__ = ["MalleableHandler"]
+
+
+class MalleableHandler(ABC):
+    """Abstract base class of a program's reaction to shrink and grow orders.
+
+    Define it with :func:`apgaspy.define_malleable_handler` at place 0; from then on a
+    scheduler may order the program to release places (shrink) or to add places (grow).
+    Orders count hosts; with ``APGAS_PLACES_PER_HOST`` = k the handler is asked for k
+    places per host.
+    """
+
+    @abstractmethod
+    def pre_shrink(self, n: int) -> list[Place]:
+        """Choose the ``n`` places to release and move their work and data off them.
+
+        Args:
+            n: the number of places to release (hosts in the order × places per host).
+
+        Returns:
+            Exactly ``n`` distinct places of ``places()``, never place 0, making up whole
+            hosts (every place of a released host).  A wrong answer refuses the order (the
+            scheduler is told why; :meth:`post_shrink` then runs with an empty list so the
+            handler can undo what it prepared).
+        """
+
+    @abstractmethod
+    def post_shrink(self, n: int, removed: list[Place]) -> None:
+        """Called after the released places are gone and their hosts went back.
+
+        Args:
+            n: the number of places now.
+            removed: the places that were released (empty if the order was refused).
+        """
+
+    @abstractmethod
+    def pre_grow(self, n: int) -> None:
+        """Called before ``n`` places are started (hosts in the order × places per host)."""
+
+    @abstractmethod
+    def post_grow(self, n: int, continued: list[Place], added: list[Place]) -> None:
+        """Called after the new places are running and every place sees them.
+
+        Args:
+            n: the number of places now.
+            continued: the places that were there before the grow.
+            added: the new places (empty if the grow failed).
+        """

@@ -1,0 +1,328 @@
+"""Carrying out shrink and grow orders at place 0 (the mechanism; communicators bring orders).
+
+Grow(n hosts)::
+
+    pre_grow(n·k) ─► spawn n·k places at once (fresh ids, ids never reused; each new place
+    receives the whole table) ─► every existing place adds them (acknowledged) ─► post_grow
+
+Shrink(n hosts)::
+
+    pre_shrink(n·k) ─► check the answer (exactly n·k distinct live places, not place 0,
+    whole hosts) ─► every place drops them from its table and sends each of them a 'fin'
+    marker after whatever it sent before ─► a released place waits for all markers and for
+    its last task, says 'released' and ends (a spawned process exits; an mpiexec rank retires:
+    it leaves the runtime and waits in MPI_Finalize without using the CPU) ─► place 0 sees
+    its connection close ─► the released hosts go back ─► post_shrink
+
+A refused order (malformed, no handler, a wrong handler answer, an unreachable host) raises
+:class:`MalleabilityError` and leaves the program as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._config import setting
+from .._exceptions import MalleabilityError
+from .._place import Place
+from .._runtime import PlaceInfo, runtime
+
+if TYPE_CHECKING:
+    from ._handler import MalleableHandler
+
+__all__ = ["OrderReport", "Malleability", "malleability"]
+
+log = logging.getLogger("apgaspy")
+
+_ACK_TIMEOUT_S = 60.0
+
+
+@dataclass
+class OrderReport:
+    """What an order did and how long it took.
+
+    Attributes:
+        kind: ``"shrink"`` or ``"grow"``.
+        hosts: the number of hosts in the order.
+        places: the places released or added.
+        host_names: for a shrink, the released hosts (each once, as given).
+        total_ns: the whole order, nanoseconds.
+        handler_ns: time spent in the handler's pre and post methods, nanoseconds.
+        runtime_ns: ``total_ns - handler_ns``.
+    """
+
+    kind: str
+    hosts: int
+    places: list[Place] = field(default_factory=list)
+    host_names: list[str] = field(default_factory=list)
+    total_ns: int = 0
+    handler_ns: int = 0
+
+    @property
+    def runtime_ns(self) -> int:
+        return self.total_ns - self.handler_ns
+
+
+class Malleability:
+    """Place 0's malleability state: the handler, the communicator, the order lock."""
+
+    def __init__(self) -> None:
+        self.state = "undefined"  # then "defined", then "disabled"
+        self.handler: MalleableHandler | None = None
+        self.communicator: Any = None
+        self.order_lock = threading.RLock()  # a handler may disable from inside an order
+        self.next_place: int | None = None
+        self.next_slot: int | None = None
+        self.reports: list[OrderReport] = []
+
+    # ------------------------------------------------------------------ handler
+    def define(self, handler: MalleableHandler) -> None:
+        from ._handler import MalleableHandler
+        from ._select import make_communicator
+
+        rt = runtime()
+        if rt.here != 0:
+            raise MalleabilityError(
+                f"define_malleable_handler() is for place 0 (the program's main), "
+                f"called at place({rt.here})")
+        if not isinstance(handler, MalleableHandler):
+            raise TypeError(f"expected a MalleableHandler, got {type(handler).__name__}")
+        if self.state == "defined":
+            raise MalleabilityError("a malleable handler is already defined")
+        if self.state == "disabled":
+            raise MalleabilityError(
+                "the malleable handler was disabled: a program is malleable once, "
+                "define_malleable_handler() cannot be called again")
+        self.handler = handler
+        self.next_place = max([*rt.table, *rt.released, *rt.dead]) + 1
+        self.next_slot = max(info.slot for info in rt.table.values()) + 1
+        self.state = "defined"
+        self.communicator = make_communicator()
+        if self.communicator is not None:
+            self.communicator.start()
+
+    def disable(self) -> None:
+        if self.state != "defined":
+            raise MalleabilityError("no malleable handler is defined")
+        with self.order_lock:  # let a running order end first
+            self.state = "disabled"
+            self.handler = None
+        self._stop_communicator()
+
+    def _stop_communicator(self) -> None:
+        comm, self.communicator = self.communicator, None
+        if comm is not None:
+            try:
+                comm.stop()
+            except Exception:  # noqa: BLE001 - the program must end anyway
+                log.exception("error while stopping the malleable communicator")
+
+    def close(self) -> None:
+        """At the end of the program: stop the communicator if still running."""
+        if self.state == "defined":
+            self.state = "disabled"
+            self.handler = None
+        self._stop_communicator()
+
+    def _handler(self) -> MalleableHandler:
+        if self.state != "defined" or self.handler is None:
+            raise MalleabilityError(
+                "orders are refused: the program has no malleable handler defined "
+                f"({'not yet' if self.state == 'undefined' else 'disabled'})")
+        return self.handler
+
+    # ------------------------------------------------------------------ grow
+    def grow(self, hosts: Sequence[str]) -> OrderReport:
+        """Add ``APGAS_PLACES_PER_HOST`` places on each of ``hosts`` (one slot per entry).
+
+        Raises:
+            MalleabilityError: no handler, no hosts, or a host cannot run a place.
+        """
+        from .._launch import check_spawnable, spawn_places
+
+        hosts = [str(h) for h in hosts]
+        if not hosts:
+            raise MalleabilityError("a grow order needs at least one host")
+        with self.order_lock:
+            handler = self._handler()
+            for h in set(hosts):
+                check_spawnable(h)  # before the handler hears of it
+            rt = runtime()
+            per_host = setting("PLACES_PER_HOST")
+            report = OrderReport("grow", len(hosts))
+            t0 = time.perf_counter_ns()
+            n = len(hosts) * per_host
+            h0 = time.perf_counter_ns()
+            handler.pre_grow(n)
+            report.handler_ns += time.perf_counter_ns() - h0
+            continued = [Place(i) for i in rt.place_ids()]
+            assert self.next_place is not None and self.next_slot is not None
+            specs: list[tuple[int, str]] = []
+            slots: list[int] = []
+            for i, host in enumerate(hosts):
+                for _ in range(per_host):
+                    specs.append((self.next_place, host))
+                    slots.append(self.next_slot + i)
+                    self.next_place += 1
+            self.next_slot += len(hosts)
+            added: list[Place] = []
+            error: MalleabilityError | None = None
+            try:
+                infos = spawn_places(rt, specs, list(rt.table.values()), slots=slots)
+            except MalleabilityError as exc:
+                error, infos = exc, []
+            if infos:
+                rt.add_places(infos)
+                late = rt.request_all([p for p in rt.place_ids() if p not in
+                                       {i.id for i in infos}], "add_places", infos,
+                                      timeout=_ACK_TIMEOUT_S)
+                if late:
+                    log.warning("places %s did not confirm the grow in time", late)
+                added = [Place(i.id) for i in infos]
+            report.places = added
+            h0 = time.perf_counter_ns()
+            handler.post_grow(len(rt.table), continued, added)
+            report.handler_ns += time.perf_counter_ns() - h0
+            report.total_ns = time.perf_counter_ns() - t0
+            self.reports.append(report)
+            if error is not None:
+                raise error
+            return report
+
+    # ------------------------------------------------------------------ shrink
+    def shrink(self, n_hosts: int,
+               on_released: Callable[[list[str]], None] | None = None) -> OrderReport:
+        """Release ``n_hosts`` hosts: ask the handler for their places and let them go.
+
+        Args:
+            n_hosts: hosts to release (≥ 1).
+            on_released: called with the released host names once their places are gone,
+                before ``post_shrink`` (the communicator replies to the scheduler there).
+
+        Raises:
+            MalleabilityError: no handler, too many hosts, or a wrong handler answer.
+        """
+        if isinstance(n_hosts, bool) or not isinstance(n_hosts, int) or n_hosts < 1:
+            raise MalleabilityError(f"a shrink order releases at least 1 host, got {n_hosts!r}")
+        with self.order_lock:
+            handler = self._handler()
+            rt = runtime()
+            per_host = setting("PLACES_PER_HOST")
+            slots = self._slots(rt)
+            releasable = [s for s in slots if s != rt.table[0].slot]
+            if n_hosts > len(releasable):
+                raise MalleabilityError(
+                    f"cannot release {n_hosts} host{'s' if n_hosts > 1 else ''}: the job has "
+                    f"{len(releasable)} host{'s' if len(releasable) != 1 else ''} besides the "
+                    f"one of place 0")
+            report = OrderReport("shrink", n_hosts)
+            t0 = time.perf_counter_ns()
+            n = n_hosts * per_host
+            h0 = time.perf_counter_ns()
+            answer = handler.pre_shrink(n)
+            report.handler_ns += time.perf_counter_ns() - h0
+            try:
+                removed = self._check_shrink_answer(rt, answer, n, n_hosts, slots)
+            except MalleabilityError:
+                h0 = time.perf_counter_ns()
+                handler.post_shrink(len(rt.table), [])
+                report.handler_ns += time.perf_counter_ns() - h0
+                raise
+            released_slots = []
+            for pid in removed:
+                slot = rt.table[pid].slot
+                if slot not in released_slots:
+                    released_slots.append(slot)
+            host_names = [slots[s][0].host for s in released_slots]
+            self._release(rt, removed)
+            report.places = [Place(p) for p in removed]
+            report.host_names = host_names
+            if on_released is not None:
+                on_released(host_names)
+            h0 = time.perf_counter_ns()
+            handler.post_shrink(len(rt.table), report.places)
+            report.handler_ns += time.perf_counter_ns() - h0
+            report.total_ns = time.perf_counter_ns() - t0
+            self.reports.append(report)
+            return report
+
+    @staticmethod
+    def _slots(rt: Any) -> dict[int, list[PlaceInfo]]:
+        slots: dict[int, list[PlaceInfo]] = {}
+        for info in sorted(rt.table.values(), key=lambda i: i.id):
+            slots.setdefault(info.slot, []).append(info)
+        return slots
+
+    @staticmethod
+    def _check_shrink_answer(rt: Any, answer: Any, n: int, n_hosts: int,
+                             slots: dict[int, list[PlaceInfo]]) -> list[int]:
+        try:
+            ids = [p.id if isinstance(p, Place) else p for p in answer]
+        except TypeError:
+            raise MalleabilityError(
+                f"pre_shrink must return a list of places, returned {answer!r}") from None
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+            raise MalleabilityError(f"pre_shrink must return places, returned {answer!r}")
+        if len(ids) != n:
+            raise MalleabilityError(f"pre_shrink was asked for {n} places and returned "
+                                    f"{len(ids)}: {sorted(ids)}")
+        if len(set(ids)) != len(ids):
+            raise MalleabilityError(f"pre_shrink returned a place twice: {ids}")
+        if 0 in ids:
+            raise MalleabilityError("pre_shrink returned place(0), which is never released")
+        unknown = [i for i in ids if i not in rt.table]
+        if unknown:
+            raise MalleabilityError(f"pre_shrink returned places that do not exist: {unknown}")
+        chosen = {rt.table[i].slot for i in ids}
+        partial = [s for s in chosen if {i.id for i in slots[s]} - set(ids)]
+        if partial or len(chosen) != n_hosts:
+            raise MalleabilityError(
+                f"pre_shrink must release whole hosts ({n_hosts} host(s) of "
+                f"{n // n_hosts} place(s)); places {sorted(ids)} do not make up whole hosts")
+        return sorted(ids)
+
+    @staticmethod
+    def _release(rt: Any, removed: list[int]) -> None:
+        for r in removed:
+            rt.leaving[r] = threading.Event()
+            rt.released_here[r] = threading.Event()
+        others = [p for p in rt.place_ids() if p != 0]
+        rt.remove_places(removed)  # place 0's own table, and its fins
+        late = rt.request_all(others, "remove_places", removed, timeout=_ACK_TIMEOUT_S)
+        if late:
+            log.warning("places %s did not confirm the shrink in time", late)
+        deadline = time.monotonic() + setting("RELEASE_TIMEOUT")
+        try:
+            for r in removed:
+                while not (rt.released_here[r].is_set() and rt.leaving[r].is_set()):
+                    if r in rt.dead:
+                        break
+                    if time.monotonic() > deadline:
+                        raise MalleabilityError(
+                            f"place({r}) did not end within APGAS_RELEASE_TIMEOUT seconds")
+                    rt.leaving[r].wait(0.05)
+        finally:
+            for r in removed:
+                rt.leaving.pop(r, None)
+                rt.released_here.pop(r, None)
+                rt.transport.remove_peer(r, linger_s=0)
+
+
+_MALLEABILITY = Malleability()
+
+
+def malleability() -> Malleability:
+    """Place 0's malleability state (reset when a new runtime starts)."""
+    return _MALLEABILITY
+
+
+def reset() -> None:
+    """Forget the handler and communicator (a new computation starts)."""
+    global _MALLEABILITY
+    _MALLEABILITY.close()
+    _MALLEABILITY = Malleability()

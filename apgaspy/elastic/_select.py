@@ -1,0 +1,71 @@
+"""Choosing the malleable communicator from configuration, not code.
+
+``APGAS_COMMUNICATOR`` names it: ``module:Class`` imports that class; a bare name looks it up
+among the entry points of group ``apgaspy.communicators`` (apgaspy registers ``socket`` and
+``schedule``; another package can register its own).  Unset: the socket communicator when
+``SCHEDULER_PORT`` is set, else none (the handler is defined, but no scheduler talks to us).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from importlib.metadata import entry_points
+from typing import Any
+
+from .._config import setting
+from .._exceptions import ConfigurationError
+
+__all__ = ["make_communicator", "load_communicator_class"]
+
+log = logging.getLogger("apgaspy")
+
+GROUP = "apgaspy.communicators"
+_BUILTIN = {
+    "socket": "communicators.socket:SocketMalleableCommunicator",
+    "schedule": "communicators.schedule:ScheduleMalleableCommunicator",
+}
+
+
+def load_communicator_class(spec: str) -> type:
+    """The communicator class named by ``spec`` (``module:Class`` or an entry point name).
+
+    Raises:
+        ConfigurationError: nothing by that name, or not a MalleableCommunicator subclass.
+    """
+    from communicators import MalleableCommunicator
+
+    target = spec
+    if ":" not in spec:
+        found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
+        if found:
+            target = found[0].value
+        elif spec in _BUILTIN:
+            target = _BUILTIN[spec]
+        else:
+            names = sorted({ep.name for ep in entry_points(group=GROUP)} | set(_BUILTIN))
+            raise ConfigurationError(
+                f"APGAS_COMMUNICATOR={spec!r}: no communicator of that name "
+                f"(known: {', '.join(names)}; or give module:Class)")
+    module_name, _, class_name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"APGAS_COMMUNICATOR={spec!r}: cannot load {target}: {exc}") \
+            from None
+    if not (isinstance(cls, type) and issubclass(cls, MalleableCommunicator)):
+        raise ConfigurationError(
+            f"APGAS_COMMUNICATOR={spec!r}: {target} is not a MalleableCommunicator subclass")
+    return cls
+
+
+def make_communicator() -> Any:
+    """A new communicator as configured, or ``None`` when none is configured."""
+    spec = setting("COMMUNICATOR")
+    if spec is None:
+        if not os.environ.get("SCHEDULER_PORT"):
+            log.info("malleable handler defined, but no communicator is configured")
+            return None
+        spec = "socket"
+    return load_communicator_class(spec)()

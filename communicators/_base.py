@@ -1,0 +1,87 @@
+"""The abstract link between a running program and a batch scheduler."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+from apgaspy import Place
+from apgaspy._runtime import runtime
+from apgaspy.elastic._orders import OrderReport, malleability
+
+__all__ = ["MalleableCommunicator"]
+
+log = logging.getLogger("apgaspy.communicators")
+
+
+class MalleableCommunicator(ABC):
+    """Base class of a communicator: where a program gets its shrink and grow orders.
+
+    The runtime creates the configured communicator (``APGAS_COMMUNICATOR``) without
+    arguments when the program defines its malleable handler, calls :meth:`start`, and
+    :meth:`stop` when the handler is disabled or the program ends.  A subclass turns the
+    scheduler's orders into calls of :meth:`shrink` and :meth:`grow` (which carry them out,
+    one at a time) and sends :meth:`notify` messages its own way.  Supporting another
+    scheduler means writing one subclass; nothing else changes (APGAS for Java's
+    ``MalleableCommunicator``).
+    """
+
+    @abstractmethod
+    def start(self) -> None:
+        """Begin accepting orders (and tell the scheduler so).
+
+        Raises:
+            OSError or ConfigurationError: the link cannot be set up.
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop accepting orders (and tell the scheduler so); must not raise."""
+
+    def notify(self, message: str) -> None:  # noqa: B027 - optional, empty by default
+        """Send a notification (``growTimeAPGAS;2;1234``, say) to the scheduler.
+
+        The default sends nothing; override it when the scheduler listens.
+        """
+
+    # ---------------------------------------------------------------- for subclasses
+    def shrink(self, n_hosts: int,
+               on_released: Callable[[list[str]], None] | None = None) -> OrderReport:
+        """Carry out a shrink of ``n_hosts`` hosts (waits for an order under way).
+
+        Args:
+            on_released: receives the released host names when their places are gone,
+                before the handler's ``post_shrink`` (reply to the scheduler there).
+
+        Raises:
+            MalleabilityError: the order is refused; the program runs on unchanged.
+        """
+        return malleability().shrink(n_hosts, on_released)
+
+    def grow(self, hosts: Sequence[str]) -> OrderReport:
+        """Carry out a grow onto ``hosts`` (one entry per host; waits for an order under way).
+
+        Raises:
+            MalleabilityError: the order is refused (an unreachable host, say).
+        """
+        return malleability().grow(hosts)
+
+    @staticmethod
+    def host_of(place: Place | int) -> str:
+        """The host name ``place`` was started for, in the spelling the job was given.
+
+        Raises:
+            KeyError: no such place.
+        """
+        pid = place.id if isinstance(place, Place) else place
+        return runtime().table[pid].host
+
+    @staticmethod
+    def hosts() -> list[str]:
+        """The job's hosts (each allotted host once, in place order)."""
+        seen: dict[int, str] = {}
+        for pid in runtime().place_ids():
+            info = runtime().table[pid]
+            seen.setdefault(info.slot, info.host)
+        return list(seen.values())

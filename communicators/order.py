@@ -1,0 +1,59 @@
+"""Send one order to a running malleable job, by hand.
+
+    python -m communicators.order shrink 2 --job 127.0.1.1:5000
+    python -m communicators.order grow 2 127.0.1.5 127.0.1.6 --job 127.0.1.1:5000
+
+Prints the job's reply (the released hosts of a shrink) and exits 0; exits 1 when the job
+refuses the order (``ERROR ...``), 3 when the job cannot be reached, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+
+from ._protocol import ERROR_PREFIX, Order, OrderError, format_order, parse_order
+
+
+def _job(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, send the order, print the reply; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m communicators.order",
+                                     description="Send one shrink or grow order to a job.")
+    parser.add_argument("kind", choices=["shrink", "grow"], help="the order")
+    parser.add_argument("n", help="number of hosts")
+    parser.add_argument("hosts", nargs="*", help="for grow: the n host names")
+    parser.add_argument("--job", type=_job, required=True,
+                        help="the job's order address HOST:PORT (its first host, SCHEDULER_PORT)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds to wait for the job to carry the order out (default 600)")
+    args = parser.parse_args(argv)
+    try:
+        order: Order = parse_order(" ".join([args.kind, args.n, *args.hosts]))
+    except OrderError as exc:
+        parser.error(str(exc))
+    try:
+        with socket.create_connection(args.job, timeout=10) as conn:
+            conn.sendall(format_order(order).encode("ascii"))
+            conn.settimeout(args.timeout)
+            reply = b""
+            while chunk := conn.recv(4096):
+                reply += chunk
+    except OSError as exc:
+        print(f"cannot reach the job at {args.job[0]}:{args.job[1]}: {exc}", file=sys.stderr)
+        return 3
+    lines = reply.decode("ascii", "replace").splitlines()
+    for line in lines:
+        print(line)
+    return 1 if any(line.startswith(ERROR_PREFIX) for line in lines) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

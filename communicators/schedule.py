@@ -1,0 +1,115 @@
+"""A communicator that plays a fixed schedule of orders, for demos and tests.
+
+``APGAS_COMMUNICATOR=schedule`` and, for example::
+
+    APGAS_SCHEDULE="after 5 s grow 2 on localhost localhost; after 12 s shrink 1"
+
+Times are seconds after the handler was defined.  ``grow <n>`` without hosts means n times
+``localhost``.  Refused orders are logged; the program runs on.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+from apgaspy import ConfigurationError, MalleabilityError
+from apgaspy._config import setting
+
+from ._base import MalleableCommunicator
+from ._protocol import Order, OrderError, parse_order
+
+__all__ = ["ScheduleMalleableCommunicator", "ScheduledOrder", "parse_schedule"]
+
+log = logging.getLogger("apgaspy.communicators")
+
+_ENTRY = re.compile(r"^after\s+(\d+(?:\.\d*)?|\.\d+)\s*s?\s+(.*)$")
+
+
+@dataclass(frozen=True)
+class ScheduledOrder:
+    """An order to carry out ``at`` seconds after the start."""
+
+    at: float
+    order: Order
+
+
+def parse_schedule(text: str) -> list[ScheduledOrder]:
+    """Parse a schedule: entries ``after <seconds> [s] <order>`` separated by ``;``.
+
+    ``<order>`` is a protocol order (``shrink 1``, ``grow 2 h1 h2``), where ``on`` may stand
+    before the hosts and hosts may be left out of a grow (then ``localhost`` each).
+
+    Raises:
+        ConfigurationError: an entry does not parse.
+    """
+    entries = []
+    for raw in text.split(";"):
+        item = raw.strip()
+        if not item:
+            continue
+        m = _ENTRY.match(item)
+        if not m:
+            raise ConfigurationError(
+                f"APGAS_SCHEDULE entry {item!r}: expected 'after <seconds> s <order>'")
+        at, rest = float(m.group(1)), m.group(2).split()
+        if rest and rest[0] == "grow":
+            words = [w for w in rest if w != "on"]
+            if len(words) == 2 and words[1].isdigit():
+                words += ["localhost"] * int(words[1])
+            rest = words
+        try:
+            order = parse_order(" ".join(rest))
+        except OrderError as exc:
+            raise ConfigurationError(f"APGAS_SCHEDULE entry {item!r}: {exc}") from None
+        entries.append(ScheduledOrder(at, order))
+    return sorted(entries, key=lambda e: e.at)
+
+
+class ScheduleMalleableCommunicator(MalleableCommunicator):
+    """Carries out the orders of ``APGAS_SCHEDULE`` at their times.
+
+    Attributes:
+        results: (entry, report or the error) for each order carried out so far.
+
+    Raises:
+        ConfigurationError: ``APGAS_SCHEDULE`` is missing or malformed.
+    """
+
+    def __init__(self) -> None:
+        text = setting("SCHEDULE")
+        if not text:
+            raise ConfigurationError("the schedule communicator needs APGAS_SCHEDULE")
+        self.schedule = parse_schedule(text)
+        self.results: list[tuple[ScheduledOrder, object]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._play, name="apgaspy-schedule",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=60)
+
+    def _play(self) -> None:
+        t0 = time.monotonic()
+        for entry in self.schedule:
+            if self._stop.wait(max(0.0, t0 + entry.at - time.monotonic())):
+                return
+            try:
+                if entry.order.kind == "shrink":
+                    result: object = self.shrink(entry.order.n)
+                else:
+                    result = self.grow(entry.order.hosts)
+                log.info("scheduled %s %d: done", entry.order.kind, entry.order.n)
+            except MalleabilityError as exc:
+                log.error("scheduled %s %d refused: %s", entry.order.kind, entry.order.n, exc)
+                result = exc
+            self.results.append((entry, result))

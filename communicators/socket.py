@@ -1,0 +1,190 @@
+"""The socket communicator: the Java ElasticJobScheduler's text protocol over TCP.
+
+Configured from the environment the scheduler gives a job (SPEC.md §2): ``SCHEDULER_IP``,
+``SCHEDULER_PORT``, ``NODE_FILE``.  The job's address is the resolved first host of
+``NODE_FILE`` (without it, this machine's address); the job listens there, on
+``SCHEDULER_PORT``, and nowhere else.  One order per connection; orders run one at a time.
+Only the scheduler's address may send orders unless ``APGAS_ORDERS_FROM`` says otherwise.
+
+Anything malformed (``shrink x``, ``grow 2 onlyonehost``, ``shrink 99``, bytes that are not
+ASCII, a connection that sends nothing for ``APGAS_ORDER_TIMEOUT`` seconds) is logged and
+answered ``ERROR <reason>`` where a reply is possible; the program runs on unharmed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import socket
+import threading
+import time
+
+from apgaspy import ConfigurationError, MalleabilityError
+from apgaspy._config import setting
+from apgaspy._launch import node_file_hosts, resolve_host
+
+from ._base import MalleableCommunicator
+from ._protocol import ERROR_PREFIX, MAX_LINE_BYTES, OrderError, notification, parse_order
+
+__all__ = ["SocketMalleableCommunicator"]
+
+log = logging.getLogger("apgaspy.communicators")
+
+_NOTIFY_TIMEOUT_S = 5.0
+
+
+def _read_line(conn: socket.socket, timeout: float) -> bytes:
+    """One line from ``conn`` (at most MAX_LINE_BYTES), waiting at most ``timeout`` seconds.
+
+    Raises:
+        OrderError: nothing, or no end of line, arrived in time; or the line is too long.
+    """
+    deadline = time.monotonic() + timeout
+    data = b""
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OrderError(f"no complete order line within {timeout:g} s"
+                             + (f" (got {data[:60]!r})" if data else ""))
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(4096)
+        except TimeoutError:
+            continue
+        if not chunk:
+            if data:
+                return data  # the peer closed after a line without its newline
+            raise OrderError("the connection closed without an order")
+        data += chunk
+        if len(data) > MAX_LINE_BYTES:
+            raise OrderError(f"order line longer than {MAX_LINE_BYTES} bytes")
+    return data.split(b"\n", 1)[0]
+
+
+class SocketMalleableCommunicator(MalleableCommunicator):
+    """Receives orders on ``<job address>:SCHEDULER_PORT``, notifies ``SCHEDULER_IP``.
+
+    Raises:
+        ConfigurationError: ``SCHEDULER_IP`` or ``SCHEDULER_PORT`` is missing or invalid.
+    """
+
+    def __init__(self) -> None:
+        ip = os.environ.get("SCHEDULER_IP", "").strip()
+        port_text = os.environ.get("SCHEDULER_PORT", "").strip()
+        if not ip or not port_text:
+            raise ConfigurationError(
+                "the socket communicator needs SCHEDULER_IP and SCHEDULER_PORT")
+        try:
+            port = int(port_text)
+            if not 0 < port < 65536:
+                raise ValueError
+        except ValueError:
+            raise ConfigurationError(f"SCHEDULER_PORT={port_text!r} is not a TCP port") from None
+        self.scheduler = (ip, port)
+        hosts = node_file_hosts()
+        self.address = resolve_host(hosts[0] if hosts else socket.gethostname())
+        allowed = setting("ORDERS_FROM")
+        if allowed is None:
+            self.allowed: set[str] | None = {resolve_host(ip)}
+        elif allowed.strip().lower() == "any":
+            self.allowed = None
+        else:
+            self.allowed = {resolve_host(a.strip()) for a in allowed.split(",") if a.strip()}
+        self.order_timeout = setting("ORDER_TIMEOUT")
+        self._server: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            server.bind((self.address, self.scheduler[1]))
+        except OSError as exc:
+            server.close()
+            raise OSError(f"cannot listen for orders on {self.address}:{self.scheduler[1]}: "
+                          f"{exc}") from exc
+        server.listen(16)
+        self._server = server
+        self._thread = threading.Thread(target=self._listen, name="apgaspy-orders", daemon=True)
+        self._thread.start()
+        log.info("accepting orders on %s:%d", self.address, self.scheduler[1])
+        self.notify("APGAS-Ready")
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._stopping.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        self._server.close()
+        self._server = None
+        self.notify("APGAS-Disabled")
+
+    def notify(self, message: str) -> None:
+        line = notification(message, self.address).encode("ascii")
+        try:
+            with socket.create_connection(self.scheduler, timeout=_NOTIFY_TIMEOUT_S) as s:
+                s.sendall(line)
+        except OSError as exc:
+            log.warning("could not notify the scheduler at %s:%d of %r: %s",
+                        *self.scheduler, message, exc)
+
+    # ---------------------------------------------------------------- orders
+    def _listen(self) -> None:
+        assert self._server is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self._server, selectors.EVENT_READ)
+        try:
+            while not self._stopping.is_set():
+                if not sel.select(timeout=0.2):
+                    continue
+                try:
+                    conn, peer = self._server.accept()
+                except OSError:
+                    continue
+                with conn:
+                    self._serve(conn, peer[0])
+        finally:
+            sel.close()
+
+    def _serve(self, conn: socket.socket, peer: str) -> None:
+        if self.allowed is not None and peer not in self.allowed:
+            log.error("refused an order connection from %s: orders are accepted from %s only "
+                      "(set APGAS_ORDERS_FROM to allow others)", peer, sorted(self.allowed))
+            return
+        try:
+            raw = _read_line(conn, self.order_timeout)
+            try:
+                text = raw.decode("ascii")
+            except UnicodeDecodeError:
+                raise OrderError(f"an order is ASCII text, got {raw[:60]!r}") from None
+            order = parse_order(text)
+        except OrderError as exc:
+            log.error("malformed order from %s: %s", peer, exc)
+            self._reply(conn, [ERROR_PREFIX + str(exc)])
+            return
+        log.info("order from %s: %s", peer, text.strip())
+        start = time.perf_counter_ns()
+        try:
+            if order.kind == "shrink":
+                self.shrink(order.n, on_released=lambda hosts: self._reply(conn, hosts))
+                self.notify(f"shrinkTimeAPGAS;{order.n};{time.perf_counter_ns() - start}")
+            else:
+                self.grow(order.hosts)
+                self.notify(f"growTimeAPGAS;{order.n};{time.perf_counter_ns() - start}")
+        except MalleabilityError as exc:
+            log.error("order %r refused: %s", text.strip(), exc)
+            self._reply(conn, [ERROR_PREFIX + str(exc)])
+        except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the program
+            log.exception("order %r failed", text.strip())
+            self._reply(conn, [ERROR_PREFIX + f"{type(exc).__name__}: {exc}"])
+
+    @staticmethod
+    def _reply(conn: socket.socket, lines: list[str]) -> None:
+        try:
+            conn.sendall("".join(f"{line}\n" for line in lines).encode("ascii", "replace"))
+        except OSError as exc:
+            log.warning("could not reply to the scheduler: %s", exc)

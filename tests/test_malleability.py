@@ -1,0 +1,219 @@
+"""Malleability end to end: a test plays the scheduler over real TCP against a real job."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import PROGRAMS, alive, env_for, run_program, wait_gone
+from scheduler_stub import SchedulerStub
+
+
+@pytest.fixture
+def scheduler():
+    stub = SchedulerStub()
+    yield stub
+    stub.close()
+
+
+def _job_env(scheduler, tmp_path, hosts, **extra):
+    node_file = tmp_path / "nodes"
+    node_file.write_text("".join(f"{h}\n" for h in hosts))
+    return env_for(None, NODE_FILE=str(node_file), NODES=str(len(hosts)),
+                   APGAS_ORDER_TIMEOUT="1", **scheduler.env(), **extra)
+
+
+def _event(prog, name):
+    while True:
+        ev = json.loads(prog.readline(timeout=60))
+        if ev.get("event") == name:
+            return ev
+
+
+def test_orders_end_to_end(scheduler, tmp_path, program_factory):
+    env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2"])
+    prog = program_factory("malleable.py", 2, "spawn", env=env)
+    ready = _event(prog, "ready")
+    assert sorted(ready["pids"]) == ["0", "1"]
+    assert scheduler.wait_for("APGAS-Ready") == "APGAS-Ready:127.0.1.1"
+    job = ("127.0.1.1", scheduler.port)
+
+    # grow 2 (with the trailing space the Java scheduler sends): no reply
+    assert scheduler.order(job, "grow 2 127.0.1.3 127.0.1.4 \n") == []
+    grown = _event(prog, "post_grow")
+    assert grown["n"] == 4 and sorted(grown["added"]) == ["2", "3"]
+    assert all(v == [0, 1, 2, 3] for v in grown["views"].values()), grown["views"]
+    assert scheduler.wait_for("growTimeAPGAS;2;").endswith(":127.0.1.1")
+    new_pids = {int(k): v for k, v in grown["added"].items()}
+
+    # shrink 1: the handler releases place 3, started for host 127.0.1.4
+    assert scheduler.order(job, "shrink 1\n") == ["127.0.1.4"]
+    shrunk = _event(prog, "post_shrink")
+    assert shrunk["removed"] == [3] and shrunk["n"] == 3
+    assert all(v == [0, 1, 2] for v in shrunk["views"].values()), shrunk["views"]
+    assert not alive(new_pids[3]), "the released place's process is still running"
+    assert alive(new_pids[2])
+    assert scheduler.wait_for("shrinkTimeAPGAS;1;")
+
+    # malformed and refused orders: logged, answered, the job runs on
+    for payload, words in [
+        ("shrink x\n", "positive integer"),
+        ("grow 2 onlyonehost\n", "needs 2 host names"),
+        ("shrink 99\n", "cannot release 99 hosts"),
+        (b"\xff\xfe\x00garbage\n", "ASCII"),
+        ("dance 3\n", "unknown order"),
+        ("grow 1 no-such-host.invalid\n", "cannot start a place"),
+        ("", "no complete order line"),  # a connection that sends nothing
+    ]:
+        reply = scheduler.order(job, payload, timeout=30)
+        assert len(reply) == 1 and reply[0].startswith("ERROR ") and words in reply[0], reply
+    # only the scheduler's address may give orders
+    assert scheduler.order(job, "shrink 1\n", source="127.0.0.9") == []
+
+    # a wrong handler answer is refused, post_shrink hears of it, nothing is released
+    prog.send("bad\n")
+    _event(prog, "bad armed")
+    reply = scheduler.order(job, "shrink 1\n")
+    assert len(reply) == 1 and "place(0)" in reply[0], reply
+    assert _event(prog, "post_shrink")["removed"] == []
+
+    # still healthy: another grow and shrink work
+    assert scheduler.order(job, "grow 1 127.0.1.5\n") == []
+    grown2 = _event(prog, "post_grow")
+    assert sorted(grown2["added"]) == ["4"]  # ids are never reused
+    assert scheduler.wait_for("growTimeAPGAS;1;")
+    assert scheduler.order(job, "shrink 2\n") == ["127.0.1.3", "127.0.1.5"]
+    assert _event(prog, "post_shrink")["removed"] == [2, 4]
+    assert scheduler.wait_for("shrinkTimeAPGAS;2;")
+
+    prog.send("stop\n")
+    report = _event(prog, "report")
+    assert scheduler.wait_for("APGAS-Disabled") == "APGAS-Disabled:127.0.1.1"
+    result = prog.finish()
+    assert result.returncode == 0, result.stderr
+    assert report["calls"] == [
+        ["pre_grow", 2], ["post_grow", 4, [0, 1], [2, 3]],
+        ["pre_shrink", 1], ["post_shrink", 3, [3]],
+        ["pre_shrink", 1], ["post_shrink", 3, []],
+        ["pre_grow", 1], ["post_grow", 4, [0, 1, 2], [4]],
+        ["pre_shrink", 2], ["post_shrink", 2, [2, 4]],
+    ]
+    assert report["views"] == {"0": [0, 1], "1": [0, 1]}
+    assert report["rounds"] > 10
+    all_pids = [*map(int, ready["pids"].values()), *new_pids.values(),
+                *map(int, grown2["added"].values())]
+    assert wait_gone(all_pids, 10) == []
+    # after the end, the job no longer listens
+    with pytest.raises(OSError):
+        scheduler.order(job, "shrink 1\n", timeout=2)
+    assert "refused an order connection from 127.0.0.9" in result.stderr
+
+
+def test_handler_misuse_is_refused_clearly():
+    r = run_program("handler_misuse.py", 2, "spawn", timeout=60)
+    assert r.returncode == 0, r.stderr
+    cases = {c["case"]: c for c in r.json_lines()}
+    assert cases["disable before define"]["error"] == "MalleabilityError"
+    assert cases["not a handler"]["error"] == "TypeError"
+    assert cases["away from place 0"]["error"] == "MalleabilityError"
+    assert "place 0" in cases["away from place 0"]["message"]
+    assert cases["define"]["error"] is None
+    assert cases["define twice"]["error"] == "MalleabilityError"
+    assert cases["disable"]["error"] is None
+    assert cases["define after disable"]["error"] == "MalleabilityError"
+    assert "cannot be called again" in cases["define after disable"]["message"]
+
+
+def test_schedule_communicator_plays_its_orders():
+    env = env_for(2, APGAS_COMMUNICATOR="schedule",
+                  APGAS_SCHEDULE="after 0.3 s grow 2 on localhost localhost; after 1.2 s shrink 1")
+    r = run_program("timed_malleable.py", 2, "spawn", "2.5", env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    report = r.json_lines()[0]
+    assert report["calls"] == [["pre_grow", 2], ["post_grow", 4, [2, 3]],
+                               ["pre_shrink", 1], ["post_shrink", 3, [3]]]
+    assert report["places"] == [0, 1, 2]
+
+
+def test_places_per_host(tmp_path):
+    # two places per host: grow 1 host starts 2 places, shrink 1 host releases both
+    env = env_for(2, APGAS_COMMUNICATOR="schedule", APGAS_PLACES_PER_HOST="2",
+                  APGAS_SCHEDULE="after 0.3 s grow 1 127.0.1.7; after 1.2 s shrink 1")
+    r = run_program("timed_malleable.py", 2, "spawn", "2.5", env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    report = r.json_lines()[0]
+    assert report["calls"] == [["pre_grow", 2], ["post_grow", 4, [2, 3]],
+                               ["pre_shrink", 2], ["post_shrink", 2, [2, 3]]]
+    assert report["places"] == [0, 1]
+
+
+def test_a_user_communicator_by_configuration(tmp_path):
+    orders = tmp_path / "orders"
+    orders.write_text("grow 2 localhost localhost\nshrink 1\n")
+    results = tmp_path / "results"
+    env = env_for(2, APGAS_COMMUNICATOR="custom_comm:FileCommunicator",
+                  ORDERS_FILE=str(orders), RESULTS_FILE=str(results),
+                  PYTHONPATH=str(PROGRAMS))
+    r = run_program("timed_malleable.py", 2, "spawn", "4.0", env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert results.read_text().splitlines() == [
+        "started", "grew [2, 3]", "released ['localhost']", "stopped"]
+
+
+def test_mpiexec_rank_retires_on_shrink(scheduler, tmp_path, program_factory):
+    env = _job_env(scheduler, tmp_path, ["127.0.1.1"])
+    prog = program_factory("malleable.py", 3, "mpiexec", env=env)
+    ready = _event(prog, "ready")
+    scheduler.wait_for("APGAS-Ready")
+    job = ("127.0.1.1", scheduler.port)
+    reply = scheduler.order(job, "shrink 1\n")
+    assert len(reply) == 1 and not reply[0].startswith("ERROR"), reply
+    shrunk = _event(prog, "post_shrink")
+    assert shrunk["removed"] == [2]
+    assert all(v == [0, 1] for v in shrunk["views"].values())
+    # the retired rank still exists (it cannot leave MPI_COMM_WORLD) but uses no CPU
+    pid = int(ready["pids"]["2"])
+    assert alive(pid)
+
+    def cpu_ticks(p):
+        with open(f"/proc/{p}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    before = cpu_ticks(pid)
+    time.sleep(1.0)
+    assert cpu_ticks(pid) - before <= 5  # at most 5 % of a core
+    prog.send("stop\n")
+    report = _event(prog, "report")
+    assert report["views"] == {"0": [0, 1], "1": [0, 1]}
+    result = prog.finish()
+    assert result.returncode == 0, result.stderr
+    assert wait_gone([int(p) for p in ready["pids"].values()], 10) == []
+
+
+def test_order_command_line_tool(scheduler, tmp_path, program_factory):
+    import subprocess
+    import sys
+
+    env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2", "127.0.1.3"])
+    prog = program_factory("malleable.py", 3, "spawn", env=env)
+    _event(prog, "ready")
+    scheduler.wait_for("APGAS-Ready")
+    env_cli = {**env, "APGAS_ORDERS_FROM": "any"}
+    cli = [sys.executable, "-m", "communicators.order"]
+    job = f"127.0.1.1:{scheduler.port}"
+    out = subprocess.run([*cli, "shrink", "1", "--job", job], capture_output=True, text=True,
+                         env=env_cli, timeout=60)
+    assert out.returncode == 0 and out.stdout.splitlines() == ["127.0.1.3"], out
+    bad = subprocess.run([*cli, "shrink", "x", "--job", job], capture_output=True, text=True,
+                         env=env_cli, timeout=60)
+    assert bad.returncode == 2 and "positive integer" in bad.stderr
+    refused = subprocess.run([*cli, "shrink", "5", "--job", job], capture_output=True,
+                             text=True, env=env_cli, timeout=60)
+    assert refused.returncode == 1 and refused.stdout.startswith("ERROR cannot release")
+    nojob = subprocess.run([*cli, "shrink", "1", "--job", "127.0.1.1:1"], capture_output=True,
+                           text=True, timeout=60)
+    assert nojob.returncode == 3 and "cannot reach the job" in nojob.stderr
+    prog.send("stop\n")
+    assert prog.finish().returncode == 0
