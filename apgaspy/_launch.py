@@ -26,7 +26,6 @@ import ipaddress
 import logging
 import multiprocessing.spawn
 import os
-import secrets
 import socket
 import sys
 import threading
@@ -166,7 +165,7 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
 
 def _start_world(world: Any) -> Runtime:
     rank = world.Get_rank()
-    secret = world.bcast(secrets.token_bytes(32) if rank == 0 else None, root=0)
+    secret = world.bcast(os.urandom(32) if rank == 0 else None, root=0)
     host = _mpi().Get_processor_name()
     rt = Runtime(rank, secret, _bind_address(host))
     infos = world.allgather((rt.transport.endpoint, host, os.getpid()))
@@ -190,7 +189,7 @@ def _start_embedded(places: int | None) -> Runtime:
         layout = [hosts[i // per_host] for i in range(count)]
     else:
         layout = [my_host] * count
-    rt = Runtime(0, secrets.token_bytes(32), _bind_address(my_host))
+    rt = Runtime(0, os.urandom(32), _bind_address(my_host))
     me = PlaceInfo(0, rt.transport.endpoint, my_host, os.getpid(), "embedded", 0)
     try:
         others = spawn_places(rt, list(enumerate(layout))[1:], [me],

@@ -7,12 +7,13 @@ import time
 
 import pytest
 from conftest import PROGRAMS, alive, env_for, run_program, wait_gone
-from scheduler_stub import SchedulerStub
+
+from communicators.scheduler_side import SchedulerEndpoint
 
 
 @pytest.fixture
 def scheduler():
-    stub = SchedulerStub()
+    stub = SchedulerEndpoint()
     yield stub
     stub.close()
 
@@ -217,3 +218,17 @@ def test_order_command_line_tool(scheduler, tmp_path, program_factory):
     assert nojob.returncode == 3 and "cannot reach the job" in nojob.stderr
     prog.send("stop\n")
     assert prog.finish().returncode == 0
+
+
+def test_malleable_store_example_keeps_every_increment():
+    from conftest import ROOT
+
+    env = env_for(2, APGAS_COMMUNICATOR="schedule",
+                  APGAS_SCHEDULE="after 0.5 s grow 2 on localhost localhost; after 2 s shrink 1")
+    r = run_program(ROOT / "examples" / "malleable_store.py", 2, "spawn", env=env, timeout=90)
+    assert r.returncode == 0, r.stderr
+    lines = r.lines
+    assert lines[0].startswith("added [place(2), place(3)], now 4 places")
+    assert lines[1].startswith("released [place(3)], 3 places left")
+    made, found = lines[2].split(" increments made, ")
+    assert found == f"{made} found on 3 places"

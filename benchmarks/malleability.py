@@ -1,0 +1,117 @@
+"""Malleability benchmark: start-up until a job accepts orders, grow and shrink times.
+
+    python -m benchmarks.malleability [--repeats 3] [--initial 2]
+
+This script plays the scheduler (``communicators.scheduler_side``): it starts
+``benchmarks/_malleable_job.py`` with ``NODE_FILE`` listing ``--initial`` logical hosts
+(127.0.1.x), times the job's start until its ``APGAS-Ready`` notification arrives, then sends
+grow and shrink orders of 1, 2 and 4 hosts over TCP.  Each order's time is split into the
+runtime's share and the handler's (the handler here does nothing, so its share is the cost
+of the calls); the order's whole time is what the job reports in its ``growTimeAPGAS`` /
+``shrinkTimeAPGAS`` notification.  Results: ``benchmarks/results/malleability.json``.
+
+Targets on the 2-core development machine: ready within 1.5 s, grow of 4 places within 1.0 s,
+shrink of 2 places within 0.5 s.  APGAS for Java (Finnerty et al. 2024, SPEC.md §4): 6.04 s
+to accept orders, 14.55 s to grow 3.8 places, 7.41 s to shrink 2.55 places on average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from communicators.scheduler_side import SchedulerEndpoint
+
+from ._results import write_result
+
+SIZES = (1, 2, 4)
+
+
+def _host(i: int) -> str:
+    return f"127.0.1.{i}"
+
+
+def _one_run(initial: int) -> dict[str, Any]:
+    sched = SchedulerEndpoint()
+    with tempfile.TemporaryDirectory() as tmp:
+        node_file = Path(tmp) / "nodes"
+        node_file.write_text("".join(f"{_host(i + 1)}\n" for i in range(initial)))
+        env = {**os.environ, **sched.env(), "NODE_FILE": str(node_file),
+               "NODES": str(initial), "PYTHONUNBUFFERED": "1"}
+        env.pop("APGAS_PLACES", None)
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "benchmarks._malleable_job"], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            ready_at, _ = sched.wait_for_timed("APGAS-Ready", timeout=60)
+            job = (_host(1), sched.port)
+            orders: list[dict[str, Any]] = []
+            next_host = initial + 1
+            for n in SIZES:
+                hosts = [_host(next_host + i) for i in range(n)]
+                next_host += n
+                t = time.monotonic()
+                sched.order(job, f"grow {n} {' '.join(hosts)}\n")
+                orders.append({"kind": "grow", "hosts": n, "seen_s": time.monotonic() - t})
+                sched.wait_for("growTimeAPGAS")
+                t = time.monotonic()
+                reply = sched.order(job, f"shrink {n}\n")
+                if len(reply) != n or any(r.startswith("ERROR") for r in reply):
+                    raise RuntimeError(f"shrink {n} failed: {reply}")
+                orders.append({"kind": "shrink", "hosts": n, "seen_s": time.monotonic() - t})
+                sched.wait_for("shrinkTimeAPGAS")
+            out, _ = proc.communicate("stop\n", timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            sched.close()
+    reports = json.loads(out.strip().splitlines()[-1])["reports"]
+    for o, r in zip(orders, reports, strict=True):
+        o["total_s"] = r["total_ns"] / 1e9
+        o["handler_s"] = r["handler_ns"] / 1e9
+        o["runtime_s"] = (r["total_ns"] - r["handler_ns"]) / 1e9
+    return {"ready_s": ready_at - t0, "orders": orders}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print a table, write the JSON; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="runs to take the median of")
+    parser.add_argument("--initial", type=int, default=2, help="hosts (places) at start")
+    parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.initial < 1:
+        parser.error("--repeats and --initial must be at least 1")
+    runs = [_one_run(args.initial) for _ in range(args.repeats)]
+    summary: dict[str, Any] = {"ready_s": statistics.median(r["ready_s"] for r in runs)}
+    print(f"ready (start until APGAS-Ready): {summary['ready_s']:.3f} s")
+    print(f"{'order':12}{'total s':>10}{'runtime s':>12}{'handler s':>12}")
+    for i, (kind, n) in enumerate((k, n) for n in SIZES for k in ("grow", "shrink")):
+        cell = {key: statistics.median(r["orders"][i][key] for r in runs)
+                for key in ("total_s", "runtime_s", "handler_s", "seen_s")}
+        summary[f"{kind}_{n}"] = cell
+        print(f"{kind + ' ' + str(n):12}{cell['total_s']:10.3f}{cell['runtime_s']:12.3f}"
+              f"{cell['handler_s']:12.4f}")
+    if not args.no_write:
+        path = write_result("malleability", {
+            "params": vars(args), "median": summary, "runs": runs,
+            "targets": {"ready_s": 1.5, "grow_4_s": 1.0, "shrink_2_s": 0.5},
+            "reference_java_apgas": {"ready_s": 6.04, "grow_3.8_places_s": 14.55,
+                                     "shrink_2.55_places_s": 7.41},
+        })
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
