@@ -86,8 +86,14 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
 
 def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
     """The MPI process: relays the handshake, then waits for the place to end."""
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:  # the place has already ended
+            pass
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: os.kill(child, s))
+        signal.signal(sig, forward)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     from mpi4py import MPI
 

@@ -108,28 +108,31 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
-def setting(name: str, value: Any = None) -> Any:
+def setting(name: str, value: Any = None, *, table: dict[str, Setting] | None = None,
+            prefix: str = "APGAS_") -> Any:
     """Return the value of setting ``name``.
 
-    Order: ``value`` if not ``None``, else the environment variable ``APGAS_<name>`` if set
+    Order: ``value`` if not ``None``, else the environment variable ``<prefix><name>`` if set
     and non-empty, else the documented default.
 
     Args:
-        name: a key of :data:`SETTINGS` (without the ``APGAS_`` prefix).
+        name: a key of ``table`` (without the prefix).
         value: an explicit value (a keyword argument of the caller), or ``None``.
+        table: the settings table (default :data:`SETTINGS`; GLB has its own).
+        prefix: the environment variables' prefix (default ``APGAS_``).
 
     Raises:
         ConfigurationError: the value does not parse or is out of range.
         KeyError: ``name`` is not a documented setting (a programming error).
     """
-    spec = SETTINGS[name]
+    spec = (SETTINGS if table is None else table)[name]
     source = "argument"
     raw = value
     if raw is None:
-        env = os.environ.get("APGAS_" + name, "")
+        env = os.environ.get(prefix + name, "")
         if env.strip() == "":
             return spec.default
-        raw, source = env, "APGAS_" + name
+        raw, source = env, prefix + name
     try:
         parsed = spec.parse(raw)
     except (TypeError, ValueError) as exc:

@@ -1,11 +1,17 @@
 """Lifeline-based global load balancing (GLB) on apgaspy.
 
-Public API: the bag protocol (``Bag``), result types (``Fold``, ``LongSum``, ``ArraySum``) and
-``process_all`` (sequential baseline).  The distributed ``compute_dynamic``/``compute_static``
-are added by the GLB runtime module.
+A user writes a :class:`Bag` (the work: process, split, merge) and picks a result type
+(:class:`LongSum`, :class:`ArraySum`, or any :class:`Fold`); :func:`compute_dynamic` and
+:func:`compute_static` spread the work over all places by lifeline-based work stealing
+(Saraswat et al., PPoPP 2011) and return the folded result.  Computations are malleable with
+no change to the bag: a scheduler may shrink or grow the program while they run.
+:func:`process_all` is the sequential baseline.
 """
 
 from ._bag import Bag, process_all
+from ._compute import GLBResult, compute_dynamic, compute_static
 from ._fold import ArraySum, Fold, LongSum
+from ._worker import PlaceStats
 
-__all__ = ["Bag", "Fold", "LongSum", "ArraySum", "process_all"]
+__all__ = ["Bag", "Fold", "LongSum", "ArraySum", "process_all", "compute_dynamic",
+           "compute_static", "GLBResult", "PlaceStats"]

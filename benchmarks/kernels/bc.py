@@ -1,0 +1,783 @@
+"""Betweenness centrality (BC) of an R-MAT graph: the SSCA2 kernel-4 benchmark as a GLB bag.
+
+Definition
+----------
+The graph is the R-MAT graph of the SSCA2 v2.2 generator (Bader & Madduri, "Design and
+implementation of the HPCS graph analysis benchmark on symmetric multiprocessors", HiPC 2005,
+and the SSCA2 v2.2 specification; R-MAT: Chakrabarti, Zhan & Faloutsos, "R-MAT: a recursive
+model for graph mining", SIAM SDM 2004):
+
+* ``N = 2**scale`` vertices and ``M = 8 * N`` directed edges; ``a = 0.55``, ``b = 0.1``,
+  ``c = 0.1``, ``d = 0.25``; seed 2 by default.
+* Random numbers: one SplitMix64 stream (gamma ``0x9e3779b97f4a7c15``; ``state += gamma``,
+  output ``mix64(state)``, the murmur3 finaliser) whose state starts at the seed.  A double
+  is ``(output >>> 11) * 2**-53``.
+* For each bit ``ib = 0 .. scale-1`` (weight ``2**ib``), over all ``M`` edges at once: draw
+  ``M`` doubles ``r1``; the source bit is 1 where ``r1 > a + b``; draw ``M`` doubles ``r2``;
+  the destination bit is 1 where ``r2 > (c / (c + d) if source bit else a / (a + b))``.
+* Edges are kept as generated: duplicate edges and self-loops stay, and the out-edges of a
+  vertex keep generation order (CSR built by a stable sort on the source).
+
+Betweenness is Brandes' algorithm (Brandes, "A faster algorithm for betweenness centrality",
+J. Math. Sociol. 25(2), 2001) from every vertex of the directed multigraph: shortest paths
+are counted with edge multiplicity (``sigma[w] += sigma[v]`` once per edge ``v -> w`` with
+``dist[w] = dist[v] + 1``, parallel edges included), the dependency is ``delta[v] = sum over
+those edges of sigma[v] / sigma[w] * (1 + delta[w])``, and ``BC[v] = sum over sources
+s != v of delta_s[v]``: unnormalised, endpoints excluded, float64.  Self-loops never lie on a
+shortest path and are dropped by the kernel; sources without other out-edges have all
+dependencies zero and are skipped.  The source order does not change the result.
+
+Vectorised layout
+-----------------
+Sources are processed in batches of 32, one bit ("lane") of a ``uint32`` word per vertex
+and source, as in multi-source BFS (Then et al., "The more the merrier: efficient
+multi-source graph traversal", PVLDB 8(4), 2014).  Per-source state lives in ``(N, 32)``
+float64 matrices, flattened: ``key = 32 * vertex + lane``.
+
+1. Forward, level by level, all lanes at once: ``front[v]`` holds the lanes whose BFS
+   reached ``v`` at the current level.  The next level is the OR over in-edges ``u -> w`` of
+   ``front[u]``, minus the lanes that already visited ``w``: a gather plus
+   ``bitwise_or.reduceat`` over all in-edges (CSC), or, while the frontier has few
+   out-edges, a push over just those (CSR) with ``bitwise_or.at``.  The word
+   ``front[v] & next[w]`` of an edge ``v -> w`` names the lanes for which it is a
+   shortest-path (DAG) edge.
+2. Those bits are expanded into flat ``(key_v, key_w)`` pairs: the lowest set bit of every
+   word is isolated with ``w & -w`` and its lane read from the exponent of its float64 value,
+   round after round on the words that still have bits, so the work is proportional to the
+   number of pairs.  Only DAG pairs are ever materialised (about a quarter of the edges
+   reached from a source of the R-MAT graph).
+3. ``sigma`` is accumulated per level: ``np.add.at(sigma, key_w, sigma[key_v])``.
+4. Backward, levels in reverse, the dependencies are carried as ``psi = (1 + delta) /
+   sigma``, which obeys ``psi[v] = 1 / sigma[v] + sum over DAG edges v -> w of psi[w]``
+   (divide Brandes' recurrence by ``sigma[v]``): one gather and one ``np.add.at`` per pair,
+   no division.  Then ``delta = sigma * (psi - 1 / sigma)``, which is exactly 0 for a vertex
+   without DAG children and otherwise Brandes' sum up to rounding (relative error about
+   ``1e-16 * (children + 1 / delta)``; far below 1e-9 on these graphs).
+5. ``BC[v] += sum over lanes of delta[v, lane]``, each source's own entry excepted.
+
+Vertices are relabelled internally by decreasing degree, and the three ``(N, 32)`` matrices
+are reused between batches; both measured as worthwhile (cache lines and page faults).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from glb import ArraySum, Bag, process_all
+
+__all__ = [
+    "A",
+    "B",
+    "C",
+    "D",
+    "DEFAULT_WORK_UNITS",
+    "EDGE_FACTOR",
+    "GAMMA",
+    "BCBag",
+    "Graph",
+    "betweenness",
+    "graph_betweenness",
+    "rmat_edges",
+    "rmat_graph",
+    "splitmix64",
+]
+
+#: R-MAT quadrant probabilities of SSCA2 v2.2.
+A, B, C, D = 0.55, 0.1, 0.1, 0.25
+#: Edges per vertex.
+EDGE_FACTOR = 8
+#: SplitMix64 increment (the golden gamma).
+GAMMA = 0x9E3779B97F4A7C15
+
+#: Work units (source vertices) per ``BCBag.process`` call: one full batch of 32 lanes
+#: (median about 26 ms per call at scale 14, 7 ms at scale 12, on one core).
+DEFAULT_WORK_UNITS = 32
+
+# Largest scale accepted.  Vertex ids must fit the int32 targets; already at 2**30 vertices
+# the int64 edge list alone needs 128 GiB, so larger requests are refused as absurd.
+_MAX_SCALE = 30
+# Sources per batch, one bit ("lane") of a uint32 word per vertex.  Measured: 32 lanes in
+# uint32 words beat 48 or 64 lanes in uint64 words by 5-15 % at scales 12-14, because the
+# (N, lanes) float64 matrices that every DAG pair touches at random stay smaller (cache),
+# which outweighs the extra BFS passes per source.
+_LANES = 32
+_WORD = np.dtype(np.uint32)
+_WORD_LE = _WORD.newbyteorder("<")
+_WORD_SHIFT = 5  # log2(_LANES)
+# Seed of the fixed source permutation used by BCBag (any value gives the same BC).
+_ORDER_SEED = 0x5EED
+# A level expands its frontier's out-edges (push) instead of all in-edges (pull) when the
+# frontier has fewer than 1/_PUSH_RATIO of the edges; measured crossover.
+_PUSH_RATIO = 4
+# Lowest-set-bit extraction runs while more words than this are left with bits set; the
+# few heavily populated words that remain are unpacked bit by bit (fewer Python rounds).
+_BULK_WORDS = 1000
+# Bound on the DAG-pair keys kept between the forward and the backward pass of a batch
+# (16 bytes per pair; a source has at most one pair per edge): fewer lanes on huge graphs.
+_PAIR_BUDGET_BYTES = 512 << 20
+
+_MIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_MIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_U64_MASK = (1 << 64) - 1
+
+
+# --------------------------------------------------------------------------------------
+# Random numbers and the R-MAT generator
+# --------------------------------------------------------------------------------------
+
+
+def splitmix64(seed: int, count: int, start: int = 0) -> np.ndarray:
+    """Outputs ``start .. start+count-1`` of the SplitMix64 stream that starts at ``seed``.
+
+    Output ``i`` is ``mix64(seed + (i + 1) * GAMMA mod 2**64)``: the state is advanced
+    before it is mixed, and ``mix64`` is the murmur3 64-bit finaliser.
+
+    Args:
+        seed: initial state, any Python int (taken modulo 2**64).
+        count: number of outputs (>= 0).
+        start: index of the first output (>= 0); ``splitmix64(s, n, k)`` equals
+            ``splitmix64(s, n + k)[k:]``.
+
+    Returns:
+        ``uint64`` array of shape ``(count,)``.
+
+    Raises:
+        ValueError: ``count`` or ``start`` is negative.
+    """
+    if count < 0 or start < 0:
+        raise ValueError(f"count and start must be non-negative, got {count}, {start}")
+    # Wrap-around uint64 arithmetic is the definition: the scalar base is reduced modulo
+    # 2**64 in Python, and the array products wrap (errstate keeps numpy quiet about it).
+    base = np.uint64((seed + (start + 1) * GAMMA) & _U64_MASK)
+    with np.errstate(over="ignore"):
+        z = np.arange(count, dtype=np.uint64)
+        z *= np.uint64(GAMMA)
+        z += base
+        z ^= z >> np.uint64(33)
+        z *= _MIX1
+        z ^= z >> np.uint64(33)
+        z *= _MIX2
+        z ^= z >> np.uint64(33)
+    return z
+
+
+def _doubles(seed: int, count: int, start: int) -> np.ndarray:
+    """``count`` doubles in [0, 1) from stream outputs ``start ..``: ``(x >>> 11) * 2**-53``."""
+    x = splitmix64(seed, count, start)
+    x >>= np.uint64(11)
+    r = x.astype(np.float64)  # exact: the value has 53 bits
+    r *= 2.0**-53
+    return r
+
+
+def _check_scale(scale: int) -> None:
+    """Raise ValueError unless ``scale`` is an integer (not a bool) in 1.._MAX_SCALE."""
+    if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool):
+        raise ValueError(f"scale must be an integer, got {scale!r}")
+    if scale < 1 or scale > _MAX_SCALE:
+        raise ValueError(f"scale must be in 1..{_MAX_SCALE}, got {scale}")
+
+
+def rmat_edges(scale: int, seed: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """The R-MAT edge list in generation order (see the module docstring).
+
+    Args:
+        scale: log2 of the number of vertices, 1..30.
+        seed: initial SplitMix64 state (default 2).
+
+    Returns:
+        ``(src, dst)``: two ``int64`` arrays of shape ``(8 * 2**scale,)``, vertex ids in
+        ``[0, 2**scale)``; edge ``i`` is ``src[i] -> dst[i]``.
+
+    Raises:
+        ValueError: ``scale`` is not an integer in 1..30.
+    """
+    _check_scale(scale)
+    m = EDGE_FACTOR << scale
+    ab = A + B
+    c_norm = C / (C + D)
+    a_norm = A / (A + B)
+    src = np.zeros(m, dtype=np.int64)
+    dst = np.zeros(m, dtype=np.int64)
+    drawn = 0
+    for ib in range(scale):
+        sbit = _doubles(seed, m, drawn) > ab
+        drawn += m
+        dbit = _doubles(seed, m, drawn) > np.where(sbit, c_norm, a_norm)
+        drawn += m
+        src[sbit] += 1 << ib
+        dst[dbit] += 1 << ib
+    return src, dst
+
+
+class Graph:
+    """A directed multigraph in CSR form; out-edges of each vertex in their given order.
+
+    Attributes:
+        N: number of vertices.
+        M: number of edges (duplicates and self-loops included).
+        offsets: ``int64`` array of shape ``(N + 1,)``; the out-edges of ``v`` are
+            ``targets[offsets[v]:offsets[v + 1]]``.
+        targets: ``int32`` array of shape ``(M,)``, vertex ids.
+        recipe: ``(scale, seed)`` when the graph is ``rmat_graph(scale, seed)``, else None.
+
+    The arrays are read-only.  A graph with a recipe pickles as its recipe (a few bytes) and
+    is regenerated, once per process, on unpickling; other graphs pickle their arrays.
+
+    Args:
+        offsets: integer array of shape ``(N + 1,)`` as above (copied).
+        targets: integer array of shape ``(M,)`` as above (copied).
+
+    Raises:
+        ValueError: inconsistent arrays (offsets not starting at 0, decreasing, or not
+            ending at ``len(targets)``; a target out of range; N < 1 or N >= 2**31 - 1).
+    """
+
+    __slots__ = ("N", "M", "offsets", "targets", "recipe", "_plan")
+
+    def __init__(self, offsets: npt.ArrayLike, targets: npt.ArrayLike) -> None:
+        offsets = np.array(offsets, dtype=np.int64)
+        targets = np.array(targets, dtype=np.int64)
+        if offsets.ndim != 1 or targets.ndim != 1 or len(offsets) < 2:
+            raise ValueError("offsets and targets must be 1-D, offsets of length N + 1 >= 2")
+        n = len(offsets) - 1
+        if n >= 2**31 - 1:
+            raise ValueError(f"too many vertices: {n}")
+        if offsets[0] != 0 or offsets[-1] != len(targets) or np.any(np.diff(offsets) < 0):
+            raise ValueError("offsets must start at 0, not decrease and end at len(targets)")
+        if len(targets) and (targets.min() < 0 or targets.max() >= n):
+            raise ValueError("a target is out of range [0, N)")
+        self.N = n
+        self.M = len(targets)
+        self.offsets = offsets
+        self.targets = targets.astype(np.int32)
+        self.offsets.flags.writeable = False
+        self.targets.flags.writeable = False
+        self.recipe: tuple[int, int] | None = None  # set by rmat_graph only
+        self._plan: _Plan | None = None
+
+    @classmethod
+    def from_edges(cls, num_vertices: int, src: npt.ArrayLike, dst: npt.ArrayLike) -> Graph:
+        """Build the CSR of an edge list, keeping each vertex's out-edges in list order.
+
+        Args:
+            num_vertices: N (>= 1).
+            src, dst: integer arrays of shape ``(M,)``, vertex ids in ``[0, N)``.
+
+        Raises:
+            ValueError: N < 1 or >= 2**31 - 1, mismatched shapes, or an id out of range.
+        """
+        if num_vertices < 1 or num_vertices >= 2**31 - 1:
+            raise ValueError(f"num_vertices must be in 1..2**31-2, got {num_vertices}")
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        if src.shape != dst.shape:
+            raise ValueError(f"src and dst differ in length: {src.shape} vs {dst.shape}")
+        if len(src) and (src.min() < 0 or src.max() >= num_vertices):
+            raise ValueError("a source id is out of range [0, N)")
+        order = np.argsort(src, kind="stable")  # stable: out-edges keep list order
+        offsets = np.zeros(num_vertices + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=num_vertices), out=offsets[1:])
+        return cls(offsets, dst[order])
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(src, dst)`` as ``int64`` arrays of shape ``(M,)``, in CSR order."""
+        src = np.repeat(np.arange(self.N, dtype=np.int64), np.diff(self.offsets))
+        return src, self.targets.astype(np.int64)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.recipe is not None:
+            return (rmat_graph, self.recipe)
+        return (Graph, (self.offsets, self.targets))
+
+    def __repr__(self) -> str:
+        return f"Graph(N={self.N}, M={self.M}, recipe={self.recipe})"
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_rmat(scale: int, seed: int) -> Graph:
+    src, dst = rmat_edges(scale, seed)
+    g = Graph.from_edges(1 << scale, src, dst)
+    g.recipe = (scale, seed)
+    return g
+
+
+def rmat_graph(scale: int, seed: int = 2) -> Graph:
+    """The R-MAT graph of the module docstring as a ``Graph`` (cached per process).
+
+    Args:
+        scale: log2 of the number of vertices, 1..30.
+        seed: initial SplitMix64 state (default 2).
+
+    Returns:
+        The graph (shared, read-only); ``recipe == (scale, seed)``.
+
+    Raises:
+        ValueError: ``scale`` is not an integer in 1..30.
+    """
+    _check_scale(scale)
+    return _cached_rmat(int(scale), int(seed))
+
+
+# --------------------------------------------------------------------------------------
+# The batched Brandes kernel
+# --------------------------------------------------------------------------------------
+
+
+class _Plan:
+    """Traversal structures of a graph for the kernel, built once per graph.
+
+    Self-loops are dropped (never on a shortest path).  Vertices are relabelled by
+    decreasing degree so that the hubs, which most DAG pairs touch, share few cache lines
+    of the ``(N, lanes)`` matrices; ``perm[new] = old`` and ``rank[old] = new``.  All
+    arrays below are in the new labels except ``sources``.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        n = graph.N
+        src, dst = graph.edges()
+        keep = src != dst
+        src = src[keep]
+        dst = dst[keep]
+        degree = np.bincount(src, minlength=n) + np.bincount(dst, minlength=n)
+        self.perm = np.argsort(-degree, kind="stable").astype(np.intp)
+        self.rank = np.empty(n, dtype=np.intp)
+        self.rank[self.perm] = np.arange(n, dtype=np.intp)
+        src = self.rank[src]
+        dst = self.rank[dst]
+        self.n = n
+        self.m = len(src)
+        # CSR (push).
+        order = np.argsort(src, kind="stable")
+        self.outdeg = np.bincount(src, minlength=n).astype(np.intp)
+        self.off = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(self.outdeg, out=self.off[1:])
+        self.tgt = dst[order]
+        # CSC (pull): in-edges grouped by target, for bitwise_or.reduceat.
+        order = np.argsort(dst, kind="stable")
+        self.cs = src[order]
+        ct = dst[order]
+        self.cs_key = self.cs * _LANES  # row keys: key = vertex * _LANES + lane
+        self.ct_key = ct * _LANES
+        indeg = np.bincount(ct, minlength=n)
+        self.tu = np.flatnonzero(indeg)  # vertices with in-edges
+        self.starts = np.zeros(len(self.tu), dtype=np.intp)
+        np.cumsum(indeg[self.tu][:-1], out=self.starts[1:])
+        self.ct_tu = np.repeat(np.arange(len(self.tu), dtype=np.intp), indeg[self.tu])
+        # Sources whose dependencies can be nonzero, in original ids, ascending.
+        self.sources = np.flatnonzero(self.outdeg[self.rank])
+        self.lanes = int(max(1, min(_LANES, _PAIR_BUDGET_BYTES // (16 * max(self.m, 1)))))
+        self._orders: dict[int, np.ndarray] = {}
+        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def order(self, seed: int) -> np.ndarray:
+        """The useful sources (original ids), shuffled with ``seed`` (cached)."""
+        o = self._orders.get(seed)
+        if o is None:
+            o = np.random.default_rng(seed).permutation(self.sources)
+            o.flags.writeable = False
+            self._orders[seed] = o
+        return o
+
+    def take_buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Three float64 scratch matrices of ``N * lanes``; reused, since fresh ones of this
+        size cost page faults that measured 10-25 % of a batch."""
+        bufs = self._buffers
+        self._buffers = None  # a nested call (none today) would get its own
+        if bufs is None:
+            size = self.n * _LANES
+            bufs = (np.empty(size), np.empty(size), np.empty(size))
+        return bufs
+
+    def give_buffers(self, bufs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Return the matrices of ``take_buffers`` for the next batch."""
+        self._buffers = bufs
+
+
+def _plan(graph: Graph) -> _Plan:
+    """The graph's plan, built on first use and kept on the graph (not pickled)."""
+    if graph._plan is None:
+        graph._plan = _Plan(graph)
+    return graph._plan
+
+
+def _advance(
+    p: _Plan, front: np.ndarray, visited: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """One BFS level for all lanes.
+
+    Args:
+        p: the plan.
+        front: lane words (``_WORD``, shape ``(N,)``) of the current level.
+        visited: lane words of all levels so far; updated in place.
+
+    Returns:
+        ``(words, key_v, key_w, next_front)``: for every edge ``v -> w`` that is a DAG edge
+        of at least one lane, ``front[v] & next_front[w]`` and the row keys ``v * _LANES``
+        and ``w * _LANES`` (``intp``); or None when no lane reaches a new vertex.
+    """
+    act = np.flatnonzero(front != 0)  # the bool path of flatnonzero is the fast one
+    deg = p.outdeg[act]
+    e = int(deg.sum())
+    if e == 0:
+        return None
+    if e * _PUSH_RATIO < p.m:
+        # Push: expand the frontier's out-edges (CSR ranges) and OR the words onto targets.
+        vrep = np.repeat(act, deg)
+        eidx = np.repeat(p.off[act] - (np.cumsum(deg) - deg), deg)
+        eidx += np.arange(e, dtype=np.intp)
+        t = p.tgt[eidx]
+        g = front[vrep]
+        nxt = np.zeros(p.n, dtype=_WORD)
+        np.bitwise_or.at(nxt, t, g)
+        nxt &= ~visited
+        if not nxt.any():
+            return None
+        visited |= nxt
+        g &= nxt[t]
+        sel = np.flatnonzero(g != 0)
+        kv = vrep[sel]
+        kv *= _LANES
+        kw = t[sel]
+        kw *= _LANES
+        return g[sel], kv, kw, nxt
+    # Pull: OR of the in-neighbours' words, per vertex with in-edges.
+    g = front[p.cs]
+    new = np.bitwise_or.reduceat(g, p.starts)
+    new &= ~visited[p.tu]
+    if not new.any():
+        return None
+    nxt = np.zeros(p.n, dtype=_WORD)
+    nxt[p.tu] = new
+    visited |= nxt
+    g &= new[p.ct_tu]
+    sel = np.flatnonzero(g != 0)
+    return g[sel], p.cs_key[sel], p.ct_key[sel], nxt
+
+
+def _expand(
+    words: np.ndarray, kv: np.ndarray, kw: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pairs ``(kv[i] + lane, kw[i] + lane)`` for every set bit ``lane`` of ``words[i]``.
+
+    Args:
+        words: lane words (``_WORD``), shape ``(k,)``, all nonzero; consumed.
+        kv, kw: ``intp`` row keys, shape ``(k,)``; consumed.
+
+    Returns:
+        The pairs as a list of chunks ``(key_v, key_w)`` of ``intp`` arrays.  Round ``t``
+        emits the ``t``-th lowest bit of every word that has one, in the words' order, so
+        each chunk keeps the order of the edge list (sorted by target in pull levels),
+        which the measured alternatives (sorting words by popcount to avoid compaction)
+        lost more to cache misses than they saved.
+    """
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    # The lane of an isolated bit is read from the biased exponent of its float64 value
+    # (exact: a power of two), so fold the exponent bias into the keys.
+    kv -= 1023
+    kw -= 1023
+    w = words
+    while len(w) > _BULK_WORDS:
+        low = np.negative(w)
+        low &= w  # lowest set bit of each word
+        e = low.astype(np.float64).view(np.int64)
+        e >>= 52
+        out.append((kv + e, kw + e))
+        w ^= low
+        live = np.flatnonzero(w != 0)
+        if len(live) < len(w):
+            w = w[live]
+            kv = kv[live]
+            kw = kw[live]
+    if len(w):
+        # The few most populated words: unpack their remaining bits at once.
+        bits = np.unpackbits(w.astype(_WORD_LE, copy=False).view(np.uint8), bitorder="little")
+        pos = np.flatnonzero(bits.view(bool))
+        k = pos >> _WORD_SHIFT
+        pos &= _LANES - 1
+        pos += 1023
+        a = kv[k]
+        a += pos
+        b = kw[k]
+        b += pos
+        out.append((a, b))
+    return out
+
+
+def _brandes_batch(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:
+    """Add the dependencies of up to ``p.lanes`` distinct sources to ``bc``.
+
+    Args:
+        p: the plan.
+        sources: distinct source vertices (original ids), at most ``p.lanes``.
+        bc: ``float64`` array of shape ``(N,)`` (original ids), updated in place.
+    """
+    n = p.n
+    sources = p.rank[sources]
+    lanes = np.arange(len(sources), dtype=np.intp)
+    front = np.zeros(n, dtype=_WORD)
+    front[sources] = np.left_shift(_WORD.type(1), lanes.astype(_WORD))
+    visited = front.copy()
+    bufs = p.take_buffers()
+    sigma, inv, psi = bufs
+    sigma.fill(0.0)
+    own = sources * _LANES + lanes  # each source's own entry in its lane
+    sigma[own] = 1.0
+    levels: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    while True:
+        step = _advance(p, front, visited)
+        if step is None:
+            break
+        words, kv, kw, front = step
+        pairs = _expand(words, kv, kw)
+        for a, b in pairs:
+            # Level d -> d + 1: reads finished entries, writes entries of the next level.
+            np.add.at(sigma, b, sigma[a])
+        levels.append(pairs)
+    # inv = 1 / sigma on reached entries; unreached ones (sigma = 0) get 2, harmlessly: no
+    # pair touches them and their sigma factor below is 0.  Reached sigma are >= 1.
+    np.maximum(sigma, 0.5, out=inv)
+    np.divide(1.0, inv, out=inv)
+    np.copyto(psi, inv)
+    for pairs in reversed(levels):
+        for a, b in pairs:
+            np.add.at(psi, a, psi[b])
+    psi -= inv  # sum over DAG children of psi: exactly 0 without children
+    psi[own] = 0.0
+    bc[p.perm] += np.einsum("ij,ij->i", sigma.reshape(n, _LANES), psi.reshape(n, _LANES))
+    p.give_buffers(bufs)
+
+
+def _run_sources(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:
+    """Brandes from ``sources`` (distinct, original ids) in batches, added into ``bc``."""
+    for i in range(0, len(sources), p.lanes):
+        _brandes_batch(p, sources[i : i + p.lanes], bc)
+
+
+def graph_betweenness(graph: Graph, sources: npt.ArrayLike | None = None) -> np.ndarray:
+    """Betweenness of ``graph`` (module definition) from all vertices or from ``sources``.
+
+    Args:
+        graph: the multigraph.
+        sources: optional integer array of distinct source vertices; default all.
+
+    Returns:
+        ``float64`` array of shape ``(N,)``: the unnormalised betweenness.
+
+    Raises:
+        ValueError: a source is out of range or repeated.
+    """
+    p = _plan(graph)
+    bc = np.zeros(graph.N)
+    if sources is None:
+        src = p.sources
+    else:
+        src = np.asarray(sources, dtype=np.intp).ravel()
+        if len(src) and (src.min() < 0 or src.max() >= graph.N):
+            raise ValueError("a source is out of range [0, N)")
+        if len(np.unique(src)) != len(src):
+            raise ValueError("sources must be distinct")
+        src = src[p.outdeg[p.rank[src]] > 0]
+    _run_sources(p, src, bc)
+    return bc
+
+
+# --------------------------------------------------------------------------------------
+# The GLB bag
+# --------------------------------------------------------------------------------------
+
+
+class BCBag(Bag[ArraySum]):
+    """Pending Brandes sources of one graph, as ranges over a fixed shuffled source order.
+
+    The work unit is one source vertex.  The source order is a permutation, shuffled with
+    ``order_seed``, of the vertices that have an out-edge other than a self-loop (the
+    others have all dependencies zero and are skipped); the bag holds a set of half-open
+    index ranges ``[lo, hi)`` into it.  ``process`` takes sources from the front, ``split``
+    gives away the back half.  The result is an ``ArraySum`` of a ``float64`` array of shape
+    ``(N,)``, to which ``process`` adds the dependencies directly.
+
+    A bag pickles as its ranges, ``order_seed`` and its graph; an R-MAT graph pickles as its
+    ``(scale, seed)`` recipe and is regenerated once per process.
+
+    Args:
+        graph: the graph.
+        ranges: optional integer array of shape ``(k, 2)`` of disjoint ranges into the
+            source order; default all of it, ``[[0, S)]`` with ``S`` the number of useful
+            sources.
+        order_seed: seed of the source shuffle (the BC does not depend on it).
+
+    Raises:
+        ValueError: ``ranges`` malformed, overlapping or outside ``[0, S)``.
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        ranges: npt.ArrayLike | None = None,
+        order_seed: int = _ORDER_SEED,
+    ) -> None:
+        self.graph = graph
+        self.order_seed = int(order_seed)
+        total = len(_plan(graph).sources)
+        if ranges is None:
+            r = np.array([[0, total]], dtype=np.int64) if total else np.zeros((0, 2), np.int64)
+        else:
+            r = np.array(ranges, dtype=np.int64).reshape(-1, 2)
+            if np.any(r[:, 0] > r[:, 1]) or np.any(r < 0) or np.any(r > total):
+                raise ValueError(f"ranges must satisfy 0 <= lo <= hi <= {total}")
+            r = r[r[:, 1] > r[:, 0]]
+            by_lo = r[np.argsort(r[:, 0], kind="stable")]
+            if np.any(by_lo[1:, 0] < by_lo[:-1, 1]):
+                raise ValueError("ranges overlap")
+        self._ranges = r
+
+    @classmethod
+    def for_rmat(cls, scale: int, seed: int = 2) -> BCBag:
+        """A bag with all sources of ``rmat_graph(scale, seed)``.
+
+        Raises:
+            ValueError: ``scale`` is not an integer in 1..30.
+        """
+        return cls(rmat_graph(scale, seed))
+
+    def pending(self) -> int:
+        """Number of sources not yet processed."""
+        return int((self._ranges[:, 1] - self._ranges[:, 0]).sum())
+
+    def _take_front(self, n: int) -> np.ndarray:
+        """Remove up to ``n`` source indices from the front; return them (int64)."""
+        parts = []
+        r = self._ranges
+        i = 0
+        while n > 0 and i < len(r):
+            lo, hi = int(r[i, 0]), int(r[i, 1])
+            k = min(n, hi - lo)
+            parts.append(np.arange(lo, lo + k, dtype=np.int64))
+            n -= k
+            if k < hi - lo:
+                r[i, 0] = lo + k
+            else:
+                i += 1
+        self._ranges = r[i:]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def process(self, n: int, result: ArraySum) -> None:
+        """Run Brandes from up to ``n`` pending sources, adding into ``result.array``.
+
+        Sources run in batches of 32 (one bit lane each), so ``n`` a multiple of 32 keeps
+        every lane busy; see ``DEFAULT_WORK_UNITS``.
+
+        Args:
+            n: number of sources (>= 1).
+            result: ``ArraySum`` of a ``float64`` array of shape ``(N,)``.
+
+        Raises:
+            ValueError: ``n`` < 1 or ``result.array`` of the wrong shape or dtype.
+        """
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        arr = result.array
+        if arr.shape != (self.graph.N,) or arr.dtype != np.float64:
+            raise ValueError(f"result must be float64 of shape ({self.graph.N},)")
+        p = _plan(self.graph)
+        idx = self._take_front(n)
+        _run_sources(p, p.order(self.order_seed)[idx], arr)
+
+    def split(self, take_all: bool) -> BCBag | None:
+        """Give the back ``pending() // 2`` sources (all of a 1-source bag if ``take_all``)."""
+        total = self.pending()
+        give = total // 2
+        if give == 0:
+            if not (take_all and total > 0):
+                return None
+            give = total
+        # Cut the ranges at ``total - give`` sources from the front.
+        r = self._ranges
+        ends = np.cumsum(r[:, 1] - r[:, 0])
+        cut = total - give
+        # Range i holds the cut (cut < total, so i < len(r)); it goes to both sides.
+        i = int(np.searchsorted(ends, cut, side="right"))
+        split_at = int(r[i, 0]) + cut - (int(ends[i - 1]) if i > 0 else 0)
+        keep = r[: i + 1].copy()
+        loot = r[i:].copy()
+        keep[-1, 1] = split_at
+        loot[0, 0] = split_at
+        self._ranges = keep[keep[:, 1] > keep[:, 0]]
+        return BCBag(self.graph, loot, self.order_seed)
+
+    def merge(self, other: Bag[ArraySum]) -> None:
+        """Append ``other``'s ranges (``other``: a ``BCBag`` of an equal graph and seed).
+
+        Raises:
+            TypeError: ``other`` is not a ``BCBag``.
+            ValueError: ``other`` is for another graph or source order, or shares sources.
+        """
+        if not isinstance(other, BCBag):
+            raise TypeError(f"cannot merge {type(other).__name__} into BCBag")
+        if other.order_seed != self.order_seed or not _same_graph(self.graph, other.graph):
+            raise ValueError("cannot merge bags of different graphs or source orders")
+        r = np.concatenate([self._ranges, other._ranges])
+        r = r[np.argsort(r[:, 0], kind="stable")]
+        if np.any(r[1:, 0] < r[:-1, 1]):
+            raise ValueError("cannot merge bags that share sources")
+        # Coalesce touching ranges so a bag stays a few ranges long.
+        if len(r) > 1:
+            starts = np.ones(len(r), dtype=bool)
+            starts[1:] = r[1:, 0] != r[:-1, 1]
+            group = np.cumsum(starts) - 1
+            hi = np.zeros(int(group[-1]) + 1, dtype=np.int64)
+            np.maximum.at(hi, group, r[:, 1])
+            r = np.stack([r[starts, 0], hi], axis=1)
+        self._ranges = r
+        other._ranges = np.zeros((0, 2), dtype=np.int64)
+
+    def is_empty(self) -> bool:
+        """True when no source is pending."""
+        return len(self._ranges) == 0
+
+    def is_splittable(self) -> bool:
+        """True with at least 2 pending sources."""
+        return self.pending() >= 2
+
+    def __getstate__(self) -> tuple[Graph, int, np.ndarray]:
+        return (self.graph, self.order_seed, self._ranges)
+
+    def __setstate__(self, state: tuple[Graph, int, np.ndarray]) -> None:
+        self.graph, self.order_seed, self._ranges = state
+
+    def __repr__(self) -> str:
+        return f"BCBag({self.graph!r}, pending={self.pending()}, ranges={len(self._ranges)})"
+
+
+def _same_graph(g: Graph, h: Graph) -> bool:
+    if g is h:
+        return True
+    if g.recipe is not None or h.recipe is not None:
+        return g.recipe == h.recipe
+    return bool(
+        g.N == h.N and np.array_equal(g.offsets, h.offsets) and np.array_equal(g.targets, h.targets)
+    )
+
+
+def betweenness(scale: int, seed: int = 2) -> np.ndarray:
+    """BC of ``rmat_graph(scale, seed)``: one ``BCBag`` run to the end with ``process_all``.
+
+    Args:
+        scale: log2 of the number of vertices, 1..30.
+        seed: generator seed (default 2).
+
+    Returns:
+        ``float64`` array of shape ``(2**scale,)``.
+
+    Raises:
+        ValueError: ``scale`` is not an integer in 1..30.
+    """
+    graph = rmat_graph(scale, seed)
+    result = ArraySum(graph.N)
+    process_all(BCBag(graph), result, DEFAULT_WORK_UNITS)
+    return result.array

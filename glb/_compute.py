@@ -1,0 +1,211 @@
+"""``compute_dynamic`` and ``compute_static``: run a bag over all places and fold the result."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from apgaspy import (
+    GlobalRef,
+    MalleabilityError,
+    async_at,
+    at,
+    define_malleable_handler,
+    disable_malleable_handler,
+    finish,
+    here,
+    places,
+)
+from apgaspy.elastic._orders import malleability
+
+from ._bag import Bag
+from ._config import glb_setting
+from ._fold import Fold
+from ._handler import GLBHandler
+from ._worker import Params, PlaceStats, make_worker
+
+__all__ = ["GLBResult", "compute_dynamic", "compute_static"]
+
+log = logging.getLogger("glb")
+
+_X10_DEFAULT_N = 511
+
+
+@dataclass
+class GLBResult:
+    """The outcome of a GLB computation.
+
+    Attributes:
+        result: the folded result (a :class:`Fold`).
+        seconds: wall-clock time of the computation, from start to the final reduction.
+        log: per-place statistics (released places included, flagged ``released``).
+        places: the places at the end.
+        params: the GLB parameters used.
+        orders: malleability orders carried out during the computation (kind, places).
+    """
+
+    result: Fold
+    seconds: float
+    log: list[PlaceStats]
+    places: list[int]
+    params: Params
+    orders: list[tuple[str, list[int]]] = field(default_factory=list)
+
+    @property
+    def value(self) -> Any:
+        """The plain value of the result."""
+        return self.result.value()
+
+
+def _params(bag_class: type | None, n: int | None, w: int | None, l: int | None,  # noqa: E741
+            z: int | None) -> Params:
+    default_n = getattr(bag_class, "DEFAULT_WORK_UNITS", None) if bag_class else None
+    if default_n is None and bag_class is not None:
+        import sys
+
+        default_n = getattr(sys.modules.get(bag_class.__module__), "DEFAULT_WORK_UNITS", None)
+    n_value = glb_setting("N", n) or default_n or _X10_DEFAULT_N
+    return Params(int(n_value), glb_setting("W", w), glb_setting("L", l), glb_setting("Z", z))
+
+
+def _make_workers(params: Params, result_factory: Callable[[], Fold],
+                  bag_for: Callable[[int, int], Bag | None]) -> None:
+    members = [p.id for p in places()]
+    with finish():
+        for i, p in enumerate(places()):
+            async_at(p, _create, params, result_factory, bag_for, i, len(members), members)
+
+
+def _create(params: Params, result_factory: Callable[[], Fold],
+            bag_for: Callable[[int, int], Bag | None], index: int, count: int,
+            members: list[int]) -> None:
+    make_worker(params, result_factory, bag_for(index, count), members)
+
+
+def _start() -> None:
+    from ._worker import _worker
+
+    _worker().start()
+
+
+def _collect() -> tuple[Fold, PlaceStats]:
+    from ._worker import _worker
+
+    w = _worker()
+    if w.bag is not None:
+        w.bag.submit(w.result)
+        w.bag = None
+    return w.result, w.finish_stats()
+
+
+def _run(params: Params, result_factory: Callable[[], Fold],
+         bag_for: Callable[[int, int], Bag | None], malleable: bool | None) -> GLBResult:
+    if here().id != 0:
+        raise RuntimeError("GLB computations start at place 0")
+    t0 = time.perf_counter()
+    _make_workers(params, result_factory, bag_for)
+    handler: GLBHandler | None = None
+    state = malleability().state
+    if malleable is True and state != "undefined":
+        raise MalleabilityError(
+            f"cannot make this GLB computation malleable: the program's handler is {state}")
+    if malleable is not False and state == "undefined":
+        handler = GLBHandler(params, result_factory)
+        define_malleable_handler(handler)
+    elif malleable is None and state != "undefined":
+        log.info("GLB runs without malleability: the program's handler is already %s", state)
+    try:
+        with finish():
+            for p in places():
+                async_at(p, _start)
+    finally:
+        if handler is not None:
+            disable_malleable_handler()  # waits for an order under way; no more orders
+    total = result_factory()
+    stats: list[PlaceStats] = []
+    for p in places():
+        res, st = at(p, _collect)
+        total.fold(res)
+        stats.append(st)
+    if handler is not None:
+        for res, st in handler.released:
+            total.fold(res)
+            stats.append(st)
+    seconds = time.perf_counter() - t0
+    return GLBResult(total, seconds, sorted(stats, key=lambda s: s.place),
+                     [p.id for p in places()], params,
+                     handler.orders if handler is not None else [])
+
+
+def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int | None = None,
+                    w: int | None = None, l: int | None = None,  # noqa: E741
+                    z: int | None = None, malleable: bool | None = None) -> GLBResult:
+    """Process ``initial`` with all places: the work starts at place 0 and spreads by stealing.
+
+    Lifeline-based global load balancing (Saraswat et al., PPoPP 2011): random steals, then
+    lifelines on a cyclic hypercube, termination by one ``finish`` at place 0.  Malleable with
+    no change to the bag: unless told otherwise, the computation defines a malleable handler
+    while it runs (shrinks move work off released places, grows bring new places into the
+    lifeline graph) and disables it before the final reduction.
+
+    Args:
+        initial: the whole work, at place 0.
+        result_factory: makes an empty result (a picklable callable, e.g. ``LongSum``).
+        n: work units per ``process`` call (default ``GLB_N``, else the bag module's
+            ``DEFAULT_WORK_UNITS``, else 511).
+        w: random steals before lifelines (default ``GLB_W``, else 1).
+        l: lifeline hypercube base (default ``GLB_L``, else 2).
+        z: hypercube dimensions (default ``GLB_Z``, else enough to reach every place).
+        malleable: ``None`` (default): malleable if the program has not used its handler yet;
+            ``True``: require it (MalleabilityError otherwise); ``False``: never.
+
+    Returns:
+        A :class:`GLBResult` with the folded result and per-place statistics.
+
+    Raises:
+        MultipleException: a bag method raised at some place.
+        MalleabilityError: ``malleable=True`` and the program's handler is taken.
+        ConfigurationError: a GLB_* variable is malformed.
+        RuntimeError: called away from place 0.
+    """
+    params = _params(type(initial), n, w, l, z)
+    ref = GlobalRef(initial)
+    try:
+        return _run(params, result_factory, _InitialAtZero(ref), malleable)
+    finally:
+        ref.free()
+
+
+def compute_static(bag_factory: Callable[[int, int], Bag], result_factory: Callable[[], Fold],
+                   *, n: int | None = None, w: int | None = None,
+                   l: int | None = None, z: int | None = None,  # noqa: E741
+                   malleable: bool | None = None, bag_class: type | None = None) -> GLBResult:
+    """Process work that every place creates for itself, balancing it by stealing.
+
+    Args:
+        bag_factory: ``bag_factory(index, count)`` returns the bag of the place with that index
+            among ``count`` places (picklable; it runs at each place).
+        result_factory, n, w, l, z, malleable: as for :func:`compute_dynamic`.
+        bag_class: the bag type, for the default ``n`` (optional).
+
+    Returns:
+        A :class:`GLBResult`.
+
+    Raises:
+        As :func:`compute_dynamic`.
+    """
+    params = _params(bag_class, n, w, l, z)
+    return _run(params, result_factory, bag_factory, malleable)
+
+
+class _InitialAtZero:
+    """Gives place 0 the initial bag (fetched from its GlobalRef there), others nothing."""
+
+    def __init__(self, ref: GlobalRef[Bag]) -> None:
+        self.ref = ref
+
+    def __call__(self, index: int, count: int) -> Bag | None:
+        return self.ref.get() if here().id == self.ref.home.id else None
+

@@ -1,0 +1,282 @@
+"""Tests of the UTS kernel: SHA-1 lanes against hashlib, node counts, and the GLB bag contract."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from benchmarks.kernels import uts
+from benchmarks.kernels.uts import (
+    UTSBag,
+    child_counts,
+    count_nodes,
+    count_nodes_reference,
+    sha1_children,
+    sha1_roots,
+)
+from glb import LongSum, process_all
+
+# Known answers for seed 19 (from the project spec).
+SEED19 = {1: 6, 2: 65, 3: 254, 4: 944, 5: 3987, 6: 16000, 7: 63914, 8: 257042, 9: 1031269}
+
+
+def _words(digest: bytes) -> np.ndarray:
+    return np.frombuffer(digest, dtype=">u4").astype(np.uint32)
+
+
+def _n_formula(v: int) -> int:
+    return math.floor(math.log(1.0 - v / 2**31) / math.log(4 / 5))
+
+
+# -- SHA-1 kernel --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 7, 5000, uts.LANES + 123])
+def test_sha1_children_matches_hashlib(k: int) -> None:
+    rng = np.random.default_rng(k)
+    parents = rng.integers(0, 2**32, size=(5, k), dtype=np.uint32)
+    # Mostly realistic indices (< 97) plus arbitrary 32-bit ones.
+    indices = rng.integers(0, 97, size=k).astype(np.uint32)
+    indices[::3] = rng.integers(0, 2**32, size=indices[::3].shape[0], dtype=np.uint32)
+    got = sha1_children(parents, indices)
+    assert got.dtype == np.uint32 and got.shape == (5, k)
+    for i in range(k):
+        message = parents[:, i].astype(">u4").tobytes() + struct.pack(">I", int(indices[i]))
+        assert np.array_equal(got[:, i], _words(hashlib.sha1(message).digest())), i
+
+
+def test_sha1_children_edge_words() -> None:
+    parents = np.array([[0, 0xFFFFFFFF, 0x80000000, 1]] * 5, dtype=np.uint32)
+    indices = np.array([0, 0xFFFFFFFF, 0x80000000, 95], dtype=np.uint32)
+    got = sha1_children(parents, indices)
+    for i in range(4):
+        message = parents[:, i].astype(">u4").tobytes() + struct.pack(">I", int(indices[i]))
+        assert np.array_equal(got[:, i], _words(hashlib.sha1(message).digest()))
+
+
+def test_sha1_roots_matches_hashlib() -> None:
+    seeds = np.array([0, 1, 19, 29, 12345, 2**31, 2**32 - 1], dtype=np.uint32)
+    got = sha1_roots(seeds)
+    for i, seed in enumerate(seeds):
+        expected = _words(hashlib.sha1(bytes(16) + struct.pack(">I", int(seed))).digest())
+        assert np.array_equal(got[:, i], expected)
+
+
+def test_sha1_rejects_bad_input() -> None:
+    with pytest.raises(ValueError):
+        sha1_children(np.zeros((4, 3), dtype=np.uint32), np.zeros(3, dtype=np.uint32))
+    with pytest.raises(ValueError):
+        sha1_children(np.zeros((5, 3), dtype=np.uint32), np.zeros(2, dtype=np.uint32))
+    with pytest.raises(ValueError):
+        sha1_roots(np.array([-1]))
+
+
+# -- child counts --------------------------------------------------------------------------
+
+
+def test_child_counts_match_formula() -> None:
+    rng = np.random.default_rng(3)
+    word4 = rng.integers(0, 2**32, size=20000, dtype=np.uint32)
+    # Values at and next to every threshold, where a last-bit error of log would show.
+    thresholds = uts._T_U32[1 : uts._MAX_CHILDREN + 1].tolist()
+    edges = [x for t in thresholds for x in (t - 1, t, t + 1) if 0 <= x < 2**31]
+    edges += [0, 1, 2**31 - 1]
+    edge_words = np.array(edges, dtype=np.uint32)
+    word4 = np.concatenate([word4, edge_words, edge_words | 0x80000000])
+    got = child_counts(word4)
+    expected = [_n_formula(int(w) & 0x7FFFFFFF) for w in word4]
+    assert got.tolist() == expected
+    assert got.max() == 96
+
+
+def test_thresholds_are_exact() -> None:
+    table = uts._T_U32
+    for k in range(1, uts._MAX_CHILDREN + 1):
+        t = int(table[k])
+        assert _n_formula(t) >= k > _n_formula(t - 1)
+
+
+# -- node counts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", sorted(SEED19))
+def test_count_nodes_seed19(depth: int) -> None:
+    assert count_nodes(19, depth) == SEED19[depth]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5])
+def test_reference_agrees(depth: int) -> None:
+    assert count_nodes_reference(19, depth) == SEED19[depth]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 29, 2**32 - 1])
+def test_other_seeds_agree_with_reference(seed: int) -> None:
+    assert count_nodes(seed, 5) == count_nodes_reference(seed, 5)
+
+
+@pytest.mark.parametrize("n, depth", [(1, 4), (3, 5), (1000, 6), (2 * uts.LANES + 5, 8)])
+def test_count_independent_of_work_units(n: int, depth: int) -> None:
+    # Each process call costs about a millisecond however small n is: small n, small tree.
+    assert count_nodes(19, depth, n) == SEED19[depth]
+
+
+def test_invalid_arguments() -> None:
+    with pytest.raises(ValueError):
+        UTSBag(19, 0)
+    with pytest.raises(ValueError):
+        UTSBag(-1, 3)
+    with pytest.raises(ValueError):
+        UTSBag(2**32, 3)
+    with pytest.raises(TypeError):
+        UTSBag(19.0, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        count_nodes_reference(19, 0)
+    with pytest.raises(ValueError):
+        count_nodes(19, 3, 0)
+    with pytest.raises(ValueError):
+        UTSBag(19, 3).process(0, LongSum())
+
+
+# -- bag contract --------------------------------------------------------------------------
+
+
+def test_process_unit_is_one_child() -> None:
+    bag = UTSBag(19, 2)  # the root has 5 children, each counted with its own children
+    assert bag.pending_children() == 5
+    result = LongSum()
+    bag.process(1, result)
+    assert bag.pending_children() == 4
+    bag.process(10, result)
+    assert bag.is_empty()
+    bag.submit(result)
+    assert result.value() == SEED19[2]
+
+
+def test_depth_one_bag_is_empty_but_counts() -> None:
+    bag = UTSBag(19, 1)
+    assert bag.is_empty() and not bag.is_splittable()
+    assert bag.split(False) is None and bag.split(True) is None
+    assert process_all(bag, LongSum(), 10).value() == SEED19[1]
+
+
+def _bag_with_one_child() -> UTSBag:
+    """A bag whose only pending work is a single child."""
+    bag = UTSBag(19, 3)
+    while bag.pending_children() > 1:
+        assert bag.split(False) is not None
+    return bag
+
+
+def test_split_unsplittable_and_empty() -> None:
+    bag = _bag_with_one_child()
+    assert not bag.is_empty() and not bag.is_splittable()
+    assert bag.split(False) is None
+    loot = bag.split(True)
+    assert loot is not None and loot.pending_children() == 1
+    assert bag.is_empty()
+    assert bag.split(False) is None and bag.split(True) is None
+
+
+def test_split_one_big_interval() -> None:
+    bag = UTSBag(19, 6)  # one interval: the root's 5 children
+    assert len(bag) == 1 and bag.is_splittable()
+    before = bag.pending_children()
+    loot = bag.split(False)
+    assert loot is not None and not loot.is_empty() and not bag.is_empty()
+    assert loot.pending_children() + bag.pending_children() == before
+    assert abs(loot.pending_children() - bag.pending_children()) <= 1
+    result = LongSum()
+    process_all(loot, result, 100)
+    process_all(bag, result, 100)
+    assert result.value() == SEED19[6]
+
+
+def test_split_halves_the_work() -> None:
+    bag = UTSBag(19, 9)
+    result = LongSum()
+    for _ in range(5):
+        bag.process(3000, result)
+    before = bag.pending_children()
+    loot = bag.split(False)
+    assert loot is not None
+    assert abs(loot.pending_children() - before / 2) <= len(bag) + len(loot)
+    bag.merge(loot)
+    assert bag.pending_children() == before and loot.is_empty()
+    process_all(bag, result, 5000)
+    assert result.value() == SEED19[9]
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_random_splits_merges_and_pickles_count_exactly(trial: int) -> None:
+    rng = random.Random(trial)
+    depth = 8 if trial % 2 else 7
+    result = LongSum()
+    bags = [UTSBag(19, depth)]
+    steps = 0
+    while any(not b.is_empty() for b in bags) and steps < 2000:
+        steps += 1
+        i = rng.randrange(len(bags))
+        bag = bags[i]
+        action = rng.random()
+        if action < 0.45:
+            bag.process(rng.choice([1, 7, 50, 300, 2000]), result)
+        elif action < 0.7:
+            loot = bag.split(rng.random() < 0.3)
+            if loot is not None:
+                bags.append(loot)
+        elif action < 0.85 and len(bags) > 1:
+            j = rng.randrange(len(bags))
+            if j != i:
+                bag.merge(bags[j])
+                bags[j].submit(result)  # merged away: nothing left to add
+                del bags[j]
+        else:
+            bags[i] = pickle.loads(pickle.dumps(bag))
+    for bag in bags:
+        process_all(bag, result, 4000)
+    assert result.value() == SEED19[depth]
+
+
+def test_pickle_round_trip_mid_run() -> None:
+    bag = UTSBag(19, 8)
+    result = LongSum()
+    bag.process(2500, result)
+    bag.process(2500, result)
+    data = pickle.dumps(bag)
+    # Compact: one uint32 column of 8 words per interval plus a small header.
+    assert len(data) < 32 * len(bag) + 1024
+    copy = pickle.loads(data)
+    assert copy.pending_children() == bag.pending_children()
+    assert process_all(copy, LongSum(result.value()), 3000).value() == SEED19[8]
+    assert process_all(bag, result, 3000).value() == SEED19[8]
+
+
+def test_partial_count_travels_with_merge() -> None:
+    a, b = UTSBag(19, 4), UTSBag(19, 4)
+    result = LongSum()
+    a.merge(b)  # b's root count moves into a
+    b.submit(result)
+    assert result.value() == 0
+    process_all(a, result, 50)
+    assert result.value() == 2 * SEED19[4]
+    with pytest.raises(TypeError):
+        a.merge(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        a.merge(a)
+
+
+def test_stack_stays_bounded() -> None:
+    bag = UTSBag(19, 9)
+    result = LongSum()
+    peak = 0
+    while not bag.is_empty():
+        bag.process(uts.DEFAULT_WORK_UNITS, result)
+        peak = max(peak, len(bag))
+    assert result.value() == SEED19[9]
+    assert peak <= 9 * uts.LANES
