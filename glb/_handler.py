@@ -13,7 +13,8 @@ Each phase's time is sent to the scheduler as ``preShrinkTimeGLB;<n>;<ns>`` and 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from apgaspy import (
     GlobalRef,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["dimensions", "lifelines", "lifeline_graph", "steal_victim", "diameter"]
 
@@ -55,7 +55,8 @@ def lifelines(index: int, nplaces: int, base: int, dims: int) -> list[int]:
     return out
 
 
-def lifeline_graph(members: Sequence[int], base: int, dims: int | None = None) -> dict[int, list[int]]:
+def lifeline_graph(members: Sequence[int], base: int,
+                   dims: int | None = None) -> dict[int, list[int]]:
     """Place id → its lifeline buddies (place ids) for the places ``members`` (ascending ids).
 
     Args:
