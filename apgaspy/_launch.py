@@ -26,11 +26,13 @@ import ipaddress
 import logging
 import multiprocessing.spawn
 import os
+import shutil
 import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ._config import setting
@@ -58,6 +60,71 @@ def _mpi() -> Any:
     from mpi4py import MPI
 
     return MPI
+
+
+_PM_STARTED = False
+
+
+def _ensure_process_manager() -> None:
+    """Make sure an MPI singleton can start its process manager, ``mpiexec``, from PATH.
+
+    MPICH looks for ``mpiexec`` on PATH at the first spawn and aborts the whole process if it
+    is missing.  The ``mpich`` wheel installs it next to the Python interpreter, which is not
+    on PATH when a virtual environment's python runs without being activated: then that
+    directory is added to PATH.
+
+    Raises:
+        ApgasError: no ``mpiexec`` anywhere (spawning would abort the program).
+    """
+    if shutil.which("mpiexec"):
+        return
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    if os.access(os.path.join(here, "mpiexec"), os.X_OK):
+        os.environ["PATH"] = here + os.pathsep + os.environ.get("PATH", "")
+        return
+    raise ApgasError(
+        "starting places without mpiexec needs MPICH's process manager: 'mpiexec' is neither "
+        "on PATH nor next to this Python. Install the mpich wheel (pip install mpich), or "
+        "launch the program with your MPI's mpiexec")
+
+
+@contextmanager
+def _own_stdio_for_process_manager() -> Iterator[None]:
+    """Let the process manager that an MPI singleton forks have its own stdout and stderr.
+
+    MPICH starts its process manager (``mpiexec``) at the first ``MPI_Comm_spawn`` of a
+    singleton, as a child that inherits file descriptors 1 and 2.  It makes them non-blocking,
+    and since the flag belongs to the open file description, place 0's own writes would then
+    fail with EAGAIN when a pipe fills, and output is lost.  So, for the fork, fds 1 and 2
+    point to fresh open file descriptions of the same files (reopened through /proc, in
+    append mode); then place 0 gets its originals back.  Best effort: where a stream cannot
+    be reopened (a socket, say), it is left alone.
+    """
+    global _PM_STARTED
+    if _PM_STARTED:
+        yield
+        return
+    _PM_STARTED = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    saved: list[tuple[int, int]] = []
+    for fd in (1, 2):
+        try:
+            fresh = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            continue
+        saved.append((fd, os.dup(fd)))  # os.dup: not inherited by the process manager
+        os.dup2(fresh, fd)
+        os.close(fresh)
+    try:
+        yield
+    finally:
+        for fd, original in saved:
+            os.dup2(original, fd)
+            os.close(original)
 
 
 # ---------------------------------------------------------------------- hosts
@@ -261,6 +328,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     """
     if not specs:
         return []
+    _ensure_process_manager()
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
     mpi_hosts = {host: check_spawnable(host) for _, host in specs}
     prep = multiprocessing.spawn.get_preparation_data("apgaspy-place")
@@ -285,10 +353,11 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             errors.append(exc)
 
     threads = [threading.Thread(target=launch, args=spec, daemon=True) for spec in specs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with _own_stdio_for_process_manager():
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     slot_of = dict(zip((pid for pid, _ in specs), slots or [pid for pid, _ in specs],
                        strict=True))
     new = [

@@ -121,3 +121,34 @@ def test_bad_configuration_is_reported():
                     env={**os.environ, "APGAS_PLACES": "two"}, timeout=30)
     assert r.returncode != 0
     assert "APGAS_PLACES='two'" in r.stderr and "ConfigurationError" in r.stderr
+
+
+def test_output_survives_a_slow_reader():
+    import subprocess
+    import sys
+
+    from conftest import PROGRAMS, env_for, kill_tree
+
+    proc = subprocess.Popen([sys.executable, str(PROGRAMS / "big_output.py")], cwd=ROOT,
+                            env=env_for(3), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        time.sleep(1.5)  # let the pipe fill while place 0 writes
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        raise
+    assert proc.returncode == 0, err
+    assert out == b"3:" + b"x" * 300_000 + b"\n"
+
+
+def test_missing_process_manager_is_a_clear_error(monkeypatch, tmp_path):
+    import shutil
+    import sys
+
+    from apgaspy import ApgasError, _launch
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(ApgasError, match="pip install mpich"):
+        _launch._ensure_process_manager()

@@ -645,6 +645,23 @@ class BCBag(Bag[ArraySum]):
         """
         return cls(rmat_graph(scale, seed))
 
+    def share(self, index: int, count: int) -> BCBag:
+        """A new bag with share ``index`` of ``count`` equal shares of this bag's sources
+        (for ``glb.compute_static``; the shares of 0..count-1 partition the sources).
+
+        Raises:
+            ValueError: not ``0 <= index < count``.
+        """
+        if not 0 <= index < count:
+            raise ValueError(f"share {index} of {count} does not exist")
+        total = self.pending()
+        lo, hi = total * index // count, total * (index + 1) // count
+        idx = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in self._ranges] or
+                             [np.zeros(0, np.int64)])[lo:hi]
+        runs = np.split(idx, np.nonzero(np.diff(idx) != 1)[0] + 1) if len(idx) else []
+        return BCBag(self.graph, [[r[0], r[-1] + 1] for r in runs] or np.zeros((0, 2)),
+                     self.order_seed)
+
     def pending(self) -> int:
         """Number of sources not yet processed."""
         return int((self._ranges[:, 1] - self._ranges[:, 0]).sum())

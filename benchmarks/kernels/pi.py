@@ -185,6 +185,23 @@ class PiBag(Bag[LongSum]):
         self._ranges = np.array([[0, tasks]], dtype=np.int64)
         self._started: list[_Started] = []
 
+    @classmethod
+    def share(cls, samples: int, seed: int, index: int, count: int) -> PiBag:
+        """The bag of share ``index`` of ``count`` (whole tasks, as equal as possible) of a
+        run of ``samples`` samples: the shares of 0..count-1 together are ``PiBag(samples,
+        seed)`` (for ``glb.compute_static``).
+
+        Raises:
+            ValueError: not ``0 <= index < count``, or ``samples``/``seed`` invalid.
+        """
+        if not 0 <= index < count:
+            raise ValueError(f"share {index} of {count} does not exist")
+        bag = cls(samples, seed)
+        tasks = int(bag._ranges[0, 1])
+        lo, hi = tasks * index // count, tasks * (index + 1) // count
+        bag._ranges = np.array([[lo, hi]] if hi > lo else [], dtype=np.int64).reshape(-1, 2)
+        return bag
+
     # -- bookkeeping ---------------------------------------------------------------------------
 
     def _task_size(self, task: int) -> int:

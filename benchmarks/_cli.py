@@ -1,0 +1,161 @@
+"""The command line shared by the four GLB benchmarks.
+
+Each benchmark module describes itself with a :class:`Benchmark` (its options, its bag, the
+expected answer and the throughput unit); :func:`main` parses the command line, runs the
+computation on the places (embedded: ``--places`` or ``APGAS_PLACES`` or the cores; or under
+mpiexec), prints the result, the expected answer and whether they agree, the time and the
+throughput, and exits 1 on a wrong answer.  ``--json`` prints one JSON object instead.
+Under a scheduler (``SCHEDULER_IP``/``SCHEDULER_PORT`` set) the run is a malleable job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apgaspy import places, run
+
+__all__ = ["Benchmark", "Outcome", "main", "positive_int", "float_count"]
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def float_count(text: str) -> int:
+    """argparse type: a count written as an integer or in float notation (``1e9``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 1e9, got {text!r}") from None
+    if not value.is_integer() or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole positive number, got {text!r}")
+    return int(value)
+
+
+@dataclass
+class Outcome:
+    """A benchmark's result, ready to print.
+
+    Attributes:
+        result: the result as JSON data (count, list of values, estimate).
+        expected: the known answer, or ``None``.
+        correct: whether the result agrees with the expected answer (``None``: unknown).
+        work: the amount of work for the throughput, in ``unit``.
+        summary: one line describing the result for people.
+    """
+
+    result: Any
+    expected: Any
+    correct: bool | None
+    work: float
+    summary: str
+
+
+@dataclass
+class Benchmark:
+    """What a benchmark module provides to :func:`main`.
+
+    Attributes:
+        name: ``"uts"``, ``"nqueens"``, ``"bc"`` or ``"pi"``.
+        description: one line for ``--help``.
+        unit: the throughput unit (``"nodes/s"``...).
+        add_arguments: adds the benchmark's own options to the parser.
+        params: the benchmark's parameters from the parsed arguments (JSON data).
+        compute: runs the GLB computation at place 0: ``compute(params, glb_kwargs)`` returns
+            a ``glb.GLBResult``.
+        outcome: turns the computation's value into an :class:`Outcome`.
+        validate: checks parameters; returns an error text or ``None``.
+    """
+
+    name: str
+    description: str
+    unit: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    params: Callable[[argparse.Namespace], dict[str, Any]]
+    compute: Callable[[dict[str, Any], dict[str, Any]], Any]
+    outcome: Callable[[dict[str, Any], Any], Outcome]
+    validate: Callable[[dict[str, Any]], str | None] = field(default=lambda p: None)
+
+
+def _parser(bench: Benchmark) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{bench.name}",
+                                     description=bench.description)
+    bench.add_arguments(parser)
+    glb = parser.add_argument_group("placement and GLB parameters")
+    glb.add_argument("--places", type=positive_int, default=None,
+                     help="places to start without mpiexec (default APGAS_PLACES, else cores)")
+    glb.add_argument("-n", "--work-units", type=positive_int, default=None, dest="n",
+                     help="work units per process() call (default GLB_N, else the kernel's)")
+    glb.add_argument("-w", type=positive_int, default=None,
+                     help="random steal attempts before lifelines (default GLB_W, else 1)")
+    glb.add_argument("-l", type=positive_int, default=None,
+                     help="lifeline hypercube base (default GLB_L, else 2)")
+    glb.add_argument("-z", type=positive_int, default=None,
+                     help="lifeline hypercube dimensions (default GLB_Z, else enough)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -> dict[str, Any]:
+    start_places = [p.id for p in places()]
+    t0 = time.perf_counter()
+    res = bench.compute(params, glb_kwargs)
+    seconds = time.perf_counter() - t0
+    out = bench.outcome(params, res.value)
+    return {
+        "benchmark": bench.name,
+        "params": params,
+        "result": out.result,
+        "expected": out.expected,
+        "correct": out.correct,
+        "summary": out.summary,
+        "places": len(start_places),
+        "places_at_end": len(res.places),
+        "seconds": seconds,
+        "throughput": out.work / seconds if seconds > 0 else None,
+        "unit": bench.unit,
+        "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z},
+        "orders": res.orders,
+        "log": [s.as_dict() for s in res.log],
+    }
+
+
+def main(bench: Benchmark, argv: list[str] | None = None) -> int:
+    """Parse ``argv``, run ``bench``, print, and return the exit status (1: wrong answer)."""
+    parser = _parser(bench)
+    args = parser.parse_args(argv)
+    params = bench.params(args)
+    problem = bench.validate(params)
+    if problem:
+        parser.error(problem)
+    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z")}
+    report = run(_job, bench, params, glb_kwargs, places=args.places)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        verdict = {True: "correct", False: "WRONG", None: "no known answer"}[report["correct"]]
+        print(f"{bench.name} {' '.join(f'{k}={v}' for k, v in params.items())}")
+        print(f"result: {report['summary']}")
+        if report["expected"] is not None and not isinstance(report["expected"], list):
+            print(f"expected: {report['expected']} ({verdict})")
+        else:
+            print(f"check: {verdict}")
+        shrink_grow = "" if report["places"] == report["places_at_end"] else \
+            f" (ended on {report['places_at_end']})"
+        print(f"places: {report['places']}{shrink_grow}, time: {report['seconds']:.3f} s, "
+              f"throughput: {report['throughput']:.4g} {bench.unit}")
+    sys.stdout.flush()
+    return 1 if report["correct"] is False else 0

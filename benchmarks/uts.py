@@ -1,0 +1,53 @@
+"""UTS on GLB: count the nodes of the geometric unbalanced tree (SPEC.md §3).
+
+    python -m benchmarks.uts [--depth 13] [--seed 19] [--places P] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from glb import LongSum, compute_dynamic
+
+from ._cli import Benchmark, Outcome, main, positive_int
+from .kernels.uts import UTSBag
+
+# Known node counts (SPEC.md §3): (seed, depth) -> nodes
+KNOWN = {
+    (19, 1): 6, (19, 2): 65, (19, 3): 254, (19, 4): 944, (19, 5): 3987, (19, 6): 16000,
+    (19, 7): 63914, (19, 8): 257042, (19, 9): 1031269, (19, 10): 4130071,
+    (19, 11): 16526523,  # measured here, between the published d=10 and d=12
+    (19, 12): 66106929, (19, 13): 264459392, (19, 14): 1057675516, (19, 15): 4230646601,
+    (29, 13): 102181082,
+}
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--depth", "-d", type=positive_int, default=13, help="depth (13)")
+    parser.add_argument("--seed", type=int, default=19, help="root seed (19)")
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    return {"depth": args.depth, "seed": args.seed}
+
+
+def _validate(p: dict[str, Any]) -> str | None:
+    return "--seed must not be negative" if p["seed"] < 0 else None
+
+
+def _compute(p: dict[str, Any], glb: dict[str, Any]) -> Any:
+    return compute_dynamic(UTSBag(p["seed"], p["depth"]), LongSum, **glb)
+
+
+def _outcome(p: dict[str, Any], value: int) -> Outcome:
+    expected = KNOWN.get((p["seed"], p["depth"]))
+    return Outcome(value, expected, None if expected is None else value == expected, value,
+                   f"{value:,} nodes")
+
+
+BENCHMARK = Benchmark("uts", "UTS, geometric tree (branching factor 4), on GLB", "nodes/s",
+                      _arguments, _params, _compute, _outcome, _validate)
+
+if __name__ == "__main__":
+    raise SystemExit(main(BENCHMARK))
