@@ -101,13 +101,13 @@ class _FinishScope:
         self._fin = RootFinish(rt.here)
         finish_stack().append(self._fin)
 
-    def __exit__(self, et: Any, ev: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, et: Any, ev: BaseException | None, tb: Any) -> None:
         fin = self._fin
         stack = finish_stack()
         if stack and stack[-1] is fin:
             stack.pop()
         if ev is not None and not isinstance(ev, Exception):
-            return False  # KeyboardInterrupt, SystemExit: leave at once
+            return  # KeyboardInterrupt, SystemExit: leave at once
         runtime().wait_root(fin)
         errors: list[Exception] = list(fin.exceptions)
         if ev is not None:
@@ -116,7 +116,6 @@ class _FinishScope:
             raise MultipleException(
                 f"{len(errors)} task{'s' if len(errors) > 1 else ''} of a finish failed", errors
             ) from None
-        return False
 
 
 @overload

@@ -73,6 +73,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         set_runtime(rt)
         rt.start(table)
+        rt.report_ready()
         rt.stopped.wait()
         code = rt.exit_code
     finally:

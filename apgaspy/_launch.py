@@ -52,6 +52,7 @@ __all__ = [
 log = logging.getLogger("apgaspy")
 
 _TAG = 4711
+_READY_TIMEOUT_S = 120.0
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
 _FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
 
@@ -242,7 +243,18 @@ def _start_world(world: Any) -> Runtime:
     SESSION.world = world
     set_runtime(rt)
     rt.start(table)
+    rt.report_ready()
+    _wait_ready(rt, rt.place_ids())
     return rt
+
+
+def _wait_ready(rt: Runtime, ids: Sequence[int]) -> None:
+    """At place 0: wait until the places ``ids`` serve tasks (they import the program first)."""
+    if rt.here != 0:
+        return
+    late = rt.wait_ready(ids, _READY_TIMEOUT_S)
+    if late:
+        log.warning("places %s did not report ready within %g s", late, _READY_TIMEOUT_S)
 
 
 def _start_embedded(places: int | None) -> Runtime:
@@ -267,6 +279,7 @@ def _start_embedded(places: int | None) -> Runtime:
     SESSION.world = None
     set_runtime(rt)
     rt.start([me, *others])
+    _wait_ready(rt, rt.place_ids())
     return rt
 
 

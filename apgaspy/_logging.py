@@ -26,7 +26,7 @@ def configure_logging(place: int) -> logging.Logger:
         handler.setFormatter(
             logging.Formatter(f"apgaspy place({place}) %(levelname)s: %(message)s")
         )
-        handler._apgaspy = True  # type: ignore[attr-defined]
+        setattr(handler, "_apgaspy", True)  # noqa: B010 - marks our own handler
         logger.addHandler(handler)
         logger.propagate = False
     return logger

@@ -25,6 +25,7 @@ class Place:
     """
 
     __slots__ = ("id",)
+    id: int
 
     def __init__(self, id: int) -> None:  # noqa: A002 - the APGAS name
         if isinstance(id, Place):

@@ -158,7 +158,10 @@ class Runtime:
             "remove_places": self._ctrl_remove_places,
             "fin": self._ctrl_fin,
             "released": self._ctrl_released,
+            "ready": self._ctrl_ready,
         }
+        self._ready: set[int] = {here}
+        self._ready_cv = threading.Condition()
         self._ops = itertools.count(1)
         self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}
         self.leaving: dict[int, threading.Event] = {}  # place 0: places being released
@@ -303,7 +306,7 @@ class Runtime:
         here = self.here
         if dest == here:
             with self.flock:
-                if type(fin) is RootFinish:
+                if isinstance(fin, RootFinish):
                     fin.add(here, 1)
                 else:
                     d = fin.deltas
@@ -315,7 +318,7 @@ class Runtime:
             raise self.bad_place(dest)
         body = dumps((fn, args, kwargs))
         with self.flock:
-            if type(fin) is RootFinish:
+            if isinstance(fin, RootFinish):
                 if fin.fid is None:
                     fin.fid = (here, next(self._seq))
                     self.roots[fin.fid[1]] = fin
@@ -328,7 +331,7 @@ class Runtime:
             self._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO))
         except BaseException:
             with self.flock:
-                if type(fin) is RootFinish:
+                if isinstance(fin, RootFinish):
                     fin.add(dest, -1)
                 else:
                     fin.deltas[dest] -= 1
@@ -391,7 +394,7 @@ class Runtime:
         self._run_uncounted(fn, args, kwargs)
 
     def _task_failed(self, fin: Any, exc: BaseException, flags: int) -> None:
-        if type(fin) is RootFinish:
+        if isinstance(fin, RootFinish):
             err = local_exception(exc, self.here)
             with self.flock:
                 if flags & F_AT:
@@ -677,6 +680,31 @@ class Runtime:
         self.stopping = True
         self.exit_code = 0
         self.stopped.set()
+
+    def _ctrl_ready(self, src: int) -> None:
+        with self._ready_cv:
+            self._ready.add(src)
+            self._ready_cv.notify_all()
+
+    def report_ready(self) -> None:
+        """Tell place 0 that this place serves tasks (its main module is imported)."""
+        if self.here != 0:
+            self.send_ctrl(0, "ready")
+
+    def wait_ready(self, places: Iterable[int], timeout: float) -> list[int]:
+        """Wait (at most ``timeout`` seconds) until ``places`` reported ready or died; return
+        the ones that did not."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        wanted = set(places)
+        with self._ready_cv:
+            while True:
+                missing = wanted - self._ready - self.dead
+                left = deadline - time.monotonic()
+                if not missing or left <= 0:
+                    return sorted(missing)
+                self._ready_cv.wait(min(left, 0.5))
 
     def _ctrl_released(self, src: int) -> None:
         event = self.released_here.get(src)

@@ -300,8 +300,9 @@ class Transport:
                 monitors[w.monitor] = w
                 poller.register(w.monitor, zmq.POLLIN)
             while self._unwatch:
-                w = self._watches.pop(self._unwatch.popleft(), None)
-                if w is not None:
+                gone = self._watches.pop(self._unwatch.popleft(), None)
+                if gone is not None:
+                    w = gone
                     poller.unregister(w.monitor)
                     monitors.pop(w.monitor, None)
                     w.monitor.close(0)
@@ -330,7 +331,8 @@ class Transport:
                     if not w.connected and now - w.since > limit:
                         poller.unregister(sock)
                         del monitors[sock]
-                        self._watches.pop(w.place, None)
+                        if w.place in self._watches:
+                            del self._watches[w.place]
                         sock.close(0)
                         try:
                             self._on_peer_lost(w.place)

@@ -129,6 +129,7 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "unit": bench.unit,
         "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z},
         "orders": res.orders,
+        "phases": res.phases,
         "log": [s.as_dict() for s in res.log],
     }
 

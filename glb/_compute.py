@@ -45,6 +45,8 @@ class GLBResult:
         places: the places at the end.
         params: the GLB parameters used.
         orders: malleability orders carried out during the computation (kind, places).
+        phases: seconds spent setting up (workers, handler), computing, and in the final
+            reduction.
     """
 
     result: Fold
@@ -53,6 +55,7 @@ class GLBResult:
     places: list[int]
     params: Params
     orders: list[tuple[str, list[int]]] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def value(self) -> Any:
@@ -68,7 +71,8 @@ def _params(bag_class: type | None, n: int | None, w: int | None, l: int | None,
 
         default_n = getattr(sys.modules.get(bag_class.__module__), "DEFAULT_WORK_UNITS", None)
     n_value = glb_setting("N", n) or default_n or _X10_DEFAULT_N
-    return Params(int(n_value), glb_setting("W", w), glb_setting("L", l), glb_setting("Z", z))
+    return Params(int(n_value), int(glb_setting("W", w) or 1), int(glb_setting("L", l) or 2),
+                  glb_setting("Z", z))
 
 
 def _make_workers(params: Params, result_factory: Callable[[], Fold],
@@ -117,6 +121,7 @@ def _run(params: Params, result_factory: Callable[[], Fold],
         define_malleable_handler(handler)
     elif malleable is None and state != "undefined":
         log.info("GLB runs without malleability: the program's handler is already %s", state)
+    t1 = time.perf_counter()
     try:
         with finish():
             for p in places():
@@ -124,6 +129,7 @@ def _run(params: Params, result_factory: Callable[[], Fold],
     finally:
         if handler is not None:
             disable_malleable_handler()  # waits for an order under way; no more orders
+    t2 = time.perf_counter()
     total = result_factory()
     stats: list[PlaceStats] = []
     for p in places():
@@ -134,10 +140,11 @@ def _run(params: Params, result_factory: Callable[[], Fold],
         for res, st in handler.released:
             total.fold(res)
             stats.append(st)
-    seconds = time.perf_counter() - t0
-    return GLBResult(total, seconds, sorted(stats, key=lambda s: s.place),
+    t3 = time.perf_counter()
+    return GLBResult(total, t3 - t0, sorted(stats, key=lambda s: s.place),
                      [p.id for p in places()], params,
-                     handler.orders if handler is not None else [])
+                     handler.orders if handler is not None else [],
+                     {"setup_s": t1 - t0, "compute_s": t2 - t1, "reduce_s": t3 - t2})
 
 
 def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int | None = None,

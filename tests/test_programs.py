@@ -21,8 +21,9 @@ def test_hello(mode, places):
     r = run_program(ROOT / "examples" / "hello.py", places, mode, timeout=60)
     assert r.returncode == 0, r.stderr
     lines = r.lines
-    assert lines[-1] == "Bye"
-    assert sorted(lines[:-1]) == sorted(f"Hello from place({i})" for i in range(places))
+    explain = f"--- stdout\n{r.stdout}--- stderr\n{r.stderr}"
+    assert lines[-1] == "Bye", explain
+    assert sorted(lines[:-1]) == sorted(f"Hello from place({i})" for i in range(places)), explain
 
 
 @pytest.mark.parametrize("mode,places", [("spawn", 1), ("spawn", 2), ("spawn", 3),

@@ -178,6 +178,9 @@ class Malleability:
                 error, infos = exc, []
             if infos:
                 rt.add_places(infos)
+                late = rt.wait_ready([i.id for i in infos], _ACK_TIMEOUT_S)
+                if late:
+                    log.warning("new places %s did not report ready in time", late)
                 late = rt.request_all([p for p in rt.place_ids() if p not in
                                        {i.id for i in infos}], "add_places", infos,
                                       timeout=_ACK_TIMEOUT_S)
@@ -288,6 +291,7 @@ class Malleability:
 
     @staticmethod
     def _release(rt: Any, removed: list[int]) -> None:
+        infos = {r: rt.table[r] for r in removed}
         for r in removed:
             rt.leaving[r] = threading.Event()
             rt.released_here[r] = threading.Event()
@@ -311,6 +315,35 @@ class Malleability:
                 rt.leaving.pop(r, None)
                 rt.released_here.pop(r, None)
                 rt.transport.remove_peer(r, linger_s=0)
+        # A spawned place on this machine: its host goes back only once its process is gone
+        # (its connection closes a moment before it exits).
+        for info in infos.values():
+            if info.origin == "spawned" and _is_here(info.host):
+                _wait_process_gone(info.pid, deadline)
+
+
+def _is_here(host: str) -> bool:
+    from .._launch import is_local_host
+
+    try:
+        return is_local_host(host)
+    except OSError:
+        return False
+
+
+def _wait_process_gone(pid: int, deadline: float) -> None:
+    """Wait until process ``pid`` of this machine has ended (or ``deadline`` passed)."""
+    delay = 0.0005
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except OSError:
+            return  # no such process (or no /proc: nothing more we can check)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+    log.warning("released place process %d has not ended yet", pid)
 
 
 _MALLEABILITY = Malleability()

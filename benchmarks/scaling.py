@@ -1,0 +1,154 @@
+"""Parallel efficiency of the GLB benchmarks over 1 to P places.
+
+    python -m benchmarks.scaling [--places 1,2] [--repeats 3] [--label NAME] [--plot]
+
+For each benchmark, the sequential kernel (one bag, ``glb.process_all``, no places) gives
+T_seq; each place count P runs ``python -m benchmarks.<name> --json --places P`` and takes the
+computation's time T_P as the benchmark reports it (start of the GLB computation to its final
+reduction, the places already running).  Runs are interleaved (seq, P=1, P=2, ... then again)
+so that a noisy neighbour hurts all of them alike; medians are kept.
+
+    speedup = T_seq / T_P,   efficiency = T_seq / (P · T_P)
+
+and, when P = 1 is measured, the efficiency against the GLB run on one place,
+T_1 / (P · T_P), which leaves out what a second busy core costs the first on a shared machine.
+
+Results: ``benchmarks/results/scaling[-LABEL].json``; with ``--plot``, a PNG of speedup
+against places next to it (needs matplotlib: ``pip install -e ".[plot]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._cli import positive_int
+from ._results import RESULTS_DIR, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sequential(name: str) -> tuple[list[str], Callable[[], Any]]:
+    """(benchmark arguments, the sequential run) of a benchmark configuration."""
+    from .kernels.bc import betweenness
+    from .kernels.nqueens import count_solutions
+    from .kernels.pi import estimate_pi
+    from .kernels.uts import count_nodes
+
+    configs: dict[str, tuple[list[str], Callable[[], Any]]] = {
+        "uts": (["uts", "--depth", "13"], lambda: count_nodes(19, 13)),
+        "nqueens": (["nqueens", "-N", "15"], lambda: count_solutions(15)),
+        "bc": (["bc", "--scale", "13"], lambda: betweenness(13)),
+        "pi": (["pi", "--samples", "2e9"], lambda: estimate_pi(2 * 10**9)),
+    }
+    return configs[name]
+
+
+def _glb_seconds(args: list[str], places: int) -> float:
+    env = {**os.environ}
+    env.pop("APGAS_PLACES", None)
+    env.pop("SCHEDULER_PORT", None)
+    out = subprocess.run([sys.executable, "-m", f"benchmarks.{args[0]}", *args[1:], "--json",
+                          "--places", str(places)], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=1800, check=True)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    if report["correct"] is False:
+        raise RuntimeError(f"{args} on {places} places: wrong answer")
+    return float(report["phases"]["compute_s"] + report["phases"]["reduce_s"])
+
+
+def measure(names: list[str], place_counts: list[int], repeats: int) -> dict[str, Any]:
+    """Interleaved runs; returns name -> {seq_s, P -> {seconds, speedup, efficiency}}."""
+    out: dict[str, Any] = {}
+    for name in names:
+        args, seq = _sequential(name)
+        seq()  # warm up (graph generation, caches)
+        runs: dict[Any, list[float]] = {"seq": [], **{p: [] for p in place_counts}}
+        for _ in range(repeats):
+            t = time.perf_counter()
+            seq()
+            runs["seq"].append(time.perf_counter() - t)
+            for p in place_counts:
+                runs[p].append(_glb_seconds(args, p))
+        t_seq = statistics.median(runs["seq"])
+        entry: dict[str, Any] = {"args": args, "seq_s": t_seq, "seq_runs_s": runs["seq"]}
+        t_1 = statistics.median(runs[1]) if 1 in runs else None
+        for p in place_counts:
+            t_p = statistics.median(runs[p])
+            entry[str(p)] = {"seconds": t_p, "runs_s": runs[p], "speedup": t_seq / t_p,
+                             "efficiency": t_seq / (p * t_p),
+                             "efficiency_vs_1_place": t_1 / (p * t_p) if t_1 else None}
+        out[name] = entry
+        print(f"{name:8} seq {t_seq:7.3f} s  " + "  ".join(
+            f"P={p}: {entry[str(p)]['seconds']:.3f} s ({100 * entry[str(p)]['efficiency']:.0f} %)"
+            for p in place_counts), flush=True)
+    return out
+
+
+def plot(figures: dict[str, Any], place_counts: list[int], path: Path, title: str) -> None:
+    """Speedup against places, one line per benchmark, and the ideal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    ax.plot(place_counts, place_counts, "k--", label="ideal", linewidth=1)
+    for name, entry in figures.items():
+        ax.plot(place_counts, [entry[str(p)]["speedup"] for p in place_counts], "o-",
+                label=f"{name} {' '.join(entry['args'][1:])}")
+    ax.set_xlabel("places")
+    ax.set_ylabel("speedup over the sequential kernel")
+    ax.set_xticks(place_counts)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print, write the JSON (and the plot); returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--benchmarks", default="uts,nqueens,bc,pi",
+                        help="comma-separated: uts, nqueens, bc, pi (all)")
+    parser.add_argument("--places", default="1,2", help="comma-separated place counts (1,2)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="runs per point (3)")
+    parser.add_argument("--label", default="", help="suffix of the result files")
+    parser.add_argument("--plot", action="store_true", help="also write a PNG plot")
+    parser.add_argument("--no-write", action="store_true", help="do not write files")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.benchmarks.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("uts", "nqueens", "bc", "pi")]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    try:
+        counts = sorted({int(p) for p in args.places.split(",")})
+    except ValueError:
+        parser.error(f"--places takes integers, got {args.places!r}")
+    if not counts or counts[0] < 1:
+        parser.error("--places must be positive")
+    figures = measure(names, counts, args.repeats)
+    if args.no_write:
+        return 0
+    name = "scaling" + (f"-{args.label}" if args.label else "")
+    path = write_result(name, {"params": vars(args), "benchmarks": figures})
+    print(f"wrote {path}")
+    if args.plot:
+        png = RESULTS_DIR / f"{name}.png"
+        plot(figures, counts, png, f"GLB scaling ({os.cpu_count()} cores)")
+        print(f"wrote {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
