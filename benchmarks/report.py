@@ -1,0 +1,119 @@
+"""Write the README's results table from the JSON files in ``benchmarks/results/``.
+
+    python -m benchmarks.report            # rewrite the table in README.md
+    python -m benchmarks.report --print    # print it instead
+
+The table sits between the markers ``<!-- results:start -->`` and ``<!-- results:end -->``;
+each row gives our figure, the reference figure of SPEC.md §4 or the issue's target, and
+the machine the figure was measured on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ._results import RESULTS_DIR
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def _load(name: str) -> dict[str, Any] | None:
+    path = RESULTS_DIR / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _machine(data: dict[str, Any]) -> str:
+    m = data["machine"]
+    return f"{m.get('label') or m['host']}, {m['date'][:10]}"
+
+
+def table() -> str:
+    """The Markdown table of the latest results."""
+    rows = ["| measure | apgaspy | reference | target | measured on |", "|---|---|---|---|---|"]
+    rt = _load("runtime")
+    if rt:
+        mc = _machine(rt)
+        a, m = rt["apgaspy"], rt["mpi4py_futures"]
+        rows.append(f"| `at` round trip, 2 places | {a['at_rtt_us']:.0f} µs | mpi4py.futures "
+                    f"{m['at_rtt_us']:.0f} µs (same run); Ray/Dask ≈ 1000 µs | ≤ 400 µs | {mc} |")
+        rows.append(f"| empty `async_at` tasks, 2 places | {a['async_tasks_per_s']:,.0f} /s | "
+                    f"mpi4py.futures {m['async_tasks_per_s']:,.0f} /s (same run); Ray/Dask ≈ "
+                    f"8,000 /s | ≥ 20,000 /s | {mc} |")
+    ma = _load("malleability")
+    if ma:
+        mc = _machine(ma)
+        med = ma["median"]
+        rows.append(f"| start until orders are accepted | {med['ready_s']:.2f} s | Java APGAS "
+                    f"6.04 s | ≤ 1.5 s | {mc} |")
+        for n in (1, 2, 4):
+            g, s = med[f"grow_{n}"], med[f"shrink_{n}"]
+            ref_g = "Java APGAS 14.55 s for 3.8 places" if n == 4 else ""
+            ref_s = "Java APGAS 7.41 s for 2.55 places" if n == 2 else ""
+            tgt_g = "≤ 1.0 s" if n == 4 else ""
+            tgt_s = "≤ 0.5 s" if n == 2 else ""
+            rows.append(f"| grow {n} place{'s' if n > 1 else ''} (runtime / handler) | "
+                        f"{g['total_s']:.3f} s ({g['runtime_s']:.3f} / {g['handler_s']:.4f}) "
+                        f"| {ref_g} | {tgt_g} | {mc} |")
+            rows.append(f"| shrink {n} place{'s' if n > 1 else ''} (runtime / handler) | "
+                        f"{s['total_s']:.3f} s ({s['runtime_s']:.3f} / {s['handler_s']:.4f}) "
+                        f"| {ref_s} | {tgt_s} | {mc} |")
+    ke = _load("kernels")
+    if ke:
+        mc = _machine(ke)
+        names = {"uts_d11": "UTS seed 19 d=11, 1 core", "nqueens_12": "N-Queens 12, 1 core",
+                 "nqueens_13": "N-Queens 13, 1 core", "nqueens_14": "N-Queens 14, 1 core",
+                 "bc_12": "BC scale 12, 1 core", "bc_14": "BC scale 14, 1 core",
+                 "pi_1e8": "Pi 10^8 samples, 1 core"}
+        targets = {"uts_d11": "≥ 17 M nodes/s", "nqueens_13": "≤ 0.68 s",
+                   "bc_12": "≤ 1.32 s", "bc_14": "≤ 24.7 s", "pi_1e8": "≤ 0.78 s"}
+        for key, f in ke["kernels"].items():
+            if key == "uts_d11":
+                ours = f"{f['throughput_median'] / 1e6:.1f} M nodes/s"
+                ref = "Java GLB 34 M nodes/s"
+            else:
+                ours = f"{f['median_s']:.3f} s"
+                ref = f"Java GLB {f['java_s']:g} s"
+            rows.append(f"| {names.get(key, key)} | {ours} ({f['speedup_vs_java_median']:.2f}× "
+                        f"Java) | {ref} | {targets.get(key, '')} | {mc} |")
+    for path in sorted(RESULTS_DIR.glob("scaling*.json")):
+        sc = json.loads(path.read_text())
+        mc = _machine(sc)
+        for name, e in sc["benchmarks"].items():
+            counts = sorted(int(k) for k in e if k.isdigit())
+            p = counts[-1]
+            cell = e[str(p)]
+            vs1 = cell.get("efficiency_vs_1_place")
+            extra = f", {100 * vs1:.0f} % vs GLB on 1 place" if vs1 else ""
+            target = "≥ 90 %" if p == 2 and name in ("uts", "nqueens") else \
+                ("≥ 85 %" if p == 16 else "")
+            rows.append(f"| {name} {' '.join(e['args'][1:])}, {p} places | efficiency "
+                        f"{100 * cell['efficiency']:.0f} % vs sequential{extra} "
+                        f"({cell['seconds']:.2f} s) | | {target} | {mc} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table or rewrite it in README.md; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--print", action="store_true", help="print instead of writing")
+    args = parser.parse_args(argv)
+    text = table()
+    if args.print:
+        print(text)
+        return 0
+    readme = README.read_text(encoding="utf-8")
+    if START not in readme or END not in readme:
+        parser.error(f"README.md has no {START} ... {END} markers")
+    head, rest = readme.split(START, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
+    print(f"updated {README}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
