@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from apgaspy import async_at, at, finish, place, run
@@ -27,21 +28,25 @@ from ._results import write_result
 from ._tasks import noop
 
 
-def _measure_apgaspy(rounds: int, tasks: int, repeats: int) -> dict[str, Any]:
-    p1 = place(1)
+def _measure(round_trip: Callable[[], Any], burst: Callable[[int], None], rounds: int,
+             tasks: int, repeats: int) -> dict[str, Any]:
+    """Median round trip and burst throughput of one peer.
+
+    Args:
+        round_trip: runs one empty task remotely and waits for it.
+        burst: runs ``n`` empty tasks remotely and waits for all of them.
+    """
     for _ in range(200):  # warm up connections and code paths
-        at(p1, noop)
+        round_trip()
     rtts = []
     for _ in range(rounds):
         t = time.perf_counter()
-        at(p1, noop)
+        round_trip()
         rtts.append(time.perf_counter() - t)
     rates = []
     for _ in range(repeats):
         t = time.perf_counter()
-        with finish():
-            for _ in range(tasks):
-                async_at(p1, noop)
+        burst(tasks)
         rates.append(tasks / (time.perf_counter() - t))
     return {
         "at_rtt_us": statistics.median(rtts) * 1e6,
@@ -51,29 +56,25 @@ def _measure_apgaspy(rounds: int, tasks: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def _apgaspy_burst(n: int) -> None:
+    p1 = place(1)
+    with finish():
+        for _ in range(n):
+            async_at(p1, noop)
+
+
+def _measure_apgaspy(rounds: int, tasks: int, repeats: int) -> dict[str, Any]:
+    p1 = place(1)
+    return _measure(lambda: at(p1, noop), _apgaspy_burst, rounds, tasks, repeats)
+
+
 def _measure_mpi4py(rounds: int, tasks: int, repeats: int) -> dict[str, Any]:
     from mpi4py.futures import MPIPoolExecutor, wait
 
     with MPIPoolExecutor(max_workers=1) as pool:
-        for _ in range(200):
-            pool.submit(noop).result()
-        rtts = []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            pool.submit(noop).result()
-            rtts.append(time.perf_counter() - t)
-        rates = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            futures = [pool.submit(noop) for _ in range(tasks)]
-            wait(futures)
-            rates.append(tasks / (time.perf_counter() - t))
-    return {
-        "at_rtt_us": statistics.median(rtts) * 1e6,
-        "at_rtt_p90_us": statistics.quantiles(rtts, n=10)[-1] * 1e6,
-        "async_tasks_per_s": statistics.median(rates),
-        "async_tasks_per_s_all": rates,
-    }
+        return _measure(lambda: pool.submit(noop).result(),
+                        lambda n: wait([pool.submit(noop) for _ in range(n)]),
+                        rounds, tasks, repeats)
 
 
 def main(argv: list[str] | None = None) -> int:

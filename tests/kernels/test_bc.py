@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pickle
 import random
-from collections import deque
 
 import networkx as nx
 import numpy as np
 import pytest
+from oracles import py_brandes
 
 from benchmarks.kernels import bc as bcmod
 from glb import ArraySum, process_all
@@ -55,38 +55,6 @@ def py_rmat(scale: int, seed: int = 2) -> tuple[list[int], list[int]]:
             if r2[i] > (c / (c + d) if sbit else a / (a + b)):
                 dst[i] += 1 << ib
     return src, dst
-
-
-def py_brandes(n: int, src, dst) -> np.ndarray:
-    """Brandes (2001) on a directed multigraph, parallel edges counted separately."""
-    adj: list[list[int]] = [[] for _ in range(n)]
-    for u, v in zip(list(src), list(dst), strict=True):
-        adj[int(u)].append(int(v))
-    bc = [0.0] * n
-    for s in range(n):
-        sigma = [0.0] * n
-        dist = [-1] * n
-        sigma[s] = 1.0
-        dist[s] = 0
-        order = []
-        queue = deque([s])
-        while queue:
-            v = queue.popleft()
-            order.append(v)
-            for w in adj[v]:
-                if dist[w] < 0:
-                    dist[w] = dist[v] + 1
-                    queue.append(w)
-                if dist[w] == dist[v] + 1:
-                    sigma[w] += sigma[v]
-        delta = [0.0] * n
-        for v in reversed(order):
-            for w in adj[v]:
-                if dist[w] == dist[v] + 1:
-                    delta[v] += sigma[v] / sigma[w] * (1.0 + delta[w])
-            if v != s:
-                bc[v] += delta[v]
-    return np.array(bc)
 
 
 def simple_rmat(scale: int) -> tuple[int, np.ndarray, np.ndarray]:

@@ -17,6 +17,8 @@ from benchmarks.kernels.nqueens import (
 )
 from glb import LongSum, process_all
 
+from .bagcheck import drive_randomly
+
 # OEIS A000170.
 KNOWN = {
     1: 1,
@@ -156,44 +158,8 @@ def test_pickle_is_compact_and_exact() -> None:
 @pytest.mark.parametrize("n,seed", [(10, 1), (11, 2), (12, 3), (12, 4)])
 def test_random_split_merge_pickle(n: int, seed: int) -> None:
     """Random interleavings of process/split/merge/pickle never lose or duplicate work."""
-    rng = random.Random(seed)
-    total = LongSum()
-    bags = [NQueensBag(n)]
-    steps = 0
-    while bags:
-        steps += 1
-        i = rng.randrange(len(bags))
-        bag = bags[i]
-        action = rng.random()
-        if action < 0.45:
-            bag.process(rng.choice([1, 3, 50, 1000, 20_000]), total)
-        elif action < 0.65:
-            loot = bag.split(False)
-            if loot is not None:
-                assert not loot.is_empty()
-                bags.append(loot)
-            else:
-                assert not bag.is_splittable() or bag.is_empty()
-        elif action < 0.72:
-            loot = bag.split(True)
-            if loot is not None:
-                bags.append(loot)
-        elif action < 0.85 and len(bags) > 1:
-            j = rng.randrange(len(bags))
-            if j != i:
-                bag.merge(bags[j])
-                assert bags[j].is_empty()
-        else:
-            bags[i] = pickle.loads(pickle.dumps(bag))
-        # Drop exhausted bags, as GLB does, after collecting their partial result.
-        kept = []
-        for b in bags:
-            if b.is_empty():
-                b.submit(total)
-            else:
-                kept.append(b)
-        bags = kept
-        assert steps < 100_000
+    total = drive_randomly([NQueensBag(n)], LongSum(), random.Random(seed),
+                           [1, 3, 50, 1000, 20_000], max_steps=100_000)
     assert total.value() == KNOWN[n]
 
 

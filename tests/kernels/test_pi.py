@@ -21,6 +21,8 @@ from benchmarks.kernels.pi import (
 )
 from glb import LongSum, process_all
 
+from .bagcheck import drive_randomly
+
 # 50 digits of π, for the bias check (the float math.pi is off by 1.2e-16).
 PI = Fraction("3.14159265358979323846264338327950288419716939937510")
 
@@ -97,46 +99,15 @@ def test_random_split_merge_pickle_reproducible() -> None:
     seed = 11
     reference = run_one_bag(n, seed)
     for trial in range(3):
-        rng = random.Random(trial)
-        total = LongSum()
-        bags = [PiBag(n, seed)]
-        steps = 0
-        while bags:
-            steps += 1
-            i = rng.randrange(len(bags))
-            bag = bags[i]
-            action = rng.random()
-            if action < 0.4:
-                bag.process(rng.choice([1, 50_000, 200_000, TASK_SAMPLES]), total)
-            elif action < 0.6:
-                before = bag.remaining()
-                loot = bag.split(False)
-                if loot is not None:
-                    assert not loot.is_empty() and not bag.is_empty()
-                    assert loot.remaining() + bag.remaining() == before
-                    bags.append(loot)
-                else:
-                    assert not bag.is_splittable()
-            elif action < 0.68:
-                loot = bag.split(True)
-                if loot is not None:
-                    bags.append(loot)
-            elif action < 0.82 and len(bags) > 1:
-                j = rng.randrange(len(bags))
-                if j != i:
-                    bag.merge(bags[j])
-                    assert bags[j].is_empty()
-            else:
-                bags[i] = pickle.loads(pickle.dumps(bag))
-            kept = []
-            for b in bags:
-                if b.is_empty():
-                    b.submit(total)
-                else:
-                    kept.append(b)
-            bags = kept
-            rng.shuffle(bags)  # any processing order
-            assert steps < 10_000
+
+        def conserved(bag: PiBag, loot: PiBag | None, before: int) -> None:
+            if loot is not None:
+                assert not bag.is_empty() and loot.remaining() + bag.remaining() == before
+
+        total = drive_randomly([PiBag(n, seed)], LongSum(), random.Random(trial),
+                               [1, 50_000, 200_000, TASK_SAMPLES], max_steps=10_000,
+                               finish_n=TASK_SAMPLES, on_split=conserved,
+                               measure=PiBag.remaining, shuffle=True)
         assert total.value() == reference
 
 

@@ -22,6 +22,8 @@ from benchmarks.kernels.uts import (
 )
 from glb import LongSum, process_all
 
+from .bagcheck import drive_randomly
+
 # Known answers for seed 19 (from the project spec).
 SEED19 = {1: 6, 2: 65, 3: 254, 4: 944, 5: 3987, 6: 16000, 7: 63914, 8: 257042, 9: 1031269}
 
@@ -214,32 +216,9 @@ def test_split_halves_the_work() -> None:
 
 @pytest.mark.parametrize("trial", range(6))
 def test_random_splits_merges_and_pickles_count_exactly(trial: int) -> None:
-    rng = random.Random(trial)
     depth = 8 if trial % 2 else 7
-    result = LongSum()
-    bags = [UTSBag(19, depth)]
-    steps = 0
-    while any(not b.is_empty() for b in bags) and steps < 2000:
-        steps += 1
-        i = rng.randrange(len(bags))
-        bag = bags[i]
-        action = rng.random()
-        if action < 0.45:
-            bag.process(rng.choice([1, 7, 50, 300, 2000]), result)
-        elif action < 0.7:
-            loot = bag.split(rng.random() < 0.3)
-            if loot is not None:
-                bags.append(loot)
-        elif action < 0.85 and len(bags) > 1:
-            j = rng.randrange(len(bags))
-            if j != i:
-                bag.merge(bags[j])
-                bags[j].submit(result)  # merged away: nothing left to add
-                del bags[j]
-        else:
-            bags[i] = pickle.loads(pickle.dumps(bag))
-    for bag in bags:
-        process_all(bag, result, 4000)
+    result = drive_randomly([UTSBag(19, depth)], LongSum(), random.Random(trial),
+                            [1, 7, 50, 300, 2000], max_steps=2000, finish_n=4000)
     assert result.value() == SEED19[depth]
 
 
