@@ -139,3 +139,43 @@ def test_user_bag_example_is_short_and_exact_under_orders():
                     timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.lines == ["21336326 primes below 400000000"]  # pi(4e8), from tables
+
+
+def test_benchmark_is_a_malleable_job_under_a_scheduler(tmp_path):
+    """A benchmark run by a (stub) scheduler over TCP: orders and GLB notifications."""
+    import subprocess
+
+    from conftest import kill_tree
+
+    from communicators.scheduler_side import SchedulerEndpoint
+
+    sched = SchedulerEndpoint()
+    nodes = tmp_path / "nodes"
+    nodes.write_text("127.0.1.1\n127.0.1.2\n")
+    env = env_for(None, NODE_FILE=str(nodes), NODES="2", **sched.env())
+    cmd = [sys.executable, "-m", "benchmarks.uts", "--depth", "13", "--json"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert sched.wait_for("APGAS-Ready", timeout=60) == "APGAS-Ready:127.0.1.1"
+        job = ("127.0.1.1", sched.port)
+        assert sched.order(job, "grow 1 127.0.1.3\n") == []
+        assert sched.wait_for("preGrowTimeGLB;1;")
+        assert sched.wait_for("postGrowTimeGLB;1;")
+        assert sched.wait_for("growTimeAPGAS;1;")
+        assert sched.order(job, "shrink 2\n") == ["127.0.1.2", "127.0.1.3"]
+        assert sched.wait_for("preShrinkTimeGLB;2;")
+        assert sched.wait_for("postShrinkTimeGLB;2;")
+        assert sched.wait_for("shrinkTimeAPGAS;2;")
+        out, err = proc.communicate(timeout=180)
+        assert sched.wait_for("APGAS-Disabled") == "APGAS-Disabled:127.0.1.1"
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.communicate()
+        sched.close()
+    assert proc.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["correct"] is True and report["result"] == 264_459_392
+    assert report["orders"] == [["grow", [2]], ["shrink", [1, 2]]]
+    assert report["places_at_end"] == 1

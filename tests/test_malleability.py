@@ -52,6 +52,7 @@ def test_orders_end_to_end(scheduler, tmp_path, program_factory):
     assert scheduler.order(job, "shrink 1\n") == ["127.0.1.4"]
     shrunk = _event(prog, "post_shrink")
     assert shrunk["removed"] == [3] and shrunk["n"] == 3
+    assert shrunk["refused"] == "place(3) was released by a shrink"
     assert all(v == [0, 1, 2] for v in shrunk["views"].values()), shrunk["views"]
     assert not alive(new_pids[3]), "the released place's process is still running"
     assert alive(new_pids[2])

@@ -52,7 +52,14 @@ class Recorder(MalleableHandler):
 
     def post_shrink(self, n, removed):
         self.calls.append(["post_shrink", n, [p.id for p in removed]])
-        emit(event="post_shrink", n=n, removed=[p.id for p in removed], views=views())
+        refused = None
+        if removed:  # a task aimed at a released place fails at once, at the sender
+            try:
+                at(removed[0], os.getpid)
+            except BadPlaceError as exc:
+                refused = str(exc)
+        emit(event="post_shrink", n=n, removed=[p.id for p in removed], views=views(),
+             refused=refused)
 
     def pre_grow(self, n):
         self.calls.append(["pre_grow", n])
