@@ -44,7 +44,7 @@ def _die_with_parent() -> None:
 
 def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     """The place process: never uses MPI."""
-    from ._launch import SESSION, _bind_address
+    from ._launch import _bind_address
     from ._logging import configure_logging
     from ._runtime import Runtime, set_runtime
 
@@ -62,7 +62,6 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     if table is None:  # the start of the group failed elsewhere
         rt.close()
         os._exit(0)
-    SESSION.spawned = True
     code = 1
     try:
         try:

@@ -198,7 +198,6 @@ class Session:
     """How this process takes part in the computation (set by :func:`start`)."""
 
     world: Any = None  # MPI.COMM_WORLD when started under mpiexec with several ranks
-    spawned = False
 
 
 SESSION = Session()

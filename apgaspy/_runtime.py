@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import pickle
 import sys
 import threading
@@ -145,6 +144,7 @@ class Runtime:
         self.exit_code = 0
         self.stopped = threading.Event()
         self._byes: set[int] = set()
+        self._byes_expected: set[int] = set()
         self._byes_done = threading.Event()
         self.objects: dict[int, Any] = {}  # GlobalRef registry
         self._object_ids = itertools.count(1)
@@ -247,7 +247,7 @@ class Runtime:
 
     def _ctrl_bye(self, src: int) -> None:
         self._byes.add(src)
-        if self._byes >= getattr(self, "_byes_expected", set()):
+        if self._byes >= self._byes_expected:
             self._byes_done.set()
 
     # ================================================================== places
@@ -569,7 +569,7 @@ class Runtime:
                 if fin.waits_on(place):
                     self._fail_root(fin, place)
         self.transport.remove_peer(place, linger_s=0)
-        if self.stopping and hasattr(self, "_byes_expected"):
+        if self.stopping and self._byes_expected:
             self._ctrl_bye(place)
 
     # ================================================================== requests with acks
@@ -744,9 +744,3 @@ def local_exception(exc: BaseException, place: int) -> Exception:
         pass
     return err
 
-
-def process_info() -> tuple[int, str]:
-    """(pid, host name) of this process."""
-    import socket
-
-    return os.getpid(), socket.gethostname()

@@ -39,7 +39,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import zmq
 
@@ -189,10 +189,6 @@ class Transport:
         """True when a connection to ``place`` is open."""
         return place in self._outboxes
 
-    def peers(self) -> Iterable[int]:
-        """The places this transport has connections to."""
-        return list(self._outboxes)
-
     # ------------------------------------------------------------------ sending
     def send(self, dest: int, message: bytes) -> None:
         """Send one message to place ``dest``.
@@ -229,12 +225,6 @@ class Transport:
                     box.socket.send_multipart([self._sign(frames), *frames])
             finally:
                 lock.release()
-
-    def send_raw(self, dest: int, frames: list[bytes]) -> None:
-        """Send pre-built frames without signing them (tests of the authentication only)."""
-        box = self._outboxes[dest]
-        with box.lock:
-            box.socket.send_multipart(frames)
 
     # ------------------------------------------------------------------ receiving
     def start(self) -> None:
