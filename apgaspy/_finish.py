@@ -80,11 +80,10 @@ class RootFinish:
 
     def apply(self, deltas: dict[int, int]) -> bool:
         """Apply an UPDATE's deltas; return True when the finish became done."""
-        done = False
         for place, delta in deltas.items():
             if delta:
-                done = self.add(place, delta)
-        return done and self.nonzero == 0
+                self.add(place, delta)
+        return self.nonzero == 0
 
     @property
     def done(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
 from ._handler import GLBHandler
-from ._worker import Params, PlaceStats, make_worker
+from ._worker import Params, PlaceStats, _worker, make_worker
 
 __all__ = ["GLBResult", "compute_dynamic", "compute_static"]
 
@@ -67,8 +68,6 @@ def _params(bag_class: type | None, n: int | None, w: int | None, l: int | None,
             z: int | None) -> Params:
     default_n = getattr(bag_class, "DEFAULT_WORK_UNITS", None) if bag_class else None
     if default_n is None and bag_class is not None:
-        import sys
-
         default_n = getattr(sys.modules.get(bag_class.__module__), "DEFAULT_WORK_UNITS", None)
     n_value = glb_setting("N", n) or default_n or _X10_DEFAULT_N
     return Params(int(n_value), int(glb_setting("W", w) or 1), int(glb_setting("L", l) or 2),
@@ -90,14 +89,10 @@ def _create(params: Params, result_factory: Callable[[], Fold],
 
 
 def _start() -> None:
-    from ._worker import _worker
-
     _worker().start()
 
 
 def _collect() -> tuple[Fold, PlaceStats]:
-    from ._worker import _worker
-
     w = _worker()
     if w.bag is not None:
         w.bag.submit(w.result)

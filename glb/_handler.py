@@ -28,7 +28,15 @@ from apgaspy import (
 )
 
 from ._fold import Fold
-from ._worker import Params, PlaceStats, Replies, _on_leave, _on_members, make_worker
+from ._worker import (
+    Params,
+    PlaceStats,
+    Replies,
+    _on_leave,
+    _on_members,
+    _worker,
+    make_worker,
+)
 
 __all__ = ["GLBHandler"]
 
@@ -68,8 +76,6 @@ class GLBHandler(MalleableHandler):
         continuing = [p.id for p in current if p not in leaving]
         # continuing places stop choosing the leaving ones as victims or lifelines
         _broadcast([p for p in continuing if p != 0], _on_members, continuing, False)
-        from ._worker import _worker
-
         _worker().set_members(continuing)
         # the leaving ones hand over their work and report their partial results
         for res, stats in _broadcast([p.id for p in leaving], _on_leave, continuing):
@@ -95,8 +101,6 @@ class GLBHandler(MalleableHandler):
         new = {p.id for p in added}
         _broadcast([p for p in members if p != 0 and p not in new], _on_members, members, False)
         _broadcast(sorted(new), _on_members, members, True)
-        from ._worker import _worker
-
         _worker().set_members(members)
         self.orders.append(("grow", [p.id for p in added]))
         self._notify("postGrow", len(added), t0)

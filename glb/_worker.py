@@ -46,7 +46,7 @@ from apgaspy import (
 
 from ._bag import Bag
 from ._fold import Fold
-from ._lifeline import lifeline_graph
+from ._lifeline import lifeline_graph, steal_victim
 
 __all__ = ["PlaceStats", "Worker", "Params"]
 
@@ -334,8 +334,6 @@ def _live_places() -> set[int]:
 def _pick_victim(worker: Worker) -> int | None:
     with worker.lock:
         members = list(worker.members)
-    from ._lifeline import steal_victim
-
     return steal_victim(worker.me, members, worker.rng)
 
 
