@@ -38,6 +38,7 @@ from ._exceptions import (
     MultipleException,
     RemoteError,
     RemoteTraceback,
+    StartupError,
 )
 from ._global import GlobalRef, PlaceLocalObject
 from ._place import Place
@@ -77,4 +78,5 @@ __all__ = [
     "RemoteTraceback",
     "ConfigurationError",
     "MalleabilityError",
+    "StartupError",
 ]

@@ -44,7 +44,7 @@ def _die_with_parent() -> None:
 
 def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     """The place process: never uses MPI."""
-    from ._launch import _bind_address
+    from ._hosts import choose_address
     from ._logging import configure_logging
     from ._runtime import Runtime, set_runtime
 
@@ -52,10 +52,10 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     if os.getppid() != anchor:  # the anchor died before prctl took effect
         os._exit(1)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    place_id, host, secret, prep, env = pickle.load(down)
+    place_id, host, secret, prep, env, toward = pickle.load(down)
     os.environ.update(env)
     configure_logging(place_id)
-    rt = Runtime(place_id, secret, _bind_address(host))
+    rt = Runtime(place_id, secret, choose_address(host, toward))
     pickle.dump((rt.transport.endpoint, os.getpid(), socket.gethostname()), up)
     up.flush()
     table = pickle.load(down)

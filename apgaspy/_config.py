@@ -78,7 +78,15 @@ SETTINGS: dict[str, Setting] = {
         Setting("MAX_THREADS", 512, int, _positive,
                 "upper bound on worker threads of one place, blocked ones included"),
         Setting("HOST", None, str, _any,
-                "address this place binds and advertises (default: its host's resolved address)"),
+                "address this process binds and advertises, where it is an address of this "
+                "machine (default: chosen per host, see INTERFACE)"),
+        Setting("INTERFACE", None, str, _any,
+                "network interface whose address each place binds and advertises (default: "
+                "its host's resolved address, or the route towards remote peers)"),
+        Setting("START_TIMEOUT", 60.0, float, _positive,
+                "seconds start-up and a grow wait for new places to start and report ready"),
+        Setting("SLURM", True, _bool, _any,
+                "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,
                 "seconds a broken connection may stay down before its place is declared dead"),
         Setting("HEARTBEAT", 1.0, float, _positive,

@@ -20,6 +20,7 @@ __all__ = [
     "RemoteTraceback",
     "ConfigurationError",
     "MalleabilityError",
+    "StartupError",
 ]
 
 
@@ -133,3 +134,25 @@ class MalleabilityError(ApgasError):
     requested number of distinct, existing places other than place 0; a grow on a host that
     cannot start a process).  A refused order leaves the running program untouched.
     """
+
+
+class StartupError(ApgasError):
+    """A requested place did not start or cannot be reached: the computation never began.
+
+    Raised by ``run`` and ``session`` (at every place under mpiexec) when a place fails to
+    start (its host cannot be reached, its process died, it cannot bind its address), when it
+    advertises an address its peers cannot reach (a loopback address for a remote host), or
+    when it does not report ready within ``APGAS_START_TIMEOUT`` seconds.  The message names
+    each place, its host and the cause.  The places that did start are stopped first, so the
+    program exits with no process left; it never runs on with fewer places than asked for.
+
+    Attributes:
+        places: ``{place id: (host, cause)}`` of the places that failed.
+    """
+
+    def __init__(self, message: str, places: dict[int, tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.places = dict(places or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.places))

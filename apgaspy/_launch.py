@@ -22,7 +22,6 @@ it can later finalize and exit alone) and imports the user's main module the way
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import multiprocessing.spawn
 import os
@@ -36,25 +35,27 @@ from contextlib import contextmanager
 from typing import Any
 
 from ._config import setting
-from ._exceptions import ApgasError, MalleabilityError
+from ._exceptions import ApgasError, MalleabilityError, StartupError
+from ._hosts import (
+    check_host,
+    choose_address,
+    is_local_host,
+    is_loopback,
+    my_host,
+    node_file_hosts,
+    resolve_host,
+    slurm_allocation,
+)
 from ._runtime import PlaceInfo, Runtime, set_runtime
 
-__all__ = [
-    "start",
-    "stop",
-    "serve",
-    "spawn_places",
-    "is_local_host",
-    "resolve_host",
-    "node_file_hosts",
-]
+__all__ = ["start", "stop", "serve", "spawn_places"]
 
 log = logging.getLogger("apgaspy")
 
 _TAG = 4711
-_READY_TIMEOUT_S = 120.0
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
 _FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
+_NOT_FORWARDED = ("APGAS_HOST",)  # an address of place 0's machine, meaningless elsewhere
 
 
 def _mpi() -> Any:
@@ -129,59 +130,20 @@ def _own_stdio_for_process_manager() -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------- hosts
-def resolve_host(host: str) -> str:
-    """The IPv4 address of ``host`` (a name or an address).
-
-    Raises:
-        OSError: the name does not resolve.
-    """
-    return socket.gethostbyname(host)
+def _address_of(endpoint: str) -> str:
+    """The IP address of a ZeroMQ endpoint ``tcp://ip:port``."""
+    return endpoint.rsplit("//", 1)[-1].rsplit(":", 1)[0]
 
 
-def is_local_host(host: str) -> bool:
-    """True when ``host`` is this machine: a loopback address or one of its own addresses.
-
-    Places for a local host start on this machine with ``MPI_Comm_spawn`` host ``localhost``
-    (MPICH would try ssh for a name such as 127.0.1.2).
-
-    Raises:
-        OSError: the name does not resolve.
-    """
-    ip = resolve_host(host)
-    if ipaddress.ip_address(ip).is_loopback:
-        return True
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.bind((ip, 0))  # only an address of this machine can be bound
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-def node_file_hosts() -> list[str]:
-    """The hosts listed in ``$NODE_FILE`` (one a line, blanks skipped), or ``[]``."""
-    path = os.environ.get("NODE_FILE")
-    if not path:
-        return []
-    with open(path, encoding="ascii") as fh:
-        return [line.strip() for line in fh if line.strip()]
-
-
-def _my_host() -> str:
-    hosts = node_file_hosts()
-    return hosts[0] if hosts else socket.gethostname()
-
-
-def _bind_address(host: str) -> str:
-    explicit = setting("HOST")
-    if explicit:
-        return resolve_host(explicit)
-    try:
-        return resolve_host(host)
-    except OSError:
-        return "127.0.0.1"
+def _remote_address(hosts: Sequence[str]) -> str | None:
+    """The resolved address of the first of ``hosts`` that is another machine, or ``None``."""
+    for host in hosts:
+        try:
+            if not is_local_host(host):
+                return resolve_host(host)
+        except OSError:
+            continue
+    return None
 
 
 def _sleepy_barrier(comm: Any) -> None:
@@ -231,54 +193,128 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
 
 
 def _start_world(world: Any) -> Runtime:
+    """Start under mpiexec.  Every failure is collective: all ranks learn it and raise the
+    same :class:`StartupError` (a rank that raised alone would leave the others waiting in a
+    collective call, and mpiexec would hang)."""
     rank = world.Get_rank()
     secret = world.bcast(os.urandom(32) if rank == 0 else None, root=0)
     host = _mpi().Get_processor_name()
-    rt = Runtime(rank, secret, _bind_address(host))
-    infos = world.allgather((rt.transport.endpoint, host, os.getpid()))
+    names = world.allgather(host)
+    toward = _remote_address([names[0], *names]) if len(set(names)) > 1 else None
+    rt: Runtime | None = None
+    error = None
+    try:
+        rt = Runtime(rank, secret, choose_address(host, toward))
+    except Exception as exc:  # noqa: BLE001 - reported collectively below
+        error = f"{type(exc).__name__}: {exc}"
+    infos = world.allgather((rt.transport.endpoint if rt else None, host, os.getpid(), error))
+    failed = {i: (h, err) for i, (_, h, _, err) in enumerate(infos) if err}
+    if len(set(names)) > 1:
+        for i, (ep, h, _, _err) in enumerate(infos):
+            if ep and is_loopback(_address_of(ep)):
+                failed[i] = (h, _loopback_cause(ep, h))
+    if failed:
+        if rt is not None:
+            rt.close()
+        raise _startup_error(failed)
+    assert rt is not None
     per_host = setting("PLACES_PER_HOST")
     table = [PlaceInfo(i, ep, h, pid, "world", i // per_host)
-             for i, (ep, h, pid) in enumerate(infos)]
+             for i, (ep, h, pid, _) in enumerate(infos)]
     SESSION.world = world
     set_runtime(rt)
     rt.start(table)
     rt.report_ready()
-    _wait_ready(rt, rt.place_ids())
+    verdict = ""
+    if rank == 0:
+        failed = _not_ready(rt, rt.place_ids())
+        verdict = str(_startup_error(failed)) if failed else ""
+    verdict = _bcast_text(world, verdict)
+    if verdict:
+        set_runtime(None)
+        rt.close()
+        SESSION.world = None
+        raise StartupError(verdict if rank == 0 else f"start-up failed: {verdict}")
     return rt
 
 
-def _wait_ready(rt: Runtime, ids: Sequence[int]) -> None:
-    """At place 0: wait until the places ``ids`` serve tasks (they import the program first)."""
-    if rt.here != 0:
-        return
-    late = rt.wait_ready(ids, _READY_TIMEOUT_S)
-    if late:
-        log.warning("places %s did not report ready within %g s", late, _READY_TIMEOUT_S)
+def _loopback_cause(endpoint: str, host: str) -> str:
+    return (f"it advertises {endpoint}, a loopback address that places on other hosts cannot "
+            f"reach ({host} resolves to a loopback address there, as with Debian's "
+            f"'127.0.1.1 {host}' line in /etc/hosts): fix /etc/hosts or set APGAS_INTERFACE")
+
+
+def _startup_error(failed: dict[int, tuple[str, str]]) -> StartupError:
+    lines = "; ".join(f"place({i}) on host {h}: {why}" for i, (h, why) in sorted(failed.items()))
+    return StartupError(f"{len(failed)} place(s) did not start: {lines}", failed)
+
+
+def _bcast_text(world: Any, text: str) -> str:
+    """Broadcast ``text`` (at most 4 KiB) from rank 0 without spinning while waiting."""
+    buf = bytearray(4096)
+    data = text.encode()[:4096]
+    buf[:len(data)] = data
+    req = world.Ibcast(buf, root=0)
+    delay = 0.001
+    while not req.Test():
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return bytes(buf).rstrip(b"\0").decode(errors="replace")
+
+
+def _not_ready(rt: Runtime, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """At place 0: wait until the places ``ids`` serve tasks; return the ones that died or
+    did not report ready within ``APGAS_START_TIMEOUT`` seconds, with their host and why."""
+    timeout = setting("START_TIMEOUT")
+    late = set(rt.wait_ready(ids, timeout))
+    failed: dict[int, tuple[str, str]] = {}
+    for i in ids:
+        info = rt.table.get(i)
+        host = info.host if info else "?"
+        if i in rt.dead:
+            failed[i] = (host, "its connection broke or could not be made (to "
+                               f"{info.endpoint if info else '?'}); the process died or is "
+                               "unreachable from place 0")
+        elif i in late:
+            failed[i] = (host, f"it did not report ready within {timeout:g} s "
+                               "(APGAS_START_TIMEOUT)")
+    return failed
 
 
 def _start_embedded(places: int | None) -> Runtime:
     per_host = setting("PLACES_PER_HOST")
-    hosts = node_file_hosts()
+    alloc = slurm_allocation()
+    hosts = node_file_hosts() or (list(alloc.nodes) if alloc else [])
     count = setting("PLACES", places)
     if count is None:
         count = len(hosts) * per_host if hosts else (os.cpu_count() or 1)
-    my_host = _my_host()
+    here = my_host()
     if hosts and count == len(hosts) * per_host:
         layout = [hosts[i // per_host] for i in range(count)]
     else:
-        layout = [my_host] * count
-    rt = Runtime(0, os.urandom(32), _bind_address(my_host))
-    me = PlaceInfo(0, rt.transport.endpoint, my_host, os.getpid(), "embedded", 0)
+        layout = [here] * count
+    if alloc is not None:
+        os.environ.setdefault("SLURM_OVERLAP", "1")  # spawned steps share the job's CPUs
+    rt = Runtime(0, os.urandom(32), choose_address(here, _remote_address(layout)))
+    me = PlaceInfo(0, rt.transport.endpoint, here, os.getpid(), "embedded", 0)
     try:
         others = spawn_places(rt, list(enumerate(layout))[1:], [me],
                               slots=[i // per_host for i in range(1, count)])
+    except MalleabilityError as exc:
+        rt.close()
+        raise StartupError(str(exc), getattr(exc, "places", None)) from exc.__cause__
     except BaseException:
         rt.close()
         raise
     SESSION.world = None
     set_runtime(rt)
     rt.start([me, *others])
-    _wait_ready(rt, rt.place_ids())
+    failed = _not_ready(rt, rt.place_ids())
+    if failed:
+        rt.shutdown(1)
+        rt.close()
+        set_runtime(None)
+        raise _startup_error(failed)
     return rt
 
 
@@ -286,68 +322,68 @@ def _child_env() -> dict[str, str]:
     return {
         k: v
         for k, v in os.environ.items()
-        if k.startswith(_FORWARDED_ENV_PREFIXES) or k in _FORWARDED_ENV
+        if (k.startswith(_FORWARDED_ENV_PREFIXES) or k in _FORWARDED_ENV)
+        and k not in _NOT_FORWARDED
     }
 
 
-def check_spawnable(host: str) -> str:
-    """The MPI ``host`` info value for starting a place for ``host``.
+def check_grow_hosts(rt: Runtime, hosts: Sequence[str]) -> dict[str, str]:
+    """Check that places can start on ``hosts`` and reach the running ones; return each
+    host's MPI ``host`` info value.
 
     Raises:
-        MalleabilityError: ``host`` does not resolve, or is remote and cannot be reached
-            with the launcher's ssh (MPICH aborts the caller on a failed remote spawn, so we
-            check first).
+        MalleabilityError: a host cannot run a place (see :func:`apgaspy._hosts.check_host`),
+            or it is another machine while running places listen on loopback addresses.
     """
-    try:
-        if is_local_host(host):
-            return "localhost"
-    except OSError as exc:
-        raise MalleabilityError(f"cannot start a place on host {host!r}: {exc}") from None
-    import subprocess
-
-    try:
-        probe = subprocess.run(
-            ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, "true"],
-            capture_output=True,
-            timeout=15,
-        )
-        ok = probe.returncode == 0
-        why = probe.stderr.decode(errors="replace").strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        ok, why = False, str(exc)
-    if not ok:
-        raise MalleabilityError(
-            f"cannot start a place on host {host!r}: it is not this machine and ssh to it "
-            f"failed ({why or 'no answer'})"
-        )
-    return host
+    control = socket.gethostname() if SESSION.world is None else None
+    out: dict[str, str] = {}
+    for host in dict.fromkeys(hosts):
+        out[host] = value = check_host(host, control_host=control)
+        if value == "localhost" or slurm_allocation() is not None:
+            continue
+        looped = [i for i in rt.table.values() if is_loopback(_address_of(i.endpoint))]
+        if looped:
+            first = looped[0]
+            raise MalleabilityError(
+                f"cannot start a place on host {host!r}: place({first.id}) listens on "
+                f"{first.endpoint}, a loopback address a place on another machine cannot "
+                f"reach ({first.host} resolves to a loopback address); start the job with "
+                f"APGAS_INTERFACE set, or with a first host that resolves to a real address")
+    return out
 
 
 def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
                  known: Sequence[PlaceInfo],
-                 slots: Sequence[int] | None = None) -> list[PlaceInfo]:
+                 slots: Sequence[int] | None = None,
+                 mpi_hosts: dict[str, str] | None = None) -> list[PlaceInfo]:
     """Start one place per ``(id, host)`` of ``specs``, all at once; return their infos.
 
     Every new place learns the table ``known`` + the new places.  The places are not added to
-    ``rt``'s table: the caller does that.
+    ``rt``'s table: the caller does that.  A place that has not answered within
+    ``APGAS_START_TIMEOUT`` seconds counts as failed.
 
     Args:
         slots: the host slot of each new place (default: its id).
+        mpi_hosts: each host's MPI ``host`` info value, already checked
+            (default: :func:`check_grow_hosts` now).
 
     Raises:
-        MalleabilityError: a host cannot run a place, or a spawn failed (nothing is left
-            running in that case: the places that did start are told to exit).
+        MalleabilityError: a host cannot run a place, or a spawn failed or timed out (nothing
+            is left running in that case: the places that did start are told to exit); its
+            ``places`` attribute maps each failed place to ``(host, cause)``.
     """
     if not specs:
         return []
     _ensure_process_manager()
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
-    mpi_hosts = {host: check_spawnable(host) for _, host in specs}
+    if mpi_hosts is None:
+        mpi_hosts = check_grow_hosts(rt, [host for _, host in specs])
     prep = multiprocessing.spawn.get_preparation_data("apgaspy-place")
     prep.pop("authkey", None)
     env = _child_env()
+    toward = _address_of(rt.transport.endpoint)
     results: dict[int, tuple[Any, Any]] = {}
-    errors: list[BaseException] = []
+    failed: dict[int, tuple[str, str]] = {}
 
     def launch(pid: int, host: str) -> None:
         try:
@@ -356,30 +392,37 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             info.Set("wdir", os.getcwd())
             inter = MPI.COMM_SELF.Spawn(sys.executable, ["-m", "apgaspy._child"], 1, info)
             info.Free()
-            inter.send((pid, host, rt.secret, prep, env), dest=0, tag=_TAG)
+            far = None if mpi_hosts[host] == "localhost" else toward
+            inter.send((pid, host, rt.secret, prep, env, far), dest=0, tag=_TAG)
             answer = inter.recv(source=0, tag=_TAG)
             results[pid] = (inter, answer)
             if answer is None:
-                errors.append(MalleabilityError(f"place({pid}) died while starting on {host}"))
+                failed[pid] = (host, "its process died while starting (see its stderr)")
         except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+            failed[pid] = (host, f"{type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=launch, args=spec, daemon=True) for spec in specs]
+    deadline = time.monotonic() + setting("START_TIMEOUT")
     with _own_stdio_for_process_manager():
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            t.join(max(0.0, deadline - time.monotonic()))
+    for (pid, host), t in zip(specs, threads, strict=True):
+        if t.is_alive():
+            failed[pid] = (host, f"MPI_Comm_spawn did not return within "
+                                 f"{setting('START_TIMEOUT'):g} s (APGAS_START_TIMEOUT)")
     slot_of = dict(zip((pid for pid, _ in specs), slots or [pid for pid, _ in specs],
                        strict=True))
+    done = dict(results)
     new = [
-        PlaceInfo(pid, results[pid][1][0], host, results[pid][1][1], "spawned", slot_of[pid])
+        PlaceInfo(pid, done[pid][1][0], host, done[pid][1][1], "spawned", slot_of[pid])
         for pid, host in specs
-        if pid in results and results[pid][1] is not None
+        if pid in done and done[pid][1] is not None and pid not in failed
     ]
-    table = [*known, *new] if not errors else None
+    table = [*known, *new] if not failed else None
     finals = []
-    for inter, _ in results.values():
+    for inter, _ in done.values():
 
         def finish_handshake(inter: Any = inter) -> None:
             inter.send(table, dest=0, tag=_TAG)
@@ -389,10 +432,14 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         t.start()
         finals.append(t)
     for t in finals:
-        t.join()
-    if errors:
-        raise MalleabilityError(f"could not start {len(errors)} of {len(specs)} places: "
-                                f"{errors[0]}") from errors[0]
+        t.join(max(1.0, deadline - time.monotonic()))
+    if failed:
+        lines = "; ".join(f"place({i}) on host {h}: {why}"
+                          for i, (h, why) in sorted(failed.items()))
+        error = MalleabilityError(f"could not start {len(failed)} of {len(specs)} places: "
+                                  f"{lines}")
+        error.places = failed  # type: ignore[attr-defined]
+        raise error
     return new
 
 

@@ -22,7 +22,7 @@ import time
 
 from apgaspy import ConfigurationError, MalleabilityError
 from apgaspy._config import setting
-from apgaspy._launch import node_file_hosts, resolve_host
+from apgaspy._hosts import node_file_hosts, resolve_host
 
 from ._base import MalleableCommunicator
 from ._protocol import ERROR_PREFIX, MAX_LINE_BYTES, OrderError, notification, parse_order

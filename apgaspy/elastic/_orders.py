@@ -143,16 +143,15 @@ class Malleability:
         Raises:
             MalleabilityError: no handler, no hosts, or a host cannot run a place.
         """
-        from .._launch import check_spawnable, spawn_places
+        from .._launch import check_grow_hosts, spawn_places
 
         hosts = [str(h) for h in hosts]
         if not hosts:
             raise MalleabilityError("a grow order needs at least one host")
         with self.order_lock:
             handler = self._handler()
-            for h in set(hosts):
-                check_spawnable(h)  # before the handler hears of it
             rt = runtime()
+            mpi_hosts = check_grow_hosts(rt, hosts)  # before the handler hears of it
             per_host = setting("PLACES_PER_HOST")
             report = OrderReport("grow", len(hosts))
             t0 = time.perf_counter_ns()
@@ -173,7 +172,8 @@ class Malleability:
             added: list[Place] = []
             error: MalleabilityError | None = None
             try:
-                infos = spawn_places(rt, specs, list(rt.table.values()), slots=slots)
+                infos = spawn_places(rt, specs, list(rt.table.values()), slots=slots,
+                                     mpi_hosts=mpi_hosts)
             except MalleabilityError as exc:
                 error, infos = exc, []
             if infos:
@@ -323,7 +323,7 @@ class Malleability:
 
 
 def _is_here(host: str) -> bool:
-    from .._launch import is_local_host
+    from .._hosts import is_local_host
 
     try:
         return is_local_host(host)
