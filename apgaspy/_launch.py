@@ -56,6 +56,7 @@ _TAG = 4711
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
 _FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
 _NOT_FORWARDED = ("APGAS_HOST",)  # an address of place 0's machine, meaningless elsewhere
+_SPAWN_ENV = {"UCX_TLS": "tcp,self", "UCX_LOG_LEVEL": "error"}
 
 
 def _mpi() -> Any:
@@ -107,6 +108,13 @@ def _own_stdio_for_process_manager() -> Iterator[None]:
         yield
         return
     _PM_STARTED = True
+    # The process manager and the places it starts inherit this environment.  MPI carries
+    # only the start-up handshake: TCP suffices, and UCX's shared-memory transports take
+    # hosts that are network namespaces or containers of one machine for one node and kill
+    # the job when a place starts on another (SPEC.md §7).  UCX then warns of requests left
+    # in its pools at MPI_Finalize, on the places' stdout: only errors are shown.
+    for key, value in _SPAWN_ENV.items():
+        os.environ.setdefault(key, value)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -377,7 +385,15 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     _ensure_process_manager()
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
     if mpi_hosts is None:
-        mpi_hosts = check_grow_hosts(rt, [host for _, host in specs])
+        mpi_hosts, refused = {}, {}
+        for host in dict.fromkeys(h for _, h in specs):
+            try:
+                mpi_hosts.update(check_grow_hosts(rt, [host]))
+            except MalleabilityError as exc:
+                refused[host] = str(exc)
+        if refused:
+            _raise_failed(len(specs), {pid: (host, refused[host]) for pid, host in specs
+                                       if host in refused})
     prep = multiprocessing.spawn.get_preparation_data("apgaspy-place")
     prep.pop("authkey", None)
     env = _child_env()
@@ -434,13 +450,15 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     for t in finals:
         t.join(max(1.0, deadline - time.monotonic()))
     if failed:
-        lines = "; ".join(f"place({i}) on host {h}: {why}"
-                          for i, (h, why) in sorted(failed.items()))
-        error = MalleabilityError(f"could not start {len(failed)} of {len(specs)} places: "
-                                  f"{lines}")
-        error.places = failed  # type: ignore[attr-defined]
-        raise error
+        _raise_failed(len(specs), failed)
     return new
+
+
+def _raise_failed(total: int, failed: dict[int, tuple[str, str]]) -> None:
+    lines = "; ".join(f"place({i}) on host {h}: {why}" for i, (h, why) in sorted(failed.items()))
+    error = MalleabilityError(f"could not start {len(failed)} of {total} places: {lines}")
+    error.places = failed  # type: ignore[attr-defined]
+    raise error
 
 
 # ---------------------------------------------------------------------- stop

@@ -706,6 +706,18 @@ class Runtime:
                     return sorted(missing)
                 self._ready_cv.wait(min(left, 0.5))
 
+    def abandon_place(self, place: int) -> None:
+        """At place 0: give up a new place that never became ready (a failed grow): tell it
+        to stop, and count it as dead, so that naming it raises :class:`DeadPlaceError`."""
+        try:
+            self.send_ctrl(place, "shutdown", 1)
+        except ApgasError:
+            pass
+        with self.flock:
+            self.table.pop(place, None)
+            self.dead.add(place)
+        self.transport.remove_peer(place, linger_s=1.0)
+
     def _ctrl_released(self, src: int) -> None:
         event = self.released_here.get(src)
         if event is not None:

@@ -178,9 +178,21 @@ class Malleability:
                 error, infos = exc, []
             if infos:
                 rt.add_places(infos)
-                late = rt.wait_ready([i.id for i in infos], _ACK_TIMEOUT_S)
-                if late:
-                    log.warning("new places %s did not report ready in time", late)
+                timeout = setting("START_TIMEOUT")
+                late = set(rt.wait_ready([i.id for i in infos], timeout))
+                lost = [i for i in infos if i.id in late or i.id in rt.dead]
+                if lost:
+                    for i in lost:
+                        rt.abandon_place(i.id)
+                    error = MalleabilityError(
+                        "could not start " + "; ".join(
+                            f"place({i.id}) on host {i.host}: "
+                            + ("its connection from place 0 broke or could not be made"
+                               if i.id in rt.dead and i.id not in late else
+                               f"it did not report ready within {timeout:g} s")
+                            for i in lost))
+                    infos = [i for i in infos if i not in lost]
+            if infos:
                 late = rt.request_all([p for p in rt.place_ids() if p not in
                                        {i.id for i in infos}], "add_places", infos,
                                       timeout=_ACK_TIMEOUT_S)

@@ -1,0 +1,1 @@
+"""Local test clusters (a Slurm cluster of several node names on this one machine)."""
