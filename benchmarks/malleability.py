@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,40 +48,85 @@ def _one_run(initial: int) -> dict[str, Any]:
         env = {**os.environ, **sched.env(), "NODE_FILE": str(node_file),
                "NODES": str(initial), "PYTHONUNBUFFERED": "1"}
         env.pop("APGAS_PLACES", None)
-        t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks._malleable_job"], env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        fresh = iter(range(initial + 1, 256))
         try:
-            ready_at, _ = sched.wait_for_timed("APGAS-Ready", timeout=60)
-            job = (_host(1), sched.port)
-            orders: list[dict[str, Any]] = []
-            next_host = initial + 1
-            for n in SIZES:
-                hosts = [_host(next_host + i) for i in range(n)]
-                next_host += n
-                t = time.monotonic()
-                sched.order(job, f"grow {n} {' '.join(hosts)}\n")
-                orders.append({"kind": "grow", "hosts": n, "seen_s": time.monotonic() - t})
-                sched.wait_for("growTimeAPGAS")
-                t = time.monotonic()
-                reply = sched.order(job, f"shrink {n}\n")
-                if len(reply) != n or any(r.startswith("ERROR") for r in reply):
-                    raise RuntimeError(f"shrink {n} failed: {reply}")
-                orders.append({"kind": "shrink", "hosts": n, "seen_s": time.monotonic() - t})
-                sched.wait_for("shrinkTimeAPGAS")
-            out, _ = proc.communicate("stop\n", timeout=60)
+            return measure_orders(
+                lambda: subprocess.Popen([sys.executable, "-m", "benchmarks._malleable_job"],
+                                         env=env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True,
+                                         start_new_session=True),
+                sched, (_host(1), sched.port),
+                lambda n: [_host(next(fresh)) for _ in range(n)])
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
             sched.close()
+
+
+def measure_orders(start_job: Callable[[], subprocess.Popen[str]], sched: SchedulerEndpoint,
+                   job: tuple[str, int], new_hosts: Callable[[int], list[str]],
+                   sizes: Sequence[int] = SIZES,
+                   send: Callable[[tuple[str, int], str], list[str]] | None = None,
+                   ) -> dict[str, Any]:
+    """Start ``benchmarks/_malleable_job.py`` and time it: start until ``APGAS-Ready``, then
+    a grow onto ``new_hosts(n)`` and a shrink of ``n`` hosts for each ``n`` of ``sizes``.
+
+    Args:
+        start_job: starts the job (stdin and stdout pipes, text) and returns it.
+        sched: the scheduler endpoint the job notifies.
+        job: the job's order address (its first host, ``SCHEDULER_PORT``).
+        new_hosts: the hosts of a grow of ``n``.
+        send: sends an order and returns the reply lines (default ``sched.order``).
+
+    Returns:
+        ``{"ready_s": seconds, "orders": [{"kind", "hosts", "seen_s", "total_s",
+        "runtime_s", "handler_s"}, ...]}``, all in seconds.
+
+    Raises:
+        RuntimeError: an order was refused.
+    """
+    send = send or sched.order
+    t0 = time.monotonic()
+    proc = start_job()
+    try:
+        ready_at, _ = sched.wait_for_timed("APGAS-Ready", timeout=60)
+        orders: list[dict[str, Any]] = []
+        for n in sizes:
+            t = time.monotonic()
+            reply = send(job, f"grow {n} {' '.join(new_hosts(n))}\n")
+            if reply:
+                raise RuntimeError(f"grow {n} failed: {reply}")
+            orders.append({"kind": "grow", "hosts": n, "seen_s": time.monotonic() - t})
+            sched.wait_for("growTimeAPGAS")
+            t = time.monotonic()
+            reply = send(job, f"shrink {n}\n")
+            if len(reply) != n or any(r.startswith("ERROR") for r in reply):
+                raise RuntimeError(f"shrink {n} failed: {reply}")
+            orders.append({"kind": "shrink", "hosts": n, "seen_s": time.monotonic() - t})
+            sched.wait_for("shrinkTimeAPGAS")
+        out, _ = proc.communicate("stop\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     reports = json.loads(out.strip().splitlines()[-1])["reports"]
     for o, r in zip(orders, reports, strict=True):
         o["total_s"] = r["total_ns"] / 1e9
         o["handler_s"] = r["handler_ns"] / 1e9
         o["runtime_s"] = (r["total_ns"] - r["handler_ns"]) / 1e9
     return {"ready_s": ready_at - t0, "orders": orders}
+
+
+def summarize(runs: list[dict[str, Any]], sizes: Sequence[int] = SIZES) -> dict[str, Any]:
+    """Medians over ``runs`` of :func:`measure_orders`, printed as a table."""
+    summary: dict[str, Any] = {"ready_s": statistics.median(r["ready_s"] for r in runs)}
+    print(f"ready (start until APGAS-Ready): {summary['ready_s']:.3f} s")
+    print(f"{'order':12}{'total s':>10}{'runtime s':>12}{'handler s':>12}")
+    for i, (kind, n) in enumerate((k, n) for n in sizes for k in ("grow", "shrink")):
+        cell = {key: statistics.median(r["orders"][i][key] for r in runs)
+                for key in ("total_s", "runtime_s", "handler_s", "seen_s")}
+        summary[f"{kind}_{n}"] = cell
+        print(f"{kind + ' ' + str(n):12}{cell['total_s']:10.3f}{cell['runtime_s']:12.3f}"
+              f"{cell['handler_s']:12.4f}")
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,15 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.initial < 1:
         parser.error("--repeats and --initial must be at least 1")
     runs = [_one_run(args.initial) for _ in range(args.repeats)]
-    summary: dict[str, Any] = {"ready_s": statistics.median(r["ready_s"] for r in runs)}
-    print(f"ready (start until APGAS-Ready): {summary['ready_s']:.3f} s")
-    print(f"{'order':12}{'total s':>10}{'runtime s':>12}{'handler s':>12}")
-    for i, (kind, n) in enumerate((k, n) for n in SIZES for k in ("grow", "shrink")):
-        cell = {key: statistics.median(r["orders"][i][key] for r in runs)
-                for key in ("total_s", "runtime_s", "handler_s", "seen_s")}
-        summary[f"{kind}_{n}"] = cell
-        print(f"{kind + ' ' + str(n):12}{cell['total_s']:10.3f}{cell['runtime_s']:12.3f}"
-              f"{cell['handler_s']:12.4f}")
+    summary = summarize(runs)
     if not args.no_write:
         path = write_result("malleability", {
             "params": vars(args), "median": summary, "runs": runs,

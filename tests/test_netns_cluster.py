@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from cluster import netns
-from cluster.netns import netns_cluster, netns_cluster_factory  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"

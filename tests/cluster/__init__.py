@@ -1,1 +1,1 @@
-"""Local test clusters (a Slurm cluster of several node names on this one machine)."""
+"""Local test clusters on this one machine (Slurm node names, network namespaces)."""

@@ -1,4 +1,5 @@
-"""Print, as one JSON object, where every place runs: {id: [hostname, pid, endpoint]}."""
+"""Print, as one JSON object, where every place runs:
+{id: [hostname, pid, endpoint, Slurm node name or null]}."""
 
 import json
 import os
@@ -10,7 +11,8 @@ from apgaspy import at, places, run
 def where():
     from apgaspy._runtime import runtime
 
-    return [socket.gethostname(), os.getpid(), runtime().transport.endpoint]
+    return [socket.gethostname(), os.getpid(), runtime().transport.endpoint,
+            os.environ.get("SLURMD_NODENAME")]
 
 
 def main():
