@@ -22,8 +22,9 @@ MPIEXEC = str(BIN / "mpiexec")
 
 def slurm_run(cluster, argv, timeout=90.0, stdin=None, **extra) -> Result:
     """Run a Slurm client command (``salloc ...``) to its end, killed after ``timeout`` s."""
-    env = cluster.environ(PATH=f"{BIN}:/usr/bin:/bin", APGAS_START_TIMEOUT="30", **extra)
+    env = cluster.environ(PATH=f"{BIN}:/usr/bin:/bin", APGAS_START_TIMEOUT="30")
     env.pop("APGAS_PLACES", None)
+    env.update(extra)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, text=True, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -136,3 +137,16 @@ def test_grow_onto_a_node_of_the_allocation_and_shrink_back(slurm_cluster, mode)
     assert proc.returncode == 0, err
     report = [json.loads(line) for line in out.splitlines() if '"report"' in line][0]
     assert report["views"] == {str(p): list(range(first)) for p in range(first)}
+
+
+@pytest.mark.timeout(240)
+def test_glb_is_exact_with_a_grow_and_a_shrink_inside_an_allocation(slurm_cluster):
+    """UTS (GLB work stealing) grown onto n2 and shrunk back while it computes."""
+    res = slurm_run(slurm_cluster, ["salloc", "-w", "n1,n2", PY, "-m", "benchmarks.uts",
+                                    "--depth", "12", "--json"],
+                    APGAS_PLACES="1", APGAS_COMMUNICATOR="schedule",
+                    APGAS_SCHEDULE="after 0.3 s grow 1 on n2; after 1.5 s shrink 1")
+    assert res.returncode == 0, res.stderr
+    (uts,) = [o for o in res.json_lines() if o.get("benchmark") == "uts"]
+    assert uts["result"] == 66_106_929 and uts["correct"]
+    assert uts["orders"] == [["grow", [1]], ["shrink", [1]]], uts["orders"]
