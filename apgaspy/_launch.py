@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -344,9 +345,11 @@ def check_grow_hosts(rt: Runtime, hosts: Sequence[str]) -> dict[str, str]:
             or it is another machine while running places listen on loopback addresses.
     """
     control = socket.gethostname() if SESSION.world is None else None
-    out: dict[str, str] = {}
-    for host in dict.fromkeys(hosts):
-        out[host] = value = check_host(host, control_host=control)
+    unique = list(dict.fromkeys(hosts))
+    with ThreadPoolExecutor(max_workers=min(16, len(unique)) or 1) as pool:  # ssh round trips
+        values = list(pool.map(lambda h: check_host(h, control_host=control), unique))
+    out = dict(zip(unique, values, strict=True))
+    for host, value in out.items():
         if value == "localhost" or slurm_allocation() is not None:
             continue
         looped = [i for i in rt.table.values() if is_loopback(_address_of(i.endpoint))]

@@ -103,6 +103,7 @@ def measure_orders(start_job: Callable[[], subprocess.Popen[str]], sched: Schedu
             orders.append({"kind": "shrink", "hosts": n, "seen_s": time.monotonic() - t})
             sched.wait_for("shrinkTimeAPGAS")
         out, _ = proc.communicate("stop\n", timeout=60)
+        sched.wait_for("APGAS-Disabled", timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -61,6 +61,26 @@ def table() -> str:
             rows.append(f"| shrink {n} place{'s' if n > 1 else ''} (runtime / handler) | "
                         f"{s['total_s']:.3f} s ({s['runtime_s']:.3f} / {s['handler_s']:.4f}) "
                         f"| {ref_s} | {tgt_s} | {mc} |")
+    cl = _load("cluster")
+    if cl:
+        mc = _machine(cl)
+        where = {"hosts": "remote host", "slurm": "Slurm node"}
+        for kind in ("hosts", "slurm"):
+            med = cl.get(kind, {}).get("median")
+            if not med:
+                continue
+            if kind == "hosts":
+                rows.append(f"| start until orders are accepted, 3 hosts (embedded / mpiexec) | "
+                            f"{med['ready_3_hosts_embedded_s']:.2f} / "
+                            f"{med['ready_3_hosts_mpiexec_s']:.2f} s | Java APGAS 6.04 s | | "
+                            f"{mc} |")
+            for n in (1, 2):
+                g, s = med[f"grow_{n}"], med[f"shrink_{n}"]
+                unit = where[kind] + ("s" if n > 1 else "")
+                rows.append(f"| grow {n} {unit} | {g['total_s']:.3f} s | "
+                            f"{'Java APGAS 14.55 s for 3.8 places' if n == 2 else ''} | | {mc} |")
+                rows.append(f"| shrink {n} {unit} | {s['total_s']:.3f} s | "
+                            f"{'Java APGAS 7.41 s for 2.55 places' if n == 2 else ''} | | {mc} |")
     ke = _load("kernels")
     if ke:
         mc = _machine(ke)
