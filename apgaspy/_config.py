@@ -112,6 +112,16 @@ SETTINGS: dict[str, Setting] = {
                 "localhost; after 12 s shrink 1'"),
         Setting("RELEASE_TIMEOUT", 600.0, float, _positive,
                 "seconds a shrink waits for a released place to finish its last tasks"),
+        Setting("CONNECT_GRACE", 5.0, float, _positive,
+                "seconds a new place's connection may take before the place counts as dead"),
+        Setting("CHECK_TIMEOUT", 15.0, float, _positive,
+                "seconds one launcher round trip of the pre-spawn host check may take"),
+        Setting("NOTIFY_TIMEOUT", 5.0, float, _positive,
+                "seconds the socket communicator tries to deliver one notification"),
+        Setting("CLOSE_LINGER", 2.0, float, _non_negative,
+                "seconds a place's queued messages may still take to leave when it closes"),
+        Setting("RELEASE_LINGER", 10.0, float, _non_negative,
+                "seconds a place's last messages to a released place may take to leave"),
     ]
 }
 

@@ -55,7 +55,6 @@ __all__ = [
 log = logging.getLogger("apgaspy")
 
 _SIOCGIFADDR = 0x8915
-_CHECK_TIMEOUT_S = 15.0  # one launcher round trip of the pre-spawn check, seconds
 
 
 # ---------------------------------------------------------------------- names and addresses
@@ -247,11 +246,11 @@ class SlurmAllocation:
         """The nodes the job holds now (after resizes), from ``scontrol``.
 
         Raises:
-            MalleabilityError: Slurm does not answer within 15 s.
+            MalleabilityError: Slurm does not answer within ``APGAS_CHECK_TIMEOUT`` seconds.
         """
         try:
             job = subprocess.run(["scontrol", "show", "job", "-o", self.job_id],
-                                 capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S)
+                                 capture_output=True, text=True, timeout=setting("CHECK_TIMEOUT"))
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise MalleabilityError(f"cannot ask Slurm for the nodes of job {self.job_id}: "
                                     f"{exc}") from None
@@ -267,7 +266,7 @@ def _expand_nodelist(nodelist: str) -> list[str]:
         return []
     try:
         out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                             text=True, timeout=_CHECK_TIMEOUT_S)
+                             text=True, timeout=setting("CHECK_TIMEOUT"))
         names = out.stdout.split()
         if out.returncode == 0 and names:
             return names
@@ -411,8 +410,8 @@ def check_host(host: str, *, control_host: str | None = None) -> str:
     argv = [sys.executable, "-c", _PROBE, control_host or "localhost"]
     cmd = how.command(host, argv)
     try:
-        probe = subprocess.run(cmd, capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S,
-                               stdin=subprocess.DEVNULL)
+        probe = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                               timeout=setting("CHECK_TIMEOUT"))
         out, why, code = probe.stdout, probe.stderr.strip(), probe.returncode
     except (OSError, subprocess.TimeoutExpired) as exc:
         out, why, code = "", str(exc), -1

@@ -179,6 +179,7 @@ class Runtime:
             self._on_message,
             self._on_peer_lost,
             dead_timeout=setting("DEAD_PLACE_TIMEOUT"),
+            connect_grace=setting("CONNECT_GRACE"),
             heartbeat=setting("HEARTBEAT"),
             on_peer_down=self._on_peer_down,
         )
@@ -233,7 +234,7 @@ class Runtime:
             self._streams = []
         self.pool.close()
         self.immediate.close()
-        self.transport.close()
+        self.transport.close(setting("CLOSE_LINGER"))
 
     def _ctrl_shutdown(self, src: int, code: int) -> None:
         self.stopping = True
@@ -643,7 +644,7 @@ class Runtime:
             except KeyError:
                 pass
             if self.here != 0:
-                self.transport.remove_peer(r, linger_s=10.0)
+                self.transport.remove_peer(r, linger_s=setting("RELEASE_LINGER"))
 
     def _ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
         self.remove_places(removed)

@@ -47,7 +47,6 @@ __all__ = ["Transport"]
 
 log = logging.getLogger("apgaspy")
 
-_CONNECT_GRACE_S = 5.0  # a watched peer must connect within this many seconds
 _POLL_MS = 100
 
 
@@ -94,6 +93,7 @@ class Transport:
         on_peer_down: called on the receiver thread as soon as a watched connection breaks
             (a place that leaves on purpose closes its socket when its process ends).
         dead_timeout: seconds a watched connection may stay down before it is lost.
+        connect_grace: seconds a new watched connection may take to come up at all.
         heartbeat: seconds between ZMTP heartbeats on outgoing connections.
 
     Raises:
@@ -107,6 +107,7 @@ class Transport:
         on_message: Callable[[bytes], None],
         on_peer_lost: Callable[[int], None],
         dead_timeout: float = 1.0,
+        connect_grace: float = 5.0,
         heartbeat: float = 1.0,
         on_peer_down: Callable[[int], None] | None = None,
     ) -> None:
@@ -115,6 +116,7 @@ class Transport:
         self._on_peer_lost = on_peer_lost
         self._on_peer_down = on_peer_down
         self._dead_timeout = dead_timeout
+        self._connect_grace = connect_grace
         self._heartbeat_ms = max(1, int(heartbeat * 1000))
         self._ctx = zmq.Context(io_threads=1)
         self._pull = self._ctx.socket(zmq.PULL)
@@ -316,7 +318,7 @@ class Transport:
             if monitors:
                 now = time.monotonic()
                 for sock, w in list(monitors.items()):
-                    limit = self._dead_timeout if w.ever else max(_CONNECT_GRACE_S,
+                    limit = self._dead_timeout if w.ever else max(self._connect_grace,
                                                                   self._dead_timeout)
                     if not w.connected and now - w.since > limit:
                         poller.unregister(sock)

@@ -8,7 +8,8 @@
 * ``python -m communicators.order``: send one order by hand.
 """
 
-from ._base import MalleableCommunicator
+from apgaspy.elastic import MalleableCommunicator
+
 from ._protocol import Order, OrderError, format_order, parse_order
 from .schedule import ScheduleMalleableCommunicator, parse_schedule
 from .socket import SocketMalleableCommunicator

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 
 from apgaspy import ConfigurationError, MalleabilityError
-from apgaspy._config import setting
+from apgaspy.config import setting
+from apgaspy.elastic import MalleableCommunicator
 
-from ._base import MalleableCommunicator
 from ._protocol import Order, OrderError, parse_order
 
 __all__ = ["ScheduleMalleableCommunicator", "ScheduledOrder", "parse_schedule"]

@@ -21,17 +21,16 @@ import threading
 import time
 
 from apgaspy import ConfigurationError, MalleabilityError
-from apgaspy._config import setting
-from apgaspy._hosts import node_file_hosts, resolve_host
+from apgaspy.config import setting
+from apgaspy.elastic import MalleableCommunicator
+from apgaspy.hosts import node_file_hosts, resolve_host
 
-from ._base import MalleableCommunicator
 from ._protocol import ERROR_PREFIX, MAX_LINE_BYTES, OrderError, notification, parse_order
 
 __all__ = ["SocketMalleableCommunicator"]
 
 log = logging.getLogger("apgaspy.communicators")
 
-_NOTIFY_TIMEOUT_S = 5.0
 
 
 def _read_line(conn: socket.socket, timeout: float) -> bytes:
@@ -92,6 +91,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         else:
             self.allowed = {resolve_host(a.strip()) for a in allowed.split(",") if a.strip()}
         self.order_timeout = setting("ORDER_TIMEOUT")
+        self.notify_timeout = setting("NOTIFY_TIMEOUT")
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -126,7 +126,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
     def notify(self, message: str) -> None:
         line = notification(message, self.address).encode("ascii")
         try:
-            with socket.create_connection(self.scheduler, timeout=_NOTIFY_TIMEOUT_S) as s:
+            with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
                 s.sendall(line)
         except OSError as exc:
             log.warning("could not notify the scheduler at %s:%d of %r: %s",

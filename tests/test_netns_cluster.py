@@ -17,7 +17,7 @@ import pytest
 from cluster import netns
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = ROOT / ".venv" / "bin"
+VENV_BIN = Path(sys.executable).parent  # the environment the tests run in
 MPIEXEC = VENV_BIN / "mpiexec"
 PYTHON = VENV_BIN / "python"
 HELLO = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_rank(), MPI.Get_processor_name())"

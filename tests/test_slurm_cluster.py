@@ -19,7 +19,7 @@ import pytest
 from cluster import slurm
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = ROOT / ".venv" / "bin"
+VENV_BIN = Path(sys.executable).parent  # the environment the tests run in
 MPIEXEC = str(VENV_BIN / "mpiexec")
 PYTHON = str(VENV_BIN / "python")
 Cluster = slurm.SlurmCluster

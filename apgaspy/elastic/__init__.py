@@ -2,12 +2,15 @@
 
 Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`define_malleable_handler`, :func:`disable_malleable_handler`,
-:func:`notify_scheduler`.  The mechanism is in ``_orders``; links to schedulers are in the
-top-level ``communicators`` package.
+:func:`notify_scheduler`; for extensions, :class:`MalleableCommunicator` (the abstract link to
+a scheduler) and :class:`OrderReport`.  The mechanism is in ``_orders``; the links to
+particular schedulers are in the top-level ``communicators`` package, which implements
+:class:`MalleableCommunicator` and registers them as entry points.
 """
 
 from __future__ import annotations
 
+from ._communicator import MalleableCommunicator
 from ._handler import MalleableHandler
 from ._orders import OrderReport, malleability
 
@@ -17,6 +20,7 @@ __all__ = [
     "disable_malleable_handler",
     "notify_scheduler",
     "OrderReport",
+    "MalleableCommunicator",
 ]
 
 

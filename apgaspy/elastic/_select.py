@@ -1,8 +1,9 @@
 """Choosing the malleable communicator from configuration, not code.
 
 ``APGAS_COMMUNICATOR`` names it: ``module:Class`` imports that class; a bare name looks it up
-among the entry points of group ``apgaspy.communicators`` (apgaspy registers ``socket`` and
-``schedule``; another package can register its own).  Unset: the socket communicator when
+among the entry points of group ``apgaspy.communicators``, the one registry of communicators
+(apgaspy's ``pyproject.toml`` registers ``socket`` and ``schedule``; another package
+registers its own the same way).  Unset: the socket communicator when
 ``SCHEDULER_PORT`` is set, else none (the handler is defined, but no scheduler talks to us).
 """
 
@@ -22,10 +23,6 @@ __all__ = ["make_communicator", "load_communicator_class"]
 log = logging.getLogger("apgaspy")
 
 GROUP = "apgaspy.communicators"
-_BUILTIN = {
-    "socket": "communicators.socket:SocketMalleableCommunicator",
-    "schedule": "communicators.schedule:ScheduleMalleableCommunicator",
-}
 
 
 def load_communicator_class(spec: str) -> type:
@@ -34,20 +31,18 @@ def load_communicator_class(spec: str) -> type:
     Raises:
         ConfigurationError: nothing by that name, or not a MalleableCommunicator subclass.
     """
-    from communicators import MalleableCommunicator
+    from ._communicator import MalleableCommunicator
 
     target = spec
     if ":" not in spec:
         found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
-        if found:
-            target = found[0].value
-        elif spec in _BUILTIN:
-            target = _BUILTIN[spec]
-        else:
-            names = sorted({ep.name for ep in entry_points(group=GROUP)} | set(_BUILTIN))
+        if not found:
+            names = sorted({ep.name for ep in entry_points(group=GROUP)})
             raise ConfigurationError(
-                f"APGAS_COMMUNICATOR={spec!r}: no communicator of that name "
-                f"(known: {', '.join(names)}; or give module:Class)")
+                f"APGAS_COMMUNICATOR={spec!r}: no communicator of that name (known: "
+                f"{', '.join(names) or 'none: is apgaspy installed (pip install -e .)?'}; "
+                "or give module:Class)")
+        target = found[0].value
     module_name, _, class_name = target.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)

@@ -1,4 +1,10 @@
-"""The abstract link between a running program and a batch scheduler."""
+"""The abstract link between a running program and a batch scheduler.
+
+It belongs to the runtime's malleability layer (as ``MalleableCommunicator`` belongs to APGAS
+for Java's ``impl.elastic``): the runtime creates and stops it; the top-level
+``communicators`` package implements it for particular schedulers, through this class and
+the public API only.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,13 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from apgaspy import Place
-from apgaspy._runtime import runtime
-from apgaspy.elastic._orders import OrderReport, malleability
+from .._place import Place
+from .._runtime import runtime
+from ._orders import OrderReport, malleability
 
 __all__ = ["MalleableCommunicator"]
 
-log = logging.getLogger("apgaspy.communicators")
+log = logging.getLogger("apgaspy")
 
 
 class MalleableCommunicator(ABC):
