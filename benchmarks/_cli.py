@@ -97,13 +97,16 @@ def _parser(bench: Benchmark) -> argparse.ArgumentParser:
     glb = parser.add_argument_group("placement and GLB parameters")
     glb.add_argument("--places", type=positive_int, default=None,
                      help="places to start without mpiexec (default APGAS_PLACES, else cores)")
-    glb.add_argument("-n", "--work-units", type=positive_int, default=None, dest="n",
+    # Problem sizes take the Java benchmarks' short options (-n, -d, -s, -b: SPEC.md §6), so
+    # job scripts written for them mean the same here; GLB's parameters are long options
+    # only (the Java programs take them as system properties, -Dglb.multiworker.n=...).
+    glb.add_argument("--work-units", type=positive_int, default=None, dest="n",
                      help="work units per process() call (default GLB_N, else the kernel's)")
-    glb.add_argument("-w", type=positive_int, default=None,
+    glb.add_argument("--random-steals", type=positive_int, default=None, dest="w",
                      help="random steal attempts before lifelines (default GLB_W, else 1)")
-    glb.add_argument("-l", type=positive_int, default=None,
+    glb.add_argument("--lifeline-base", type=positive_int, default=None, dest="l",
                      help="lifeline hypercube base (default GLB_L, else 2)")
-    glb.add_argument("-z", type=positive_int, default=None,
+    glb.add_argument("--lifeline-dims", type=positive_int, default=None, dest="z",
                      help="lifeline hypercube dimensions (default GLB_Z, else enough)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser

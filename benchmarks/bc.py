@@ -23,7 +23,7 @@ _AUTO_VERIFY_SCALE = 10
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", type=positive_int, default=14, help="N = 2^scale (14)")
+    parser.add_argument("-n", "--scale", type=positive_int, default=14, help="N = 2^scale (14)")
     parser.add_argument("--seed", type=int, default=2, help="generator seed (2)")
     parser.add_argument("--static", action="store_true",
                         help="each place starts with its share of the sources")

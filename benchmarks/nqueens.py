@@ -19,7 +19,7 @@ KNOWN = {1: 1, 2: 0, 3: 0, 4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724, 11:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-N", "--queens", type=positive_int, default=14, dest="queens",
+    parser.add_argument("-n", "-N", "--queens", type=positive_int, default=14, dest="queens",
                         help=f"board size (14; at most {MAX_N})")
 
 

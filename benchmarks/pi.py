@@ -19,7 +19,7 @@ from .kernels.pi import PiBag, standard_error
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--samples", "-s", type=float_count, default=10**9,
+    parser.add_argument("-n", "--samples", "-s", type=float_count, default=10**9,
                         help="points to throw, e.g. 1e9 (default)")
     parser.add_argument("--seed", type=int, default=0, help="stream seed (0)")
     parser.add_argument("--static", action="store_true",

@@ -1,6 +1,6 @@
 """UTS on GLB: count the nodes of the geometric unbalanced tree (SPEC.md §3).
 
-    python -m benchmarks.uts [--depth 13] [--seed 19] [--places P] [--json]
+    python -m benchmarks.uts [-d 13] [-s 19] [-b 4] [--places P] [--json]
 """
 
 from __future__ import annotations
@@ -24,15 +24,20 @@ KNOWN = {
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--depth", "-d", type=positive_int, default=13, help="depth (13)")
-    parser.add_argument("--seed", type=int, default=19, help="root seed (19)")
+    parser.add_argument("-d", "--depth", type=positive_int, default=13, help="depth (13)")
+    parser.add_argument("-s", "--seed", type=int, default=19, help="root seed (19)")
+    parser.add_argument("-b", "--branching", type=positive_int, default=4,
+                        help="branching factor of the geometric tree (only 4, as in SPEC.md)")
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    return {"depth": args.depth, "seed": args.seed}
+    return {"depth": args.depth, "seed": args.seed, "branching": args.branching}
 
 
 def _validate(p: dict[str, Any]) -> str | None:
+    if p["branching"] != 4:
+        return (f"-b {p['branching']}: only the geometric tree of branching factor 4 "
+                "(SPEC.md §3) is implemented")
     return "--seed must not be negative" if p["seed"] < 0 else None
 
 

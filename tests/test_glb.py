@@ -62,7 +62,7 @@ def test_uts_seed_29_under_mpiexec():
 
 
 def test_work_is_shared_by_stealing():
-    r = bench("uts", ["--depth", "11", "-n", "16384"], 3)
+    r = bench("uts", ["--depth", "11", "--work-units", "16384"], 3)
     assert r["result"] == 16_526_523
     busy = [s for s in r["log"] if s["process_calls"] > 0]
     assert len(busy) == 3, r["log"]  # every place got work
@@ -179,3 +179,17 @@ def test_benchmark_is_a_malleable_job_under_a_scheduler(tmp_path):
     assert report["correct"] is True and report["result"] == 264_459_392
     assert report["orders"] == [["grow", [2]], ["shrink", [1, 2]]]
     assert report["places_at_end"] == 1
+
+
+@pytest.mark.timeout(120)
+def test_short_options_are_the_java_benchmarks_problem_sizes():
+    """A job script written for the Java GLB benchmarks (SPEC.md §6) runs the same problem:
+    ``-n 10`` is the board (it used to mean 10 work units with the default N=14)."""
+    assert bench("nqueens", ["-n", "10"], 1)["result"] == 724
+    assert bench("bc", ["-n", "6"], 1)["params"]["scale"] == 6
+    assert bench("pi", ["-n", "1e6"], 1)["params"]["samples"] == 10**6
+    r = bench("uts", ["-d", "6", "-s", "19", "-b", "4"], 1)
+    assert r["result"] == 16_000
+    r = bench("nqueens", ["-n", "10", "--work-units", "3", "--random-steals", "2",
+                          "--lifeline-base", "3"], 2)
+    assert r["result"] == 724 and r["glb"]["n"] == 3 and r["glb"]["w"] == 2 and r["glb"]["l"] == 3
