@@ -342,25 +342,43 @@ def check_grow_hosts(rt: Runtime, hosts: Sequence[str]) -> dict[str, str]:
 
     Raises:
         MalleabilityError: a host cannot run a place (see :func:`apgaspy._hosts.check_host`),
-            or it is another machine while running places listen on loopback addresses.
+            or it is another machine while running places listen on loopback addresses; the
+            first such host's error.
     """
+    values, refused = _check_hosts(rt, hosts)
+    if refused:
+        raise MalleabilityError(next(iter(refused.values())))
+    return values
+
+
+def _check_hosts(rt: Runtime, hosts: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Check every host at once (each remote one costs a launcher round trip); return the MPI
+    ``host`` info value of each good host and the reason of each refused one."""
     control = socket.gethostname() if SESSION.world is None else None
-    unique = list(dict.fromkeys(hosts))
-    with ThreadPoolExecutor(max_workers=min(16, len(unique)) or 1) as pool:  # ssh round trips
-        values = list(pool.map(lambda h: check_host(h, control_host=control), unique))
-    out = dict(zip(unique, values, strict=True))
-    for host, value in out.items():
-        if value == "localhost" or slurm_allocation() is not None:
-            continue
-        looped = [i for i in rt.table.values() if is_loopback(_address_of(i.endpoint))]
-        if looped:
+    looped = [i for i in rt.table.values() if is_loopback(_address_of(i.endpoint))]
+
+    def check(host: str) -> str:
+        value = check_host(host, control_host=control)
+        if looped and value != "localhost" and slurm_allocation() is None:
             first = looped[0]
             raise MalleabilityError(
                 f"cannot start a place on host {host!r}: place({first.id}) listens on "
                 f"{first.endpoint}, a loopback address a place on another machine cannot "
                 f"reach ({first.host} resolves to a loopback address); start the job with "
                 f"APGAS_INTERFACE set, or with a first host that resolves to a real address")
-    return out
+        return value
+
+    unique = list(dict.fromkeys(hosts))
+    values: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=min(16, len(unique)) or 1) as pool:
+        futures = {host: pool.submit(check, host) for host in unique}
+        for host, future in futures.items():
+            try:
+                values[host] = future.result()
+            except MalleabilityError as exc:
+                refused[host] = str(exc)
+    return values, refused
 
 
 def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
@@ -388,12 +406,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     _ensure_process_manager()
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
     if mpi_hosts is None:
-        mpi_hosts, refused = {}, {}
-        for host in dict.fromkeys(h for _, h in specs):
-            try:
-                mpi_hosts.update(check_grow_hosts(rt, [host]))
-            except MalleabilityError as exc:
-                refused[host] = str(exc)
+        mpi_hosts, refused = _check_hosts(rt, [h for _, h in specs])
         if refused:
             _raise_failed(len(specs), {pid: (host, refused[host]) for pid, host in specs
                                        if host in refused})
