@@ -1,0 +1,87 @@
+"""apgaspy's elastic batch job scheduler: the pure core.
+
+Policy apart from mechanism (dask/distributed's ``adaptive_core.py``; STYLE.md habit 9):
+
+* :mod:`scheduler.jobs`: job classes, specs, job-script headers, batch files.
+* :mod:`scheduler.algorithms`: the scheduling policies of SPEC §5 (FCFS, Backfilling, EASY,
+  Malleable minAgree) behind one interface, ``decide(View) -> [Start | Shrink | Grow]``.
+* :mod:`scheduler.model`, :mod:`scheduler.workload`, :mod:`scheduler.simulate`: run-time
+  model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
+  the same algorithm objects in simulated time.
+* ``python -m scheduler simulate``: the paper's evaluation from the command line.
+
+Nothing here starts a process or opens a socket; the clock is always given.
+"""
+
+from __future__ import annotations
+
+from ._exceptions import BatchFileError, InvalidDecisionError, JobScriptError, SimulationError
+from .algorithms import (
+    FCFS,
+    Algorithm,
+    Backfilling,
+    Decision,
+    EasyBackfilling,
+    Grow,
+    MalleableMinAgree,
+    RunningJob,
+    Shrink,
+    Start,
+    View,
+    WaitingJob,
+    make,
+    registry,
+)
+from .jobs import (
+    BatchEntry,
+    JobClass,
+    JobSpec,
+    load_batch,
+    load_job_script,
+    parse_job_script,
+    parse_required_time,
+)
+from .model import ResizeCostModel, RuntimeModel, ScalingCurve
+from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
+from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
+
+__all__ = [
+    "FCFS",
+    "PAPER_MIX",
+    "Algorithm",
+    "Backfilling",
+    "BatchEntry",
+    "BatchFileError",
+    "Decision",
+    "EasyBackfilling",
+    "Grow",
+    "InvalidDecisionError",
+    "JobClass",
+    "JobRecord",
+    "JobScriptError",
+    "JobSpec",
+    "MalleableMinAgree",
+    "ResizeCostModel",
+    "RunningJob",
+    "RuntimeModel",
+    "ScalingCurve",
+    "Shrink",
+    "SimConfig",
+    "SimResult",
+    "SimulationError",
+    "Simulator",
+    "Start",
+    "View",
+    "WaitingJob",
+    "Workload",
+    "evaluate_paper",
+    "load_batch",
+    "load_job_script",
+    "make",
+    "paper_batch",
+    "parse_job_script",
+    "parse_required_time",
+    "registry",
+    "simulate",
+    "swf_workload",
+]

@@ -1,0 +1,75 @@
+"""Scheduling algorithms: pure policies behind one interface (:mod:`.base`).
+
+``registry`` maps a name to an algorithm class; a new algorithm is one module plus one line
+here.  Every class is constructed with keyword arguments only; :func:`make` passes
+``cooldown_s`` to those that take it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from .backfilling import Backfilling
+from .base import (
+    DEFAULT_COOLDOWN_S,
+    Algorithm,
+    Decision,
+    Grow,
+    RunningJob,
+    Shrink,
+    Start,
+    View,
+    WaitingJob,
+    can_order,
+    node_key,
+    sorted_nodes,
+)
+from .easy import EasyBackfilling
+from .fcfs import FCFS
+from .malleable import MalleableMinAgree
+
+__all__ = [
+    "DEFAULT_COOLDOWN_S",
+    "FCFS",
+    "Algorithm",
+    "Backfilling",
+    "Decision",
+    "EasyBackfilling",
+    "Grow",
+    "MalleableMinAgree",
+    "RunningJob",
+    "Shrink",
+    "Start",
+    "View",
+    "WaitingJob",
+    "can_order",
+    "make",
+    "node_key",
+    "registry",
+    "sorted_nodes",
+]
+
+#: Algorithm name → class (the four of SPEC §5).
+registry: dict[str, type[Any]] = {
+    "fcfs": FCFS,
+    "backfilling": Backfilling,
+    "easy": EasyBackfilling,
+    "malleable": MalleableMinAgree,
+}
+
+
+def make(name: str, **options: Any) -> Algorithm:
+    """Build the algorithm called ``name`` with the options its class accepts.
+
+    Options a class does not take (e.g. ``cooldown_s`` for FCFS) are dropped, so one set of
+    options serves every algorithm.  Raises ``ValueError`` for an unknown name.
+    """
+    try:
+        cls = registry[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown algorithm {name!r}; known: {', '.join(sorted(registry))}"
+        ) from None
+    accepted = inspect.signature(cls).parameters
+    return cls(**{k: v for k, v in options.items() if k in accepted})

@@ -1,0 +1,28 @@
+"""Backfilling without reservation (SPEC §5; the Java ElasticJobScheduler's ``Backfilling``).
+
+Like FCFS, but a job that does not fit does not block the queue: every queued job that fits
+now starts, in submission order.  Nothing is reserved for the head, so a large job at the
+head can be overtaken (and delayed) for ever by smaller jobs behind it.
+"""
+
+from __future__ import annotations
+
+from .base import Decision, NodePool, Start, View, size_up_to_max
+
+__all__ = ["Backfilling"]
+
+
+class Backfilling:
+    """Start every queued job that fits now, in submission order, without reservation."""
+
+    name = "backfilling"
+
+    def decide(self, view: View) -> list[Decision]:
+        """Walk the queue once; start each job that fits in the nodes still free."""
+        pool = NodePool(view.free_nodes)
+        decisions: list[Decision] = []
+        for job in view.waiting:
+            size = size_up_to_max(job.spec, len(pool))
+            if size is not None:
+                decisions.append(Start(job.job_id, pool.take(size)))
+        return decisions

@@ -1,0 +1,326 @@
+"""The interface between scheduling policy and mechanism, and the helpers policies share.
+
+Policy apart from mechanism, as in dask/distributed's ``deploy/adaptive_core.py``: an
+algorithm sees a frozen snapshot of the cluster (:class:`View`) and answers with plain
+decisions (:class:`Start`, :class:`Shrink`, :class:`Grow`).  It opens no socket, starts no
+process and reads no clock: the time is ``View.now_s``, given by whoever calls it.  The same
+object therefore runs in real time (a scheduler that applies the decisions to real jobs) and
+in simulated time (:mod:`scheduler.simulate`).
+
+::
+
+    mechanism (real or simulated)             policy (this package)
+    ------------------------------            ---------------------
+    cluster state ──► View(now_s, free_nodes, ─► Algorithm.decide(view)
+                          running, waiting)            │
+    apply: start job, send "shrink n",   ◄── [Start | Shrink | Grow, ...]
+           send "grow n h1 .. hn"
+
+Conventions all algorithms follow:
+
+* Node choice is deterministic: the lowest free node names first, in natural order
+  (``n2`` before ``n10``; :func:`node_key`).  A shrink names only a count: the job chooses
+  the nodes it releases (SPEC §2: it replies with their names).
+* A running job may be ordered (shrink or grow) only when it is malleable, has announced
+  ``APGAS-Ready`` (``RunningJob.malleable_ready``) and its last order is at least
+  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s; SPEC §6).
+* Decisions of one call are meant to be applied in order; they never use a node twice.
+
+A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
+in :data:`scheduler.algorithms.registry`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..jobs import JobClass, JobSpec
+
+__all__ = [
+    "DEFAULT_COOLDOWN_S",
+    "Algorithm",
+    "Decision",
+    "Grow",
+    "JobId",
+    "RunningJob",
+    "Shrink",
+    "Start",
+    "View",
+    "WaitingJob",
+    "can_order",
+    "node_key",
+    "sorted_nodes",
+]
+
+#: Minimum time between two orders to the same job (seconds): the Java scheduler's 60 s.
+DEFAULT_COOLDOWN_S = 60.0
+
+#: A job's id: the mechanism's choice (the simulator and the Java scheduler use integers).
+JobId = int | str
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job that holds nodes.
+
+    Attributes:
+        job_id: the mechanism's id for the job.
+        spec: what the job asked for.
+        nodes: the node names it holds now (nodes being released by a shrink in flight are
+            still held until the job has replied).
+        start_s: when it started (seconds, the view's clock).
+        malleable_ready: the job has announced ``APGAS-Ready`` and has no order in flight:
+            only then may it be shrunk or grown.  Always ``False`` for a rigid job.
+        last_order_s: when it was last ordered to shrink or grow (seconds), ``None`` if never.
+        releasing: nodes that a shrink order in flight will give back (still in ``nodes``
+            until the job replies); 0 when none.  Lets a policy count them as coming free
+            instead of ordering more shrinks meanwhile.
+    """
+
+    job_id: JobId
+    spec: JobSpec
+    nodes: tuple[str, ...]
+    start_s: float
+    malleable_ready: bool = False
+    last_order_s: float | None = None
+    releasing: int = 0
+
+    @property
+    def expected_end_s(self) -> float:
+        """When the job should have ended by its required time: ``start_s + required_time_s``."""
+        return self.start_s + self.spec.required_time_s
+
+
+@dataclass(frozen=True)
+class WaitingJob:
+    """A job in the queue: its id, spec and submission time (seconds, the view's clock)."""
+
+    job_id: JobId
+    spec: JobSpec
+    submit_s: float
+
+
+@dataclass(frozen=True)
+class View:
+    """A snapshot of the cluster, the whole input of :meth:`Algorithm.decide`.
+
+    Attributes:
+        now_s: the current time (seconds; real or simulated clock).
+        free_nodes: names of the nodes that no job holds (any order).
+        running: the running jobs (start order).
+        waiting: the queued jobs, in submission order (the queue of SPEC §5).
+        total_nodes: the cluster's size (nodes).
+    """
+
+    now_s: float
+    free_nodes: tuple[str, ...]
+    running: tuple[RunningJob, ...]
+    waiting: tuple[WaitingJob, ...]
+    total_nodes: int
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start a waiting job on these nodes (its first node hosts place 0)."""
+
+    job_id: JobId
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """Order a running malleable job to release ``count`` nodes of its choice (``shrink n``)."""
+
+    job_id: JobId
+    count: int
+
+
+@dataclass(frozen=True)
+class Grow:
+    """Order a running malleable job to take these free nodes (``grow n h1 … hn``)."""
+
+    job_id: JobId
+    nodes: tuple[str, ...]
+
+
+Decision = Start | Shrink | Grow
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """A scheduling policy: plain data in, decisions out.
+
+    ``decide`` must not keep state that changes its answer between calls with equal views
+    (a mechanism may call it at any time, as often as it likes) and must not read a clock.
+    """
+
+    name: str
+
+    def decide(self, view: View) -> list[Decision]:
+        """The decisions for this snapshot, to apply in order (empty: nothing to do)."""
+        ...
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def node_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Natural sort key of a node name: ``n2`` < ``n10``, ``127.0.1.2`` < ``127.0.1.10``."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part
+    )
+
+
+def sorted_nodes(nodes: Iterable[str]) -> list[str]:
+    """Node names in natural order (lowest first, see :func:`node_key`)."""
+    return sorted(nodes, key=node_key)
+
+
+def can_order(job: RunningJob, now_s: float, cooldown_s: float) -> bool:
+    """Whether ``job`` may be shrunk or grown at ``now_s`` (seconds).
+
+    True when it is malleable, ``malleable_ready`` and its last order is at least
+    ``cooldown_s`` seconds old (or it was never ordered).
+    """
+    if job.spec.job_class is not JobClass.MALLEABLE or not job.malleable_ready:
+        return False
+    return job.last_order_s is None or now_s - job.last_order_s >= cooldown_s
+
+
+# --------------------------------------------------------------------------------------------
+# Shared queue passes.  ``size_of(spec, free)`` gives the node count a job would start with
+# when ``free`` nodes are free, or None when it cannot start.
+
+
+SizeFn = Callable[[JobSpec, int], int | None]
+
+
+def size_up_to_max(spec: JobSpec, free: int) -> int | None:
+    """Start size of SPEC §5's FCFS/Backfilling/EASY: as many free nodes as allowed, ≥ min."""
+    if free < spec.lo:
+        return None
+    return min(free, spec.hi)
+
+
+def size_malleable_at_min(spec: JobSpec, free: int) -> int | None:
+    """Start size of SPEC §5's Malleable algorithm: malleable jobs at their minimum.
+
+    Rigid jobs take their count; moldable jobs, which cannot be grown later, take as many
+    free nodes as allowed.
+    """
+    if free < spec.lo:
+        return None
+    if spec.job_class is JobClass.MALLEABLE:
+        return spec.lo
+    return min(free, spec.hi)
+
+
+class NodePool:
+    """The free nodes during one ``decide`` call, handed out lowest names first."""
+
+    def __init__(self, nodes: Iterable[str]) -> None:
+        self._nodes = sorted_nodes(nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def take(self, count: int) -> tuple[str, ...]:
+        """Remove and return the ``count`` lowest-named free nodes."""
+        if count > len(self._nodes):
+            raise ValueError(f"asked for {count} nodes, {len(self._nodes)} free")
+        taken, self._nodes = self._nodes[:count], self._nodes[count:]
+        return tuple(taken)
+
+
+def fcfs_pass(
+    waiting: Sequence[WaitingJob], pool: NodePool, size_of: SizeFn
+) -> tuple[list[Decision], list[tuple[WaitingJob, int]], int]:
+    """Start queue heads while they fit (SPEC §5 FCFS).
+
+    Returns the decisions, the started jobs with their sizes, and the index in ``waiting`` of
+    the first job that did not fit (``len(waiting)`` when all started).
+    """
+    decisions: list[Decision] = []
+    started: list[tuple[WaitingJob, int]] = []
+    for index, job in enumerate(waiting):
+        size = size_of(job.spec, len(pool))
+        if size is None:
+            return decisions, started, index
+        decisions.append(Start(job.job_id, pool.take(size)))
+        started.append((job, size))
+    return decisions, started, len(waiting)
+
+
+def reservation(
+    need: int, free: int, releases: Iterable[tuple[float, int]]
+) -> tuple[float, int]:
+    """EASY's reservation for a job needing ``need`` nodes (Lifka 1995).
+
+    Args:
+        need: nodes the head of the queue needs to start.
+        free: nodes free now.
+        releases: ``(time_s, count)``: nodes that running jobs give back at their expected
+            end (``start_s + required_time_s``, never before now).
+
+    Returns:
+        ``(shadow_s, extra)``: the earliest time the head is sure to have its nodes, and the
+        nodes free at that time that the head will not need.  ``(inf, 0)`` when running jobs
+        never give back enough (a job larger than the cluster).
+    """
+    available = free
+    for time_s, count in sorted(releases):
+        available += count
+        if available >= need:
+            return time_s, available - need
+    return math.inf, 0
+
+
+def easy_backfill(
+    now_s: float,
+    head: WaitingJob,
+    rest: Sequence[WaitingJob],
+    pool: NodePool,
+    size_of: SizeFn,
+    releases: list[tuple[float, int]],
+) -> list[Decision]:
+    """EASY backfilling behind a head that cannot start (Lifka 1995; SPEC §5).
+
+    The head gets a reservation at the shadow time computed by :func:`reservation` from
+    ``releases``.  A later job starts now when it fits and does not delay the reservation:
+    it ends (``now_s + required_time_s``) no later than the shadow time, or it uses only
+    the extra nodes the head will not need (a moldable/malleable job then starts with no more
+    than the extra nodes).
+    """
+    shadow_s, extra = reservation(head.spec.lo, len(pool), releases)
+    decisions: list[Decision] = []
+    for job in rest:
+        size = size_of(job.spec, len(pool))
+        if size is None:
+            continue
+        if now_s + job.spec.required_time_s <= shadow_s:
+            decisions.append(Start(job.job_id, pool.take(size)))
+            continue
+        size = min(size, extra)
+        if size >= job.spec.lo:
+            decisions.append(Start(job.job_id, pool.take(size)))
+            extra -= size
+    return decisions
+
+
+def releases_of(
+    now_s: float, running: Iterable[RunningJob], started: Iterable[tuple[WaitingJob, int]]
+) -> list[tuple[float, int]]:
+    """``(time_s, count)`` pairs for :func:`reservation`: running jobs give back their nodes
+    at their expected end (not before ``now_s``) and nodes of a shrink in flight now; jobs
+    started in this call give theirs back at ``now_s + required_time_s``."""
+    out = []
+    for job in running:
+        if job.releasing:
+            out.append((now_s, job.releasing))
+        out.append((max(now_s, job.expected_end_s), len(job.nodes) - job.releasing))
+    out += [(now_s + job.spec.required_time_s, size) for job, size in started]
+    return out

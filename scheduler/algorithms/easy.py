@@ -1,0 +1,48 @@
+"""EASY backfilling (Lifka 1995, "The ANL/IBM SP scheduling system"; SPEC §5).
+
+Jobs start in submission order while the head fits (as FCFS).  The first job that does not
+fit, the head, gets a reservation: the earliest time (*shadow time*) at which the free nodes
+plus the nodes of running jobs that will have ended by their required times
+(``start_s + required_time_s``) are enough for its minimum.  A later job starts now only if
+it does not delay that reservation: it ends by the shadow time (``now + required_time_s <=
+shadow``), or it uses only nodes the head will not need at the shadow time (the *extra*
+nodes).  Start sizes as FCFS: moldable and malleable jobs take up to their maximum.  Running
+jobs are never resized.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    Decision,
+    NodePool,
+    View,
+    easy_backfill,
+    fcfs_pass,
+    releases_of,
+    size_up_to_max,
+)
+
+__all__ = ["EasyBackfilling"]
+
+
+class EasyBackfilling:
+    """FCFS plus backfilling that never delays the head's reservation."""
+
+    name = "easy"
+
+    def decide(self, view: View) -> list[Decision]:
+        """Start the fitting prefix of the queue, then backfill behind the head's reservation."""
+        pool = NodePool(view.free_nodes)
+        decisions, started, head_index = fcfs_pass(view.waiting, pool, size_up_to_max)
+        if head_index < len(view.waiting) and len(pool) > 0:
+            head = view.waiting[head_index]
+            releases = releases_of(view.now_s, view.running, started)
+            decisions += easy_backfill(
+                view.now_s,
+                head,
+                view.waiting[head_index + 1 :],
+                pool,
+                size_up_to_max,
+                releases,
+            )
+        return decisions

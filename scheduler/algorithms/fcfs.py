@@ -1,0 +1,24 @@
+"""First come, first served (SPEC §5; the Java ElasticJobScheduler's ``FCFS``).
+
+The queue is kept in submission order; its head starts while it fits.  Rigid jobs take their
+node count; moldable and malleable jobs take as many free nodes as there are, up to their
+maximum, and at least their minimum.  The first job that does not fit blocks the queue.
+Running jobs are never resized.
+"""
+
+from __future__ import annotations
+
+from .base import Decision, NodePool, View, fcfs_pass, size_up_to_max
+
+__all__ = ["FCFS"]
+
+
+class FCFS:
+    """First come, first served: start the queue's head while it fits, never skip it."""
+
+    name = "fcfs"
+
+    def decide(self, view: View) -> list[Decision]:
+        """Start the longest prefix of ``view.waiting`` that fits, lowest free nodes first."""
+        decisions, _, _ = fcfs_pass(view.waiting, NodePool(view.free_nodes), size_up_to_max)
+        return decisions

@@ -1,0 +1,109 @@
+"""The Malleable algorithm, *minAgree* (Finnerty et al. 2024; SPEC §5; the Java
+ElasticJobScheduler's ``MalleableStrategy``).
+
+One call does, in order:
+
+1. **Start** queued jobs in submission order while the head fits, malleable jobs with their
+   *minimum* node count (rigid jobs their count, moldable jobs as many free nodes as allowed).
+2. **Shrink for the head.**  If the head does not fit, and running malleable jobs that may be
+   ordered (``APGAS-Ready``, cool-down over) can together give up enough nodes above their
+   minimums, order shrinks: the job with the largest allotment above its minimum first,
+   each giving up to its surplus, until the head's minimum is covered.  The free nodes stay
+   for the head, which starts on a later call once the jobs have released their nodes;
+   nothing else happens in this call.
+3. Otherwise **EASY backfilling** (:mod:`.easy`) behind the head's reservation, with the
+   start sizes of step 1.
+4. **Grow**: nodes still idle go to running malleable jobs that may be ordered, smallest
+   allotment first (ties: earlier start first), each up to its maximum, lowest node names
+   first.  As in the Java strategy, this happens also while a head waits whose need shrinks
+   cannot cover yet: the grown jobs give the nodes back by a later shrink.
+
+Nodes that shrink orders still in flight will release (``RunningJob.releasing``) count as
+free for the head: while they cover its need, the call only starts jobs (step 1).
+
+Only malleable jobs that announced ``APGAS-Ready`` and whose last order is at least
+``cooldown_s`` old are ordered (Java: 60 s).  Unlike the Java strategy, which starts every
+job with up to its maximum and grows the largest possible expansion first, this follows
+SPEC §5 (start at the minimum, grow the smallest allotment first).
+"""
+
+from __future__ import annotations
+
+from .base import (
+    DEFAULT_COOLDOWN_S,
+    Decision,
+    Grow,
+    NodePool,
+    Shrink,
+    View,
+    can_order,
+    easy_backfill,
+    fcfs_pass,
+    releases_of,
+    size_malleable_at_min,
+)
+
+__all__ = ["MalleableMinAgree"]
+
+
+class MalleableMinAgree:
+    """minAgree: EASY for the queue, shrink to start the head, grow onto idle nodes.
+
+    Args:
+        cooldown_s: minimum time between two orders to one job (seconds; default 60, as the
+            Java scheduler).  ``0`` orders a job whenever it is ready.
+    """
+
+    name = "malleable"
+
+    def __init__(self, cooldown_s: float = DEFAULT_COOLDOWN_S) -> None:
+        if cooldown_s < 0:
+            raise ValueError(f"cooldown_s must be >= 0 s, got {cooldown_s}")
+        self.cooldown_s = float(cooldown_s)
+
+    def decide(self, view: View) -> list[Decision]:
+        """Starts, then shrinks for the head or EASY backfilling, then grows (module doc)."""
+        now = view.now_s
+        pool = NodePool(view.free_nodes)
+        decisions, started, head_index = fcfs_pass(view.waiting, pool, size_malleable_at_min)
+        order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
+        orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]
+
+        if head_index < len(view.waiting):
+            head = view.waiting[head_index]
+            need = head.spec.lo - len(pool) - sum(job.releasing for job in view.running)
+            if need <= 0:
+                return decisions  # shrinks in flight make room: the head starts after them
+            donors = sorted(
+                (job for job in orderable if len(job.nodes) > job.spec.lo),
+                key=lambda job: (-(len(job.nodes) - job.spec.lo), order_index[job.job_id]),
+            )
+            if sum(len(job.nodes) - job.spec.lo for job in donors) >= need:
+                for job in donors:
+                    count = min(len(job.nodes) - job.spec.lo, need)
+                    decisions.append(Shrink(job.job_id, count))
+                    need -= count
+                    if need <= 0:
+                        break
+                return decisions
+            if len(pool) > 0:
+                decisions += easy_backfill(
+                    now,
+                    head,
+                    view.waiting[head_index + 1 :],
+                    pool,
+                    size_malleable_at_min,
+                    releases_of(now, view.running, started),
+                )
+
+        if len(pool) > 0:
+            growable = sorted(
+                (job for job in orderable if len(job.nodes) < job.spec.hi),
+                key=lambda job: (len(job.nodes), order_index[job.job_id]),
+            )
+            for job in growable:
+                count = min(job.spec.hi - len(job.nodes), len(pool))
+                if count <= 0:
+                    break
+                decisions.append(Grow(job.job_id, pool.take(count)))
+        return decisions

@@ -1,0 +1,492 @@
+"""Job descriptions: classes, specifications, job-script headers and batch files.
+
+A job is described by a :class:`JobSpec`: its class (rigid, moldable, malleable), its node
+count or node range, the time it asks for, the command that runs it and, for simulation,
+the program and size labels that pick its run time in :mod:`scheduler.model`.
+
+Job scripts
+-----------
+The header format is the one of the Java ElasticJobScheduler (SPEC §2, §6): bash comment
+lines, one ``#KEY value`` a line, anywhere in the file.  Every line starting with ``#`` is a
+candidate; its first word after the ``#`` is the key.  Known keys:
+
+================  =====================================================================
+``JOB_CLASS``     ``rigid`` | ``moldable`` | ``malleable`` | ``evolving`` (see below)
+``JOB_TYPE``      free text, kept (the Java scheduler uses ``apgas``)
+``NODES``         node count of a rigid job (sets both ends of the range, as in Java)
+``MIN_NODES``     smallest node count of a moldable/malleable job
+``MAX_NODES``     largest node count of a moldable/malleable job
+``JOB_NAME``      free text
+``REQUIRED_TIME`` the time the job asks for; a bare number is **milliseconds** (the Java
+                  unit); a number with a unit suffix is read in that unit: ``500ms``,
+                  ``90s``/``90sec``, ``1.5m``/``1.5min``, ``2h``/``2hr``.
+================  =====================================================================
+
+Keys are upper case, as in Java.  Unknown keys and ordinary comments (``#!/bin/bash``,
+``# build the input``) are ignored, as the Java scheduler ignores them.  A known key with a
+malformed value raises :class:`~scheduler._exceptions.JobScriptError` naming the line.  A
+repeated key: the last one wins (as in Java).
+
+Defaults, as in the Java scheduler: no ``REQUIRED_TIME`` means 60 s; no ``MIN_NODES`` means 1;
+no ``MAX_NODES`` means the minimum; no ``JOB_CLASS`` means rigid.
+
+``evolving`` (Java's jobs that ask for and give back nodes themselves) is read as
+**moldable**: under the four strategies of SPEC §5 the Java scheduler starts such a job with
+as many free nodes as its range allows and never resizes it, which is exactly moldable; its
+own requests (``Evolving;Request;1``) are not served.  ``JobSpec.declared_class`` keeps the
+word that was written.
+
+Batch files
+-----------
+:func:`load_batch` reads a list of jobs with submission times, as JSON or CSV:
+
+* JSON: a list of objects (or an object with a ``"jobs"`` list).  Fields are the
+  :class:`JobSpec` field names (``name``, ``job_class``, ``nodes``, ``min_nodes``,
+  ``max_nodes``, ``required_time_s``, ``command``, ``program``, ``size``, ``job_type``) plus
+  ``submit_s`` (seconds from the start of the batch, default 0).  ``command`` is a list of
+  strings or one string (split like a shell does).
+* CSV: a header row naming the same columns; empty cells mean "not given"; ``command`` is one
+  shell-quoted string.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import json
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ._exceptions import BatchFileError, JobScriptError
+
+__all__ = [
+    "DEFAULT_REQUIRED_TIME_S",
+    "BatchEntry",
+    "JobClass",
+    "JobSpec",
+    "load_batch",
+    "load_job_script",
+    "parse_job_script",
+    "parse_required_time",
+]
+
+#: Required time of a job that does not state one (seconds): the Java scheduler's default.
+DEFAULT_REQUIRED_TIME_S = 60.0
+
+
+class JobClass(enum.Enum):
+    """How a job's node count may change (Feitelson & Rudolph's classes).
+
+    * ``RIGID``: exactly ``nodes`` nodes, for its whole run.
+    * ``MOLDABLE``: the scheduler picks a count in ``[min_nodes, max_nodes]`` at start; fixed
+      afterwards.
+    * ``MALLEABLE``: like moldable at start, and the scheduler may shrink or grow it within the
+      range while it runs (only after it announced ``APGAS-Ready``, SPEC §2).
+    """
+
+    RIGID = "rigid"
+    MOLDABLE = "moldable"
+    MALLEABLE = "malleable"
+
+    @classmethod
+    def parse(cls, text: str) -> JobClass:
+        """Read a class word (case-insensitive; ``evolving`` reads as ``MOLDABLE``).
+
+        Raises ``ValueError`` for any other word.
+        """
+        word = text.strip().lower()
+        if word == "evolving":
+            return cls.MOLDABLE
+        try:
+            return cls(word)
+        except ValueError:
+            raise ValueError(
+                f"unknown job class {text!r}: use rigid, moldable, malleable (or evolving)"
+            ) from None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a job asks for.  Immutable; validated and normalised on construction.
+
+    Args:
+        name: a label for people (``#JOB_NAME``); not an id.
+        job_class: a :class:`JobClass` or its word (``"rigid"`` …).
+        nodes: rigid node count.  For a rigid job it may be left out when ``min_nodes`` and
+            ``max_nodes`` agree.  For a moldable/malleable job it is optional information
+            (the node count of its rigid form) and must lie in the range.
+        min_nodes, max_nodes: node range (nodes).  A rigid job gets ``min = max = nodes``.
+            A flexible job needs at least one of ``min_nodes``/``max_nodes``/``nodes``;
+            a missing ``min_nodes`` is 1 when ``max_nodes`` is given, a missing
+            ``max_nodes`` is ``nodes`` or else ``min_nodes``.
+        required_time_s: the time the job asks for (seconds, > 0): used for EASY reservations.
+        command: the command line (a list of strings, kept as a tuple) or a script path (one
+            string); ``None`` in simulation.
+        program, size: labels that pick the job's run time in :mod:`scheduler.model`, e.g.
+            ``("uts", 18)``; ``None`` when not simulated.
+        job_type: ``#JOB_TYPE`` as written (``"apgas"`` for Java jobs), kept, unused here.
+        declared_class: the class word as written (e.g. ``"evolving"``); defaults to
+            ``job_class``'s word.
+
+    Raises:
+        ValueError: a count below 1, ``min_nodes > max_nodes``, a rigid job without a node
+            count or with a range, ``nodes`` outside the range, a non-positive or non-finite
+            required time, an empty name.
+    """
+
+    name: str = "job"
+    job_class: JobClass = JobClass.RIGID
+    nodes: int | None = None
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    required_time_s: float = DEFAULT_REQUIRED_TIME_S
+    command: tuple[str, ...] | str | None = None
+    program: str | None = None
+    size: int | str | None = None
+    job_type: str | None = None
+    declared_class: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        cls = self.job_class
+        if not isinstance(cls, JobClass):
+            cls = JobClass.parse(str(cls))
+            object.__setattr__(self, "job_class", cls)
+        if not self.declared_class:
+            object.__setattr__(self, "declared_class", cls.value)
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"job name must be a non-empty string, got {self.name!r}")
+        for key in ("nodes", "min_nodes", "max_nodes"):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"job {self.name!r}: {key} must be an integer, got {value!r}")
+            if value < 1:
+                raise ValueError(f"job {self.name!r}: {key} must be at least 1, got {value}")
+        nodes, lo, hi = self.nodes, self.min_nodes, self.max_nodes
+        if cls is JobClass.RIGID:
+            if nodes is None:
+                if lo is not None and hi is not None and lo != hi:
+                    raise ValueError(
+                        f"job {self.name!r}: a rigid job has one node count, got the range "
+                        f"{lo}-{hi}; give nodes=, or make it moldable/malleable"
+                    )
+                nodes = lo if lo is not None else hi
+                if nodes is None:
+                    raise ValueError(f"job {self.name!r}: a rigid job needs nodes=")
+            elif (lo is not None and lo != nodes) or (hi is not None and hi != nodes):
+                raise ValueError(
+                    f"job {self.name!r}: a rigid job of {nodes} nodes cannot have the range "
+                    f"{lo}-{hi}; make it moldable/malleable"
+                )
+            lo = hi = nodes
+        else:
+            if lo is None and hi is None and nodes is None:
+                raise ValueError(
+                    f"job {self.name!r}: a {cls.value} job needs min_nodes/max_nodes (or nodes)"
+                )
+            if lo is None:
+                lo = 1 if hi is not None else nodes
+            assert lo is not None
+            if hi is None:
+                hi = nodes if nodes is not None and nodes >= lo else lo
+            if lo > hi:
+                raise ValueError(
+                    f"job {self.name!r}: min_nodes ({lo}) is larger than max_nodes ({hi})"
+                )
+            if nodes is not None and not lo <= nodes <= hi:
+                raise ValueError(
+                    f"job {self.name!r}: nodes={nodes} lies outside the range {lo}-{hi}"
+                )
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "min_nodes", lo)
+        object.__setattr__(self, "max_nodes", hi)
+        t = self.required_time_s
+        if isinstance(t, bool) or not isinstance(t, int | float):
+            raise ValueError(f"job {self.name!r}: required_time_s must be a number, got {t!r}")
+        if not math.isfinite(t) or t <= 0:
+            raise ValueError(f"job {self.name!r}: required_time_s must be > 0 s, got {t}")
+        object.__setattr__(self, "required_time_s", float(t))
+        if isinstance(self.command, list):
+            object.__setattr__(self, "command", tuple(str(c) for c in self.command))
+
+    # Narrowed accessors (after __post_init__ the range is always set).
+    @property
+    def lo(self) -> int:
+        """Smallest node count the job can run on (nodes)."""
+        assert self.min_nodes is not None
+        return self.min_nodes
+
+    @property
+    def hi(self) -> int:
+        """Largest node count the job can run on (nodes)."""
+        assert self.max_nodes is not None
+        return self.max_nodes
+
+    @property
+    def is_malleable(self) -> bool:
+        """True for a malleable job (one the scheduler may resize while it runs)."""
+        return self.job_class is JobClass.MALLEABLE
+
+    def fits(self, total_nodes: int) -> str | None:
+        """Why this job can never run on a cluster of ``total_nodes`` nodes, or ``None``.
+
+        A scheduler refuses such a job at submission instead of queueing it for ever.
+        """
+        if self.lo > total_nodes:
+            what = "nodes" if self.job_class is JobClass.RIGID else "nodes at least"
+            return (
+                f"job {self.name!r} needs {self.lo} {what}; the cluster has {total_nodes} "
+                f"node{'s' if total_nodes != 1 else ''}"
+            )
+        return None
+
+    def replace(self, **changes: Any) -> JobSpec:
+        """A copy with some fields changed (validated again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if "job_class" in changes and "declared_class" not in changes:
+            values["declared_class"] = ""
+        values.update(changes)
+        return JobSpec(**values)
+
+
+_HEADER_KEYS = (
+    "JOB_CLASS",
+    "JOB_TYPE",
+    "NODES",
+    "MIN_NODES",
+    "MAX_NODES",
+    "JOB_NAME",
+    "REQUIRED_TIME",
+)
+
+_TIME_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)$")
+_TIME_UNITS_S = {
+    "": 1e-3,  # a bare number is milliseconds, the Java unit
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "mins": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hrs": 3600.0,
+}
+
+
+def parse_required_time(text: str) -> float:
+    """Read a ``REQUIRED_TIME`` value and return seconds.
+
+    A bare number is milliseconds (``600000`` → 600.0 s, the Java scheduler's unit); a number
+    with a suffix is read in that unit: ``ms``; ``s``/``sec``; ``m``/``min``; ``h``/``hr``
+    (case-insensitive, optional space: ``90 s``).
+
+    Raises:
+        ValueError: not a positive finite number with a known unit.
+    """
+    match = _TIME_RE.match(text.strip())
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (write e.g. 600000, 600s, 10min, 1h)")
+    number, unit = match.groups()
+    scale = _TIME_UNITS_S.get(unit.lower())
+    if scale is None:
+        raise ValueError(f"unknown time unit {unit!r} in {text!r}: use ms, s, min or h")
+    seconds = float(number) * scale
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"a required time must be positive, got {text!r}")
+    return seconds
+
+
+def _parse_count(text: str) -> int:
+    if not re.fullmatch(r"[0-9]+", text):
+        raise ValueError(f"not a whole number of nodes: {text!r}")
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"a node count must be at least 1, got {value}")
+    return value
+
+
+def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
+    """Read a job script's ``#KEY value`` header lines into a :class:`JobSpec`.
+
+    Args:
+        text: the whole script (header lines may be anywhere; body lines are ignored).
+        name: the job name when the script has no ``#JOB_NAME`` (default ``"job"``).
+
+    Returns:
+        The job's spec, with ``command=None`` (see :func:`load_job_script` for a file).
+
+    Raises:
+        JobScriptError: a known key with a missing or malformed value (the message names the
+            line number and the line), or headers that do not make a valid job.
+
+    The format, units and defaults are described in this module's docstring; they follow the
+    Java ElasticJobScheduler (``JobSh.setData``), with exact key matching instead of Java's
+    substring matching.
+    """
+    values: dict[str, Any] = {}
+    where: dict[str, tuple[int, str]] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line.startswith("#"):
+            continue
+        parts = line[1:].split(None, 1)
+        key = parts[0] if parts else ""
+        rest = parts[1] if len(parts) > 1 else ""
+        if key not in _HEADER_KEYS:
+            continue  # ordinary comment, shebang, or a key we do not know: ignored
+        value = rest.strip()
+        if not value:
+            raise JobScriptError(f"line {lineno}: #{key} needs a value: {raw.strip()!r}")
+        try:
+            if key == "JOB_CLASS":
+                values["declared_class"] = value.lower()
+                values["job_class"] = JobClass.parse(value)
+            elif key in ("NODES", "MIN_NODES", "MAX_NODES"):
+                values[key] = _parse_count(value)
+            elif key == "REQUIRED_TIME":
+                values["required_time_s"] = parse_required_time(value)
+            elif key == "JOB_NAME":
+                values["name"] = value
+            elif key == "JOB_TYPE":
+                values["job_type"] = value
+        except ValueError as exc:
+            raise JobScriptError(f"line {lineno}: {exc}: {raw.strip()!r}") from None
+        where[key] = (lineno, raw.strip())
+    job_class = values.get("job_class", JobClass.RIGID)
+    lo, hi, nodes = values.get("MIN_NODES"), values.get("MAX_NODES"), values.get("NODES")
+    if job_class is JobClass.RIGID:
+        # Java: a rigid job's range collapses to one count; NODES wins, then MAX, then MIN.
+        count = nodes if nodes is not None else (hi if hi is not None else lo)
+        kwargs: dict[str, Any] = {"nodes": count}
+    else:
+        if nodes is not None and lo is None and hi is None:
+            lo = hi = nodes  # Java: NODES sets both ends
+        kwargs = {"min_nodes": lo, "max_nodes": hi}
+        if nodes is not None and (lo is None or lo <= nodes) and (hi is None or nodes <= hi):
+            kwargs["nodes"] = nodes
+    try:
+        return JobSpec(
+            name=values.get("name", name or "job"),
+            job_class=job_class,
+            required_time_s=values.get("required_time_s", DEFAULT_REQUIRED_TIME_S),
+            job_type=values.get("job_type"),
+            declared_class=values.get("declared_class", ""),
+            **kwargs,
+        )
+    except ValueError as exc:
+        lines = ", ".join(f"line {n}" for n, _ in sorted(where.values()))
+        raise JobScriptError(
+            f"headers ({lines or 'none'}) do not make a valid job: {exc}"
+        ) from None
+
+
+def load_job_script(path: str | Path) -> JobSpec:
+    """Read a job script file: :func:`parse_job_script` with ``command`` set to its path.
+
+    The job name defaults to the file name without suffix.  Raises ``OSError`` when the file
+    cannot be read and :class:`JobScriptError` as :func:`parse_job_script` does (the message
+    then also names the file).
+    """
+    p = Path(path)
+    text = p.read_text(encoding="utf-8", errors="replace")
+    try:
+        spec = parse_job_script(text, name=p.stem or "job")
+    except JobScriptError as exc:
+        raise JobScriptError(f"{p}: {exc}") from None
+    return spec.replace(command=str(p))
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One job of a batch: its spec and its submission time (seconds from batch start)."""
+
+    spec: JobSpec
+    submit_s: float = 0.0
+
+
+_SPEC_FIELDS = {f.name for f in fields(JobSpec)}
+_INT_FIELDS = ("nodes", "min_nodes", "max_nodes")
+
+
+def _entry_from_mapping(raw: Mapping[str, Any], *, from_csv: bool) -> BatchEntry:
+    unknown = set(raw) - _SPEC_FIELDS - {"submit_s"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}; known: {sorted(_SPEC_FIELDS)}")
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None or (from_csv and isinstance(value, str) and value.strip() == ""):
+            continue
+        if key == "submit_s":
+            continue
+        if from_csv:
+            value = value.strip()
+            if key in _INT_FIELDS:
+                value = _parse_count(value)
+            elif key == "required_time_s":
+                value = float(value)
+            elif key == "size":
+                value = int(value) if re.fullmatch(r"-?[0-9]+", value) else value
+        if key == "command" and isinstance(value, str):
+            value = tuple(shlex.split(value))
+        kwargs[key] = value
+    submit = raw.get("submit_s", 0.0)
+    if submit is None or (from_csv and str(submit).strip() == ""):
+        submit = 0.0
+    submit = float(submit)
+    if not math.isfinite(submit) or submit < 0:
+        raise ValueError(f"submit_s must be a finite number >= 0, got {submit}")
+    return BatchEntry(JobSpec(**kwargs), submit)
+
+
+def load_batch(path: str | Path) -> list[BatchEntry]:
+    """Read a batch file (JSON or CSV, by suffix; see the module docstring for the format).
+
+    Args:
+        path: a ``.json`` or ``.csv`` file.
+
+    Returns:
+        The entries sorted by ``submit_s`` (stable: equal times keep file order).
+
+    Raises:
+        BatchFileError: unreadable syntax, an unknown field, or an entry that is not a valid
+            job (the message names the entry).
+        OSError: the file cannot be opened.
+    """
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    entries: list[BatchEntry] = []
+    if p.suffix.lower() == ".csv":
+        reader = csv.DictReader(text.splitlines())
+        for row_no, row in enumerate(reader, start=1):
+            if None in row:
+                raise BatchFileError(f"{p}: data row {row_no}: more cells than header columns")
+            try:
+                entries.append(_entry_from_mapping(row, from_csv=True))
+            except (ValueError, TypeError) as exc:
+                raise BatchFileError(f"{p}: data row {row_no}: {exc}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BatchFileError(f"{p}: not JSON: {exc}") from None
+        if isinstance(data, Mapping) and "jobs" in data:
+            data = data["jobs"]
+        if not isinstance(data, Sequence) or isinstance(data, str):
+            raise BatchFileError(f"{p}: expected a list of job objects")
+        for index, raw in enumerate(data):
+            if not isinstance(raw, Mapping):
+                raise BatchFileError(f"{p}: entry {index}: expected an object, got {raw!r}")
+            try:
+                entries.append(_entry_from_mapping(raw, from_csv=False))
+            except (ValueError, TypeError) as exc:
+                raise BatchFileError(f"{p}: entry {index}: {exc}") from None
+    entries.sort(key=lambda e: e.submit_s)
+    return entries

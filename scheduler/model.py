@@ -1,0 +1,242 @@
+"""Run-time and resize-cost models for simulation.
+
+Run time at any node count
+--------------------------
+SPEC §5 gives the median run times of the paper's Java jobs at two or three node counts.
+Between two known points ``(n1, t1)``, ``(n2, t2)`` (``n1 < n2``) the model is Amdahl's law
+fitted through both points::
+
+    t(n) = s + w / n          w = (t1 - t2) / (1/n1 - 1/n2)      s = t1 - w / n1
+
+``w`` is the parallel work (node-seconds), ``s`` the part that does not shrink with more
+nodes (seconds).  It is the work-conservation form with a parallel-efficiency correction,
+``t(n) = t(n0) * n0/n * (1 + a*(n/n0 - 1))`` with ``a = s / t(n0)``: ``a = 0`` is perfect
+work conservation.  With three points each interval uses its own pair; below the smallest
+and above the largest known count the nearest pair is extended (so ``t(1)`` follows the
+lowest pair, ``t(16)`` the highest).  If a pair would need ``s < 0`` (super-linear speed-up)
+the pair is joined by a power law ``t = t1 * (n1/n)**b`` instead, ``b = ln(t1/t2)/ln(n2/n1)``.
+A single known point uses Amdahl with a given serial fraction ``a`` (default 0.05).  Every
+value is at least ``floor_s`` (default 1 s).
+
+Examples (SPEC §5 medians): UTS d=18 is known at 2 → 102.9 s, 4 → 56.2 s, so ``w = 186.8``
+node-s, ``s = 9.5`` s, ``t(1) = 196.3`` s, ``t(8) = 32.85`` s.
+
+Resize costs
+------------
+A resize order stops the job's progress for its duration (seconds) and then the job goes on
+at its new rate.  Defaults are apgaspy's measurements: grow 0.17 s for 1 node, 0.37 s for 2,
+0.51 s for 4 (linear between, extended with the last slope); shrink 0.005 s for 1 node to
+0.02 s for 4.  The Java APGAS figures (SPEC §4) were 14.55 s per grow and 7.41 s per shrink:
+:meth:`ResizeCostModel.java`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "PAPER_MEDIANS",
+    "ResizeCostModel",
+    "RuntimeModel",
+    "ScalingCurve",
+]
+
+#: SPEC §5: median run times (seconds) of the paper's Java jobs at the given node counts
+#: (48 workers a node).  Keys are ``(program, size)``.
+PAPER_MEDIANS: dict[tuple[str, int], dict[int, float]] = {
+    ("uts", 18): {2: 102.9, 4: 56.2},
+    ("uts", 19): {2: 395.5, 4: 199.2},
+    ("uts", 20): {8: 395.0, 16: 207.3},
+    ("nqueens", 17): {2: 172.4, 4: 91.5},
+    ("nqueens", 18): {8: 365.5, 16: 191.8},
+    ("bc", 17): {2: 62.3, 4: 35.1},
+    ("bc", 18): {2: 341.5, 4: 175.6, 8: 93.7},
+    ("bc", 19): {8: 435.3, 16: 226.7},
+    ("pi", 80_000_000_000): {2: 72.1, 4: 37.3},
+    ("pi", 600_000_000_000): {4: 260.4, 8: 133.0, 16: 70.7},
+    ("pi", 1_200_000_000_000): {8: 260.5, 16: 134.3},
+}
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One interval's law: Amdahl ``s + w/n`` or, when ``power``, ``t1 * (n1/n)**b``."""
+
+    s: float
+    w: float
+    power: bool = False
+    n1: float = 1.0
+    t1: float = 0.0
+    b: float = 1.0
+
+    def __call__(self, n: float) -> float:
+        if self.power:
+            return self.t1 * (self.n1 / n) ** self.b
+        return self.s + self.w / n
+
+
+def _fit(n1: int, t1: float, n2: int, t2: float) -> _Piece:
+    w = (t1 - t2) / (1.0 / n1 - 1.0 / n2)
+    s = t1 - w / n1
+    if s >= 0 and w > 0:
+        return _Piece(s=s, w=w)
+    if w <= 0:  # no speed-up at all: flat
+        return _Piece(s=max(t1, t2), w=0.0)
+    return _Piece(0.0, 0.0, True, n1, t1, math.log(t1 / t2) / math.log(n2 / n1))
+
+
+@dataclass(frozen=True)
+class ScalingCurve:
+    """Run time of one job (seconds) as a function of its node count.
+
+    Args:
+        points: known ``{nodes: seconds}`` (at least one; all > 0).
+        serial_fraction: ``a`` of the one-point law ``t(n) = t0*n0/n*(1 + a*(n/n0 - 1))``,
+            used only when one point is known (0 ≤ a ≤ 1).
+        floor_s: lower bound of every value (seconds).
+
+    Raises ``ValueError`` for no point, a count below 1, or a non-positive time.
+    """
+
+    points: Mapping[int, float]
+    serial_fraction: float = 0.05
+    floor_s: float = 1.0
+    _counts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _pieces: tuple[_Piece, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise ValueError("a scaling curve needs at least one known (nodes, seconds) point")
+        for n, t in self.points.items():
+            if int(n) != n or n < 1 or not (t > 0 and math.isfinite(t)):
+                raise ValueError(f"bad known point {n} nodes -> {t} s")
+        if not 0 <= self.serial_fraction <= 1:
+            raise ValueError(f"serial_fraction must be in [0, 1], got {self.serial_fraction}")
+        counts = tuple(sorted(int(n) for n in self.points))
+        times = [float(self.points[n]) for n in counts]
+        if len(counts) == 1:
+            t0, n0, a = times[0], counts[0], self.serial_fraction
+            pieces: tuple[_Piece, ...] = (_Piece(s=a * t0, w=(1 - a) * t0 * n0),)
+        else:
+            pieces = tuple(
+                _fit(counts[i], times[i], counts[i + 1], times[i + 1])
+                for i in range(len(counts) - 1)
+            )
+        object.__setattr__(self, "_counts", counts)
+        object.__setattr__(self, "_pieces", pieces)
+
+    def __call__(self, nodes: int) -> float:
+        """Run time on ``nodes`` nodes (seconds, ≥ ``floor_s``).  ``nodes`` must be ≥ 1."""
+        if nodes < 1:
+            raise ValueError(f"a job runs on at least 1 node, got {nodes}")
+        if len(self._pieces) == 1:
+            piece = self._pieces[0]
+        else:
+            # interval i covers counts[i] .. counts[i+1]; outside, the nearest one.
+            i = bisect.bisect_right(self._counts, nodes) - 1
+            piece = self._pieces[min(max(i, 0), len(self._pieces) - 1)]
+        return max(self.floor_s, piece(nodes))
+
+    def work_node_s(self, nodes: int) -> float:
+        """Node-seconds the job uses on ``nodes`` nodes: ``nodes * t(nodes)``."""
+        return nodes * self(nodes)
+
+
+class RuntimeModel:
+    """Run times of labelled jobs: ``(program, size)`` → :class:`ScalingCurve`.
+
+    Args:
+        curves: the known curves; :meth:`paper` gives SPEC §5's.
+
+    Lookups of an unknown label raise ``KeyError`` naming the label and the known ones.
+    """
+
+    def __init__(self, curves: Mapping[tuple[str, int | str], ScalingCurve] | None = None):
+        self._curves: dict[tuple[str, int | str], ScalingCurve] = dict(curves or {})
+
+    @classmethod
+    def paper(cls, *, floor_s: float = 1.0) -> RuntimeModel:
+        """The model of SPEC §5's medians (:data:`PAPER_MEDIANS`)."""
+        return cls(
+            {key: ScalingCurve(points, floor_s=floor_s) for key, points in PAPER_MEDIANS.items()}
+        )
+
+    def add(self, program: str, size: int | str, curve: ScalingCurve) -> None:
+        """Register (or replace) the curve of ``(program, size)``."""
+        self._curves[(program, size)] = curve
+
+    def curve(self, program: str | None, size: int | str | None) -> ScalingCurve:
+        """The curve of ``(program, size)``; ``KeyError`` when unknown."""
+        try:
+            return self._curves[(program, size)]  # type: ignore[index]
+        except KeyError:
+            known = ", ".join(f"{p}/{s}" for p, s in sorted(self._curves, key=str)[:12])
+            raise KeyError(
+                f"no run-time model for program={program!r} size={size!r} (known: {known}…)"
+            ) from None
+
+    def run_time_s(self, program: str | None, size: int | str | None, nodes: int) -> float:
+        """Run time (seconds) of ``(program, size)`` on ``nodes`` nodes."""
+        return self.curve(program, size)(nodes)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._curves
+
+
+def _interp(points: tuple[tuple[int, float], ...], k: int) -> float:
+    counts = [n for n, _ in points]
+    if k <= counts[0]:
+        return points[0][1] * k / counts[0] if counts[0] > 0 else points[0][1]
+    for (n1, t1), (n2, t2) in zip(points, points[1:], strict=False):
+        if k <= n2:
+            return t1 + (t2 - t1) * (k - n1) / (n2 - n1)
+    if len(points) == 1:
+        return points[0][1] * k / counts[0]
+    (n1, t1), (n2, t2) = points[-2], points[-1]
+    return t2 + (t2 - t1) / (n2 - n1) * (k - n2)
+
+
+@dataclass(frozen=True)
+class ResizeCostModel:
+    """Duration of a resize order (seconds) as a function of the nodes added or removed.
+
+    Args:
+        grow_points: ``((nodes, seconds), …)`` measured grow durations, increasing nodes;
+            linear between them, extended with the last slope above, proportional below.
+        shrink_points: the same for shrinks.
+
+    The defaults are apgaspy's measurements (module docstring).
+    """
+
+    grow_points: tuple[tuple[int, float], ...] = ((1, 0.17), (2, 0.37), (4, 0.51))
+    shrink_points: tuple[tuple[int, float], ...] = ((1, 0.005), (4, 0.02))
+
+    def __post_init__(self) -> None:
+        for name in ("grow_points", "shrink_points"):
+            pts = tuple((int(n), float(t)) for n, t in getattr(self, name))
+            if not pts or any(n < 1 or t < 0 for n, t in pts):
+                raise ValueError(f"{name} needs (nodes >= 1, seconds >= 0) pairs, got {pts}")
+            if [n for n, _ in pts] != sorted({n for n, _ in pts}):
+                raise ValueError(f"{name} must have increasing node counts, got {pts}")
+            object.__setattr__(self, name, pts)
+
+    @classmethod
+    def java(cls) -> ResizeCostModel:
+        """The Java APGAS figures of SPEC §4: 14.55 s a grow, 7.41 s a shrink (any size)."""
+        return cls(grow_points=((1, 14.55), (2, 14.55)), shrink_points=((1, 7.41), (2, 7.41)))
+
+    @classmethod
+    def free(cls) -> ResizeCostModel:
+        """Resizes that take no time (for hand-computed tests)."""
+        return cls(grow_points=((1, 0.0),), shrink_points=((1, 0.0),))
+
+    def grow_s(self, nodes: int) -> float:
+        """Seconds a grow by ``nodes`` nodes stops the job."""
+        return max(0.0, _interp(self.grow_points, nodes))
+
+    def shrink_s(self, nodes: int) -> float:
+        """Seconds a shrink by ``nodes`` nodes stops the job (until the nodes are free)."""
+        return max(0.0, _interp(self.shrink_points, nodes))

@@ -1,0 +1,703 @@
+"""A discrete-event simulator that runs the scheduling algorithms in simulated time.
+
+The simulator is the mechanism around a policy: it keeps the cluster state, builds a
+:class:`~scheduler.algorithms.base.View` at each decision point, calls the *same* algorithm
+object a real scheduler would call, checks and applies the decisions, and advances a
+simulated clock.  No process, socket or real clock is involved.
+
+::
+
+    event heap (submit, ready, resize done, end) ──┐
+    periodic tick every interval_s (5 s) ──────────┤
+                                                   ▼
+                       handle every event due at now_s (jobs queue, end, become ready…)
+                                                   ▼
+                       View(now_s, free, running, waiting) ─► algorithm.decide(view)
+                                                   ▼
+                       apply Start / Shrink / Grow ─► new events (end, ready, resize done)
+
+Model of a job (see :mod:`scheduler.model` for the numbers):
+
+* A job on ``n`` nodes progresses at ``1 / t(n)`` of its work a second, ``t`` its
+  :class:`~scheduler.model.ScalingCurve`; it ends when its remaining work reaches 0.
+* A malleable job announces ``APGAS-Ready`` ``ready_s`` (0.4 s) after its start; rigid and
+  moldable jobs never do.  While an order is in flight the job is not ready.
+* A resize order at ``tau`` stops progress until ``tau + cost`` (:class:`ResizeCostModel`);
+  then the job goes on at its new rate.  Grown nodes belong to the job from ``tau``; shrunk
+  nodes stay with it until ``tau + cost`` (the job's reply), then are free.  The job releases
+  its most recently added nodes first and never its first node (place 0's host).
+* The algorithm runs at every tick (``k * interval_s``) while jobs wait or run, and at every
+  other event time (submission, end, readiness, resize done), once per distinct time after
+  all events of that time are handled (SPEC §5: every 5 s and on events).
+* A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
+  counted in ``refused``.  Jobs are not killed at their required time.
+
+Metrics of a run (:class:`SimResult`):
+
+* ``makespan_s``: last end minus first submission (seconds).
+* ``utilisation``: node-seconds held by jobs / (total nodes × makespan), 0-1; nodes count
+  as held while a resize is in flight.
+* ``mean_wait_s`` (start − submit), ``mean_turnaround_s`` (end − submit).
+* ``mean_bounded_slowdown``: mean of ``max(1, turnaround / max(run, 10 s))`` (Feitelson's
+  bounded slowdown, threshold ``bsld_threshold_s``), run = end − start.
+* ``shrinks_per_malleable_job``, ``grows_per_malleable_job``: orders / malleable jobs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._exceptions import InvalidDecisionError, SimulationError
+from .algorithms import make
+from .algorithms.base import (
+    DEFAULT_COOLDOWN_S,
+    Algorithm,
+    Decision,
+    Grow,
+    RunningJob,
+    Shrink,
+    Start,
+    View,
+    WaitingJob,
+    node_key,
+)
+from .jobs import BatchEntry, JobClass, JobSpec
+from .model import ResizeCostModel, RuntimeModel, ScalingCurve
+from .workload import PAPER_MIX, MixRow, Workload, paper_batch
+
+__all__ = [
+    "DEFAULT_ALGORITHMS",
+    "DEFAULT_SEEDS",
+    "DEFAULT_SHARES",
+    "Evaluation",
+    "JobRecord",
+    "SimConfig",
+    "SimResult",
+    "Simulator",
+    "aggregate",
+    "evaluate_paper",
+    "evaluate_workloads",
+    "simulate",
+]
+
+#: The paper's evaluation: algorithms, malleable shares (%), seeds of the 10 batches.
+DEFAULT_ALGORITHMS: tuple[str, ...] = ("fcfs", "backfilling", "easy", "malleable")
+DEFAULT_SHARES: tuple[float, ...] = (0, 20, 40, 60, 80, 100)
+#: The seeds of the Java experiment configuration (``journalConfig.py``: 43-52).
+DEFAULT_SEEDS: tuple[int, ...] = tuple(range(43, 53))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation parameters.
+
+    Attributes:
+        total_nodes: cluster size (nodes), named ``n1`` … ``nN`` unless ``node_names``.
+        interval_s: period of the algorithm's runs (seconds; SPEC §5: 5 s).
+        ready_s: delay from a malleable job's start to its ``APGAS-Ready`` (seconds).
+        cooldown_s: per-job order cool-down given to algorithms that take one (seconds).
+        costs: resize durations.
+        bsld_threshold_s: bounded-slowdown threshold (seconds).
+        run_on_events: also run the algorithm on events, not only on ticks.
+        node_names: explicit node names (length ``total_nodes``).
+    """
+
+    total_nodes: int = 32
+    interval_s: float = 5.0
+    ready_s: float = 0.4
+    cooldown_s: float = DEFAULT_COOLDOWN_S
+    costs: ResizeCostModel = field(default_factory=ResizeCostModel)
+    bsld_threshold_s: float = 10.0
+    run_on_events: bool = True
+    node_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.total_nodes < 1:
+            raise ValueError(f"total_nodes must be >= 1, got {self.total_nodes}")
+        if not self.interval_s > 0:
+            raise ValueError(f"interval_s must be > 0 s, got {self.interval_s}")
+        if self.ready_s < 0 or self.cooldown_s < 0 or self.bsld_threshold_s <= 0:
+            raise ValueError("ready_s and cooldown_s must be >= 0 s, bsld_threshold_s > 0 s")
+        if self.node_names is not None and len(set(self.node_names)) != self.total_nodes:
+            raise ValueError("node_names must be total_nodes distinct names")
+
+    def nodes(self) -> tuple[str, ...]:
+        """The node names."""
+        return self.node_names or tuple(f"n{i}" for i in range(1, self.total_nodes + 1))
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What happened to one job.
+
+    ``allotment`` lists ``(time_s, nodes)`` from the start: the nodes held from that time
+    on; the last entry, at ``end_s``, holds no node.  Times in seconds.
+    """
+
+    job_id: int
+    name: str
+    job_class: str
+    program: str | None
+    size: int | str | None
+    min_nodes: int
+    max_nodes: int
+    submit_s: float
+    start_s: float
+    end_s: float
+    allotment: tuple[tuple[float, tuple[str, ...]], ...]
+    shrinks: int
+    grows: int
+
+    @property
+    def wait_s(self) -> float:
+        """Seconds from submission to start."""
+        return self.start_s - self.submit_s
+
+    @property
+    def run_s(self) -> float:
+        """Seconds from start to end."""
+        return self.end_s - self.start_s
+
+    @property
+    def turnaround_s(self) -> float:
+        """Seconds from submission to end."""
+        return self.end_s - self.submit_s
+
+    @property
+    def node_seconds(self) -> float:
+        """Node-seconds held (nodes × seconds, summed over the allotment's steps)."""
+        return sum(
+            len(nodes) * (t1 - t0)
+            for (t0, nodes), (t1, _) in zip(self.allotment, self.allotment[1:], strict=False)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (allotment as ``[time_s, [nodes]]`` pairs)."""
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "job_class": self.job_class,
+            "program": self.program,
+            "size": self.size,
+            "min_nodes": self.min_nodes,
+            "max_nodes": self.max_nodes,
+            "submit_s": self.submit_s,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "shrinks": self.shrinks,
+            "grows": self.grows,
+            "allotment": [[t, list(n)] for t, n in self.allotment],
+        }
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """The outcome of one simulated run (metrics defined in the module docstring)."""
+
+    algorithm: str
+    total_nodes: int
+    makespan_s: float
+    utilisation: float
+    mean_wait_s: float
+    mean_turnaround_s: float
+    mean_bounded_slowdown: float
+    shrinks_per_malleable_job: float
+    grows_per_malleable_job: float
+    jobs: int
+    malleable_jobs: int
+    refused: tuple[tuple[str, str], ...]
+    records: tuple[JobRecord, ...]
+    decide_calls: int
+
+    def metrics(self) -> dict[str, float | int | str]:
+        """The scalar metrics as a dict."""
+        return {
+            "algorithm": self.algorithm,
+            "makespan_s": self.makespan_s,
+            "utilisation": self.utilisation,
+            "mean_wait_s": self.mean_wait_s,
+            "mean_turnaround_s": self.mean_turnaround_s,
+            "mean_bounded_slowdown": self.mean_bounded_slowdown,
+            "shrinks_per_malleable_job": self.shrinks_per_malleable_job,
+            "grows_per_malleable_job": self.grows_per_malleable_job,
+            "jobs": self.jobs,
+            "malleable_jobs": self.malleable_jobs,
+            "refused": len(self.refused),
+        }
+
+    def usage_curve(self) -> list[tuple[float, int]]:
+        """Busy nodes over time: ``(time_s, nodes held from then on)``, a step function."""
+        deltas: dict[float, int] = {}
+        for rec in self.records:
+            previous = 0
+            for t, nodes in rec.allotment:
+                deltas[t] = deltas.get(t, 0) + len(nodes) - previous
+                previous = len(nodes)
+        busy, curve = 0, []
+        for t in sorted(deltas):
+            busy += deltas[t]
+            curve.append((t, busy))
+        return curve
+
+
+# Event kinds, in the order they are handled at one time.
+_SUBMIT, _RESIZE_DONE, _READY, _END = 0, 1, 2, 3
+
+
+@dataclass(eq=False)
+class _Job:
+    job_id: int
+    spec: JobSpec
+    submit_s: float
+    curve: ScalingCurve
+    nodes: list[str] = field(default_factory=list)
+    start_s: float = math.nan
+    end_s: float = math.nan
+    work_left: float = 1.0
+    progress_from: float = 0.0
+    ready: bool = False
+    busy: bool = False
+    pending_release: tuple[str, ...] = ()
+    last_order_s: float | None = None
+    shrinks: int = 0
+    grows: int = 0
+    version: int = 0
+    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+
+
+class Simulator:
+    """Runs one algorithm on one workload in simulated time (module docstring).
+
+    Args:
+        algorithm: an :class:`~scheduler.algorithms.base.Algorithm` object, or its registry
+            name (built with ``config.cooldown_s``).
+        workload: the jobs and run-time model; or a sequence of :class:`BatchEntry` with
+            ``model`` given.
+        config: simulation parameters.
+        model: run-time model when ``workload`` is a plain sequence of entries.
+
+    Raises ``KeyError`` at construction when a job's ``(program, size)`` is not in the model.
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm | str,
+        workload: Workload | Sequence[BatchEntry],
+        config: SimConfig | None = None,
+        *,
+        model: RuntimeModel | None = None,
+    ) -> None:
+        self.config = config or SimConfig()
+        if isinstance(algorithm, str):
+            algorithm = make(algorithm, cooldown_s=self.config.cooldown_s)
+        self.algorithm = algorithm
+        if isinstance(workload, Workload):
+            entries, model = workload.entries, workload.model
+        else:
+            entries = tuple(workload)
+            if model is None:
+                raise ValueError("give model= with a plain sequence of batch entries")
+        ordered = sorted(entries, key=lambda e: e.submit_s)
+        self._jobs = [
+            _Job(i, e.spec, float(e.submit_s), model.curve(e.spec.program, e.spec.size))
+            for i, e in enumerate(ordered, start=1)
+        ]
+
+    # ---------------------------------------------------------------------------- run
+
+    def run(self) -> SimResult:
+        """Simulate until every job has ended; return the metrics and the job records.
+
+        Raises:
+            InvalidDecisionError: the algorithm returned a decision the state forbids.
+            SimulationError: jobs wait, nothing runs or is due, and nothing starts.
+        """
+        cfg = self.config
+        self._free: set[str] = set(cfg.nodes())
+        self._waiting: list[_Job] = []
+        self._running: dict[int, _Job] = {}
+        self._refused: list[tuple[str, str]] = []
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = itertools.count()
+        by_id = {job.job_id: job for job in self._jobs}
+        for job in self._jobs:
+            self._push(job.submit_s, _SUBMIT, job)
+        tick = 0
+        now = 0.0
+        calls = 0
+        last_run = -math.inf
+        while self._heap or self._running or self._waiting:
+            t_event = self._heap[0][0] if self._heap else math.inf
+            active = bool(self._running or self._waiting)
+            t_tick = tick * cfg.interval_s
+            if active:
+                while t_tick < now:
+                    tick += 1
+                    t_tick = tick * cfg.interval_s
+            else:
+                t_tick = math.inf
+            now = min(t_event, t_tick)
+            handled = False
+            while self._heap and self._heap[0][0] <= now:
+                _, _, kind, job_id, version = heapq.heappop(self._heap)
+                handled |= self._handle(kind, by_id[job_id], version, now)
+            is_tick = now == t_tick
+            if is_tick:
+                tick += 1
+            if not ((is_tick and now != last_run) or (handled and cfg.run_on_events)):
+                continue
+            decisions = self.algorithm.decide(self._view(now))
+            calls += 1
+            last_run = now
+            for decision in decisions:
+                self._apply(decision, now, by_id)
+            if (
+                not decisions
+                and self._waiting
+                and not self._running
+                and not any(kind != _SUBMIT for _, _, kind, _, _ in self._heap)
+                and len(self._free) == cfg.total_nodes
+            ):
+                names = ", ".join(job.spec.name for job in self._waiting[:5])
+                raise SimulationError(
+                    f"{self.algorithm.name}: at {now:.1f} s the cluster is idle, jobs wait "
+                    f"({names}) and the algorithm starts nothing"
+                )
+        return self._result(calls)
+
+    # ------------------------------------------------------------------------- events
+
+    def _push(self, time_s: float, kind: int, job: _Job) -> None:
+        heapq.heappush(self._heap, (time_s, next(self._seq), kind, job.job_id, job.version))
+
+    def _handle(self, kind: int, job: _Job, version: int, now: float) -> bool:
+        if kind == _SUBMIT:
+            reason = job.spec.fits(self.config.total_nodes)
+            if reason is not None:
+                self._refused.append((job.spec.name, reason))
+                return False
+            self._waiting.append(job)
+            return True
+        if job.job_id not in self._running:
+            return False
+        if kind == _END:
+            if version != job.version:
+                return False  # superseded by a resize
+            self._running.pop(job.job_id)
+            job.end_s = now
+            job.work_left = 0.0
+            self._free.update(job.nodes)
+            job.nodes = []
+            job.allotment.append((now, ()))
+            return True
+        if kind == _READY:
+            job.ready = True
+            return True
+        if kind == _RESIZE_DONE:
+            if job.pending_release:
+                released = set(job.pending_release)
+                job.nodes = [n for n in job.nodes if n not in released]
+                self._free.update(released)
+                job.pending_release = ()
+                job.allotment.append((now, tuple(job.nodes)))
+            job.busy = False
+            return True
+        raise AssertionError(kind)
+
+    def _view(self, now: float) -> View:
+        running = tuple(
+            RunningJob(
+                job_id=job.job_id,
+                spec=job.spec,
+                nodes=tuple(job.nodes),
+                start_s=job.start_s,
+                malleable_ready=job.ready and not job.busy,
+                last_order_s=job.last_order_s,
+                releasing=len(job.pending_release),
+            )
+            for job in self._running.values()
+        )
+        waiting = tuple(WaitingJob(job.job_id, job.spec, job.submit_s) for job in self._waiting)
+        free = tuple(sorted(self._free, key=node_key))
+        return View(now, free, running, waiting, self.config.total_nodes)
+
+    # ---------------------------------------------------------------------- decisions
+
+    def _bad(self, decision: Decision, why: str) -> InvalidDecisionError:
+        return InvalidDecisionError(f"{self.algorithm.name}: {decision}: {why}")
+
+    def _check_free(self, decision: Decision, nodes: tuple[str, ...]) -> None:
+        if len(set(nodes)) != len(nodes):
+            raise self._bad(decision, "names a node twice")
+        busy = [n for n in nodes if n not in self._free]
+        if busy:
+            raise self._bad(decision, f"nodes not free: {busy}")
+
+    def _advance(self, job: _Job, now: float) -> None:
+        if now > job.progress_from:
+            job.work_left -= (now - job.progress_from) / job.curve(len(job.nodes))
+            job.work_left = max(job.work_left, 0.0)
+            job.progress_from = now
+
+    def _schedule_end(self, job: _Job, nodes_after: int) -> None:
+        job.version += 1
+        end = job.progress_from + job.work_left * job.curve(nodes_after)
+        self._push(end, _END, job)
+
+    def _orderable(self, decision: Decision, job_id: Any) -> _Job:
+        job = self._running.get(job_id)
+        if job is None:
+            raise self._bad(decision, "no such running job")
+        if job.spec.job_class is not JobClass.MALLEABLE:
+            raise self._bad(decision, "the job is not malleable")
+        if not job.ready or job.busy:
+            raise self._bad(decision, "the job is not ready for orders (no APGAS-Ready yet)")
+        return job
+
+    def _apply(self, decision: Decision, now: float, by_id: dict[int, _Job]) -> None:
+        cfg = self.config
+        if isinstance(decision, Start):
+            job = by_id.get(decision.job_id)  # type: ignore[arg-type]
+            if job is None or job not in self._waiting:
+                raise self._bad(decision, "no such waiting job")
+            nodes = tuple(decision.nodes)
+            self._check_free(decision, nodes)
+            if not job.spec.lo <= len(nodes) <= job.spec.hi:
+                raise self._bad(
+                    decision, f"{len(nodes)} nodes outside {job.spec.lo}-{job.spec.hi}"
+                )
+            self._waiting.remove(job)
+            self._free.difference_update(nodes)
+            job.nodes = list(nodes)
+            job.start_s = job.progress_from = now
+            job.allotment.append((now, nodes))
+            self._running[job.job_id] = job
+            self._schedule_end(job, len(nodes))
+            if job.spec.is_malleable:
+                self._push(now + cfg.ready_s, _READY, job)
+        elif isinstance(decision, Shrink):
+            job = self._orderable(decision, decision.job_id)
+            count = decision.count
+            if count < 1 or len(job.nodes) - count < job.spec.lo:
+                raise self._bad(
+                    decision, f"cannot shrink {len(job.nodes)} nodes by {count} "
+                    f"(minimum {job.spec.lo})"
+                )
+            self._advance(job, now)
+            cost = cfg.costs.shrink_s(count)
+            job.progress_from = now + cost
+            job.pending_release = tuple(job.nodes[-count:])  # latest added first; never nodes[0]
+            job.busy = True
+            job.last_order_s = now
+            job.shrinks += 1
+            self._schedule_end(job, len(job.nodes) - count)
+            self._push(now + cost, _RESIZE_DONE, job)
+        elif isinstance(decision, Grow):
+            job = self._orderable(decision, decision.job_id)
+            nodes = tuple(decision.nodes)
+            self._check_free(decision, nodes)
+            if not nodes or len(job.nodes) + len(nodes) > job.spec.hi:
+                raise self._bad(
+                    decision, f"cannot grow {len(job.nodes)} nodes by {len(nodes)} "
+                    f"(maximum {job.spec.hi})"
+                )
+            self._advance(job, now)
+            cost = cfg.costs.grow_s(len(nodes))
+            job.progress_from = now + cost
+            self._free.difference_update(nodes)
+            job.nodes.extend(nodes)
+            job.allotment.append((now, tuple(job.nodes)))
+            job.busy = True
+            job.last_order_s = now
+            job.grows += 1
+            self._schedule_end(job, len(job.nodes))
+            self._push(now + cost, _RESIZE_DONE, job)
+        else:
+            raise InvalidDecisionError(f"{self.algorithm.name}: not a decision: {decision!r}")
+
+    # ------------------------------------------------------------------------ results
+
+    def _result(self, calls: int) -> SimResult:
+        cfg = self.config
+        done = [job for job in self._jobs if not math.isnan(job.end_s)]
+        records = tuple(
+            JobRecord(
+                job_id=job.job_id,
+                name=job.spec.name,
+                job_class=job.spec.job_class.value,
+                program=job.spec.program,
+                size=job.spec.size,
+                min_nodes=job.spec.lo,
+                max_nodes=job.spec.hi,
+                submit_s=job.submit_s,
+                start_s=job.start_s,
+                end_s=job.end_s,
+                allotment=tuple(job.allotment),
+                shrinks=job.shrinks,
+                grows=job.grows,
+            )
+            for job in done
+        )
+        if records:
+            first = min(r.submit_s for r in records)
+            makespan = max(r.end_s for r in records) - first
+        else:
+            makespan = 0.0
+        used = sum(r.node_seconds for r in records)
+        malleable = [r for r in records if r.job_class == JobClass.MALLEABLE.value]
+
+        def mean(values: Iterable[float]) -> float:
+            values = list(values)
+            return statistics.fmean(values) if values else 0.0
+
+        tau = cfg.bsld_threshold_s
+        return SimResult(
+            algorithm=self.algorithm.name,
+            total_nodes=cfg.total_nodes,
+            makespan_s=makespan,
+            utilisation=used / (cfg.total_nodes * makespan) if makespan > 0 else 0.0,
+            mean_wait_s=mean(r.wait_s for r in records),
+            mean_turnaround_s=mean(r.turnaround_s for r in records),
+            mean_bounded_slowdown=mean(
+                max(1.0, r.turnaround_s / max(r.run_s, tau)) for r in records
+            ),
+            shrinks_per_malleable_job=(
+                sum(r.shrinks for r in malleable) / len(malleable) if malleable else 0.0
+            ),
+            grows_per_malleable_job=(
+                sum(r.grows for r in malleable) / len(malleable) if malleable else 0.0
+            ),
+            jobs=len(records),
+            malleable_jobs=len(malleable),
+            refused=tuple(self._refused),
+            records=records,
+            decide_calls=calls,
+        )
+
+
+def simulate(
+    algorithm: Algorithm | str,
+    workload: Workload,
+    config: SimConfig | None = None,
+) -> SimResult:
+    """Run one simulation: ``Simulator(algorithm, workload, config).run()``."""
+    return Simulator(algorithm, workload, config).run()
+
+
+# ------------------------------------------------------------------------------ sweeps
+
+_AVERAGED = (
+    "makespan_s",
+    "utilisation",
+    "mean_wait_s",
+    "mean_turnaround_s",
+    "mean_bounded_slowdown",
+    "shrinks_per_malleable_job",
+    "grows_per_malleable_job",
+    "jobs",
+    "malleable_jobs",
+)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Results of a sweep: one :class:`SimResult` per (algorithm, share, batch index)."""
+
+    results: dict[tuple[str, float, int], SimResult]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (algorithm, share), metrics averaged over batches (:func:`aggregate`)."""
+        return aggregate(self.results)
+
+
+def aggregate(results: dict[tuple[str, float, int], SimResult]) -> list[dict[str, Any]]:
+    """Average each (algorithm, malleable share)'s runs over batches.
+
+    Each row has ``algorithm``, ``malleable_share`` (0-100), ``batches``, the means of the
+    :class:`SimResult` metrics, ``makespan_min_s``/``makespan_max_s``/``makespan_std_s``
+    (population deviation over batches) and ``refused`` (total).  Rows are ordered by
+    algorithm (first appearance), then share.
+    """
+    groups: dict[tuple[str, float], list[SimResult]] = {}
+    for (algorithm, share, _), result in results.items():
+        groups.setdefault((algorithm, share), []).append(result)
+    algorithms = list(dict.fromkeys(a for a, _ in groups))
+    rows = []
+    for algorithm in algorithms:
+        for share in sorted(s for a, s in groups if a == algorithm):
+            runs = groups[(algorithm, share)]
+            row: dict[str, Any] = {
+                "algorithm": algorithm,
+                "malleable_share": int(share) if float(share).is_integer() else share,
+                "batches": len(runs),
+            }
+            for key in _AVERAGED:
+                row[key] = statistics.fmean(getattr(r, key) for r in runs)
+            spans = [r.makespan_s for r in runs]
+            row["makespan_min_s"] = min(spans)
+            row["makespan_max_s"] = max(spans)
+            row["makespan_std_s"] = statistics.pstdev(spans)
+            row["refused"] = sum(len(r.refused) for r in runs)
+            rows.append(row)
+    return rows
+
+
+def evaluate_workloads(
+    make_workload: Callable[[float, int], Workload],
+    *,
+    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
+    shares: Sequence[float] = DEFAULT_SHARES,
+    batches: int = 1,
+    config: SimConfig | None = None,
+    progress: Callable[[], None] | None = None,
+) -> Evaluation:
+    """Run every algorithm on ``make_workload(share, batch_index)`` for every share and batch.
+
+    ``progress`` is called once after each simulation (for a progress bar).
+    """
+    config = config or SimConfig()
+    results: dict[tuple[str, float, int], SimResult] = {}
+    for share in shares:
+        for batch in range(batches):
+            workload = make_workload(share, batch)
+            for name in algorithms:
+                results[(name, share, batch)] = simulate(name, workload, config)
+                if progress is not None:
+                    progress()
+    return Evaluation(results)
+
+
+def evaluate_paper(
+    *,
+    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
+    shares: Sequence[float] = DEFAULT_SHARES,
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    config: SimConfig | None = None,
+    mix: Sequence[MixRow] = PAPER_MIX,
+    model: RuntimeModel | None = None,
+    progress: Callable[[], None] | None = None,
+    **batch_options: Any,
+) -> Evaluation:
+    """The paper's evaluation (SPEC §4-§5): seeded batches × shares × algorithms.
+
+    Defaults: 10 batches (seeds 43-52), shares 0-100 % in steps of 20, the four algorithms,
+    32 nodes.  ``batch_options`` go to :func:`scheduler.workload.paper_batch` (``jobs``,
+    ``submit_window_s``, ``first_at_zero``, ``required_factor``, ``required_time_s``).
+    """
+    model = model or RuntimeModel.paper()
+    return evaluate_workloads(
+        lambda share, batch: paper_batch(
+            seeds[batch], share, mix=mix, model=model, **batch_options
+        ),
+        algorithms=algorithms,
+        shares=shares,
+        batches=len(seeds),
+        config=config,
+        progress=progress,
+    )

@@ -1,0 +1,321 @@
+"""``python -m scheduler simulate``: the paper's evaluation (or an SWF trace) in simulation.
+
+By default: 10 seeded batches (seeds 43-52) of 25 jobs from SPEC §5's mix × malleable shares
+0, 20, 40, 60, 80, 100 % × the algorithms fcfs, backfilling, easy, malleable on 32 nodes.
+Prints a table, or with ``--json`` one JSON object::
+
+    {"config": {...},
+     "rows": [{"algorithm", "malleable_share", "batches", "makespan_s", "utilisation",
+               "mean_wait_s", "mean_turnaround_s", "mean_bounded_slowdown",
+               "shrinks_per_malleable_job", "grows_per_malleable_job", "jobs",
+               "malleable_jobs", "makespan_min_s", "makespan_max_s", "makespan_std_s",
+               "refused"}, ...],          # one per (algorithm, share), means over batches
+     "summary": {"fcfs_0_makespan_s", "malleable_share", "malleable_makespan_s",
+                 "makespan_reduction", "paper_makespan_reduction", "goal_13_percent_met"},
+     "elapsed_s": 1.2}
+
+A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
+"min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
+a program the built-in model does not know.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .algorithms import registry
+from .model import ResizeCostModel, RuntimeModel, ScalingCurve
+from .simulate import (
+    DEFAULT_ALGORITHMS,
+    DEFAULT_SHARES,
+    Evaluation,
+    SimConfig,
+    evaluate_paper,
+    evaluate_workloads,
+)
+from .workload import PAPER_MIX, MixRow, swf_workload
+
+__all__ = ["HELP", "add_arguments", "run", "summary"]
+
+HELP = "simulate the scheduling algorithms on the paper's job mix or an SWF trace"
+
+_COSTS: dict[str, Callable[[], ResizeCostModel]] = {
+    "apgaspy": ResizeCostModel,
+    "java": ResizeCostModel.java,
+    "free": ResizeCostModel.free,
+}
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+    if not values or any(not 0 <= v <= 100 for v in values):
+        raise argparse.ArgumentTypeError(f"shares are percentages 0-100, got {text!r}")
+    return values
+
+
+def _algorithms(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [n for n in names if n not in registry]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown algorithm(s) {unknown or text!r}; known: {', '.join(registry)}"
+        )
+    return names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``simulate``'s options to ``p``."""
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object, not a table")
+    out.add_argument("--csv", metavar="PATH", type=Path, help="also write the rows as CSV")
+    out.add_argument("--plot", metavar="DIR", type=Path,
+                     help="write PNG charts (Gantt, utilisation, makespan vs share) to DIR")
+    out.add_argument("--records", metavar="PATH", type=Path,
+                     help="write the per-job records of the first batch as JSON")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sweep = p.add_argument_group("sweep")
+    sweep.add_argument("--algorithms", type=_algorithms, default=list(DEFAULT_ALGORITHMS),
+                       help="comma-separated (default: %(default)s)")
+    sweep.add_argument("--shares", type=_floats, default=list(DEFAULT_SHARES),
+                       help="malleable shares in %% (default: 0,20,40,60,80,100)")
+    sweep.add_argument("--batches", type=_positive_int, default=None,
+                       help="seeded batches (default 10; 1 with --swf)")
+    sweep.add_argument("--seed", type=int, default=43,
+                       help="seed of the first batch; batch i uses seed+i (default 43)")
+    sweep.add_argument("--nodes", type=_positive_int, default=32,
+                       help="cluster size in nodes (default 32)")
+
+    mix = p.add_argument_group("paper job mix (SPEC §5)")
+    mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
+    mix.add_argument("--jobs", type=_positive_int, default=25, help="jobs per batch (25)")
+    mix.add_argument("--submit-window-s", type=float, default=600.0,
+                     help="submissions drawn in [0, this) seconds (600)")
+    mix.add_argument("--first-at-zero", type=int, default=5,
+                     help="jobs submitted at time 0 (5)")
+    mix.add_argument("--required-factor", type=float, default=1.5,
+                     help="required time = model run time x this (1.5)")
+    mix.add_argument("--required-time-s", type=float, default=None,
+                     help="one required time for all jobs (the Java scripts: 800)")
+
+    swf = p.add_argument_group("SWF trace")
+    swf.add_argument("--swf", metavar="PATH", type=Path, help="simulate this SWF trace")
+    swf.add_argument("--swf-malleable-share", type=_floats, default=None,
+                     help="malleable share(s) in %% for the trace (default: --shares)")
+    swf.add_argument("--cores-per-node", type=_positive_int, default=1,
+                     help="processors per node of the traced machine (1)")
+    swf.add_argument("--swf-max-jobs", type=_positive_int, default=None,
+                     help="use only the first jobs of the trace")
+    swf.add_argument("--serial-fraction", type=float, default=0.05,
+                     help="Amdahl serial fraction of trace jobs (0.05)")
+
+    sim = p.add_argument_group("simulation")
+    sim.add_argument("--interval-s", type=float, default=5.0,
+                     help="period of algorithm runs in seconds (5)")
+    sim.add_argument("--ready-s", type=float, default=0.4,
+                     help="start to APGAS-Ready in seconds (0.4)")
+    sim.add_argument("--cooldown-s", type=float, default=60.0,
+                     help="per-job order cool-down in seconds (60)")
+    sim.add_argument("--resize-costs", choices=sorted(_COSTS), default="apgaspy",
+                     help="resize durations: apgaspy's (default), the Java figures, or none")
+
+
+def _load_mix(path: Path, model: RuntimeModel) -> list[MixRow]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for index, raw in enumerate(data):
+        try:
+            times = raw.pop("times", None)
+            row = MixRow(**raw)
+        except TypeError as exc:
+            raise SystemExit(f"{path}: row {index}: {exc}") from None
+        if times:
+            model.add(row.program, row.size,
+                      ScalingCurve({int(n): float(t) for n, t in times.items()}))
+        if (row.program, row.size) not in model:
+            raise SystemExit(f"{path}: row {index}: no run times for {row.program}/{row.size}; "
+                             "add \"times\": {\"<nodes>\": seconds}")
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Malleable at its highest share against FCFS at 0 % (the paper's headline figure)."""
+    fcfs = [r for r in rows if r["algorithm"] == "fcfs" and r["malleable_share"] == 0]
+    mall = [r for r in rows if r["algorithm"] == "malleable"]
+    if not fcfs or not mall:
+        return {}
+    top = max(mall, key=lambda r: r["malleable_share"])
+    base = fcfs[0]["makespan_s"]
+    reduction = 1 - top["makespan_s"] / base if base > 0 else 0.0
+    return {
+        "fcfs_0_makespan_s": base,
+        "malleable_share": top["malleable_share"],
+        "malleable_makespan_s": top["makespan_s"],
+        "makespan_reduction": reduction,
+        "paper_makespan_reduction": 1 - 1006 / 1157,  # SPEC §4: 1157 s -> 1006 s
+        "goal_13_percent_met": reduction >= 0.13,
+    }
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = ("algorithm", "share%", "makespan_s", "sd_s", "util%", "wait_s", "turnaround_s",
+            "bsld", "shrinks/j", "grows/j")
+    lines = ["{:<12}{:>7}{:>12}{:>8}{:>8}{:>9}{:>14}{:>8}{:>11}{:>9}".format(*head)]
+    for r in rows:
+        lines.append(
+            "{:<12}{:>7}{:>12.1f}{:>8.1f}{:>8.1f}{:>9.1f}{:>14.1f}{:>8.2f}{:>11.2f}{:>9.2f}".format(
+                r["algorithm"], r["malleable_share"], r["makespan_s"], r["makespan_std_s"],
+                100 * r["utilisation"], r["mean_wait_s"], r["mean_turnaround_s"],
+                r["mean_bounded_slowdown"], r["shrinks_per_malleable_job"],
+                r["grows_per_malleable_job"],
+            )
+        )
+    return "\n".join(lines)
+
+
+def _plots(evaluation: Evaluation, rows: list[dict[str, Any]], out: Path, nodes: int) -> list:
+    from . import plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [plots.makespan_vs_share(rows, out / "makespan_vs_share.png")]
+    shares = sorted({s for _, s, _ in evaluation.results})
+    algorithms = list(dict.fromkeys(a for a, _, _ in evaluation.results))
+    for share in dict.fromkeys([shares[0], shares[-1]]):
+        tag = f"{share:g}"
+        runs = {a: evaluation.results[(a, share, 0)] for a in algorithms}
+        written.append(plots.usage(runs, out / f"utilisation_{tag}.png", total_nodes=nodes,
+                                   title=f"batch 0, {tag} % malleable"))
+        for algorithm, result in runs.items():
+            written.append(plots.gantt(
+                result, out / f"gantt_{algorithm}_{tag}.png",
+                title=f"{algorithm}, batch 0, {tag} % malleable: makespan "
+                      f"{result.makespan_s:.0f} s, utilisation {result.utilisation:.1%}"))
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep the options describe; print the table or JSON.  Returns 0."""
+    started = time.perf_counter()
+    config = SimConfig(
+        total_nodes=args.nodes,
+        interval_s=args.interval_s,
+        ready_s=args.ready_s,
+        cooldown_s=args.cooldown_s,
+        costs=_COSTS[args.resize_costs](),
+    )
+    batches = args.batches or (1 if args.swf else 10)
+    shares = args.swf_malleable_share if args.swf and args.swf_malleable_share else args.shares
+    total = batches * len(shares) * len(args.algorithms)
+    bar = _progress(total, quiet=args.quiet)
+    cfg: dict[str, Any] = {
+        "nodes": args.nodes,
+        "batches": batches,
+        "seeds": list(range(args.seed, args.seed + batches)),
+        "shares": shares,
+        "algorithms": args.algorithms,
+        "interval_s": args.interval_s,
+        "ready_s": args.ready_s,
+        "cooldown_s": args.cooldown_s,
+        "resize_costs": args.resize_costs,
+    }
+    try:
+        if args.swf:
+            cfg.update(workload=f"swf:{args.swf}", cores_per_node=args.cores_per_node,
+                       serial_fraction=args.serial_fraction, swf_max_jobs=args.swf_max_jobs)
+            evaluation = evaluate_workloads(
+                lambda share, batch: swf_workload(
+                    args.swf, total_nodes=args.nodes, cores_per_node=args.cores_per_node,
+                    malleable_share=share, seed=args.seed + batch,
+                    serial_fraction=args.serial_fraction, max_jobs=args.swf_max_jobs),
+                algorithms=args.algorithms, shares=shares, batches=batches, config=config,
+                progress=bar.update if bar else None,
+            )
+        else:
+            model = RuntimeModel.paper()
+            mix = _load_mix(args.mix, model) if args.mix else list(PAPER_MIX)
+            cfg.update(workload=f"mix:{args.mix}" if args.mix else "paper", jobs=args.jobs,
+                       submit_window_s=args.submit_window_s, first_at_zero=args.first_at_zero,
+                       required_factor=args.required_factor,
+                       required_time_s=args.required_time_s)
+            evaluation = evaluate_paper(
+                algorithms=args.algorithms, shares=shares,
+                seeds=cfg["seeds"], config=config, mix=mix, model=model,
+                progress=bar.update if bar else None,
+                jobs=args.jobs, submit_window_s=args.submit_window_s,
+                first_at_zero=args.first_at_zero, required_factor=args.required_factor,
+                required_time_s=args.required_time_s,
+            )
+    finally:
+        if bar:
+            bar.close()
+    rows = evaluation.rows()
+    report: dict[str, Any] = {"config": cfg, "rows": rows, "summary": summary(rows),
+              "elapsed_s": round(time.perf_counter() - started, 3)}
+    if args.csv:
+        _write_csv(args.csv, rows)
+    if args.records:
+        args.records.write_text(json.dumps({
+            f"{a}@{s:g}": [rec.to_dict() for rec in res.records]
+            for (a, s, b), res in evaluation.results.items() if b == 0
+        }, indent=1))
+    if args.plot:
+        try:
+            for path in _plots(evaluation, rows, args.plot, args.nodes):
+                print(f"wrote {path}", file=sys.stderr)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(_table(rows))
+        s: dict[str, Any] = report["summary"]
+        if s:
+            print(f"\nmalleable at {s['malleable_share']} % vs fcfs at 0 %: makespan "
+                  f"{s['fcfs_0_makespan_s']:.1f} s -> {s['malleable_makespan_s']:.1f} s "
+                  f"({100 * s['makespan_reduction']:.1f} % shorter; the paper, at 100 %: "
+                  f"{100 * s['paper_makespan_reduction']:.1f} %)")
+        print(f"{len(evaluation.results)} simulations in {report['elapsed_s']:.2f} s")
+    return 0
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["algorithm"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _progress(total: int, *, quiet: bool) -> Any:
+    """A tqdm bar on stderr, or None when quiet, not a terminal, or tqdm is missing."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, file=sys.stderr, desc="simulate", unit="run", leave=False)
