@@ -112,4 +112,8 @@ class ScheduleMalleableCommunicator(MalleableCommunicator):
             except MalleabilityError as exc:
                 log.error("scheduled %s %d refused: %s", entry.order.kind, entry.order.n, exc)
                 result = exc
+            except Exception as exc:  # noqa: BLE001 - a failed order must not end the schedule
+                log.error("scheduled %s %d failed: %s: %s", entry.order.kind, entry.order.n,
+                          type(exc).__name__, exc)
+                result = exc
             self.results.append((entry, result))

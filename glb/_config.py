@@ -1,18 +1,24 @@
 """GLB parameters: keyword argument, then ``GLB_*`` environment variable, then default.
 
-======  =======  ==========================================================================
-name    default  meaning
-======  =======  ==========================================================================
-N       (bag)    work units per ``process`` call (default: the bag class's
-                 ``DEFAULT_WORK_UNITS``, else 511 as in X10 GLB)
-W       1        random steal attempts before turning to lifelines
-L       2        base of the lifeline hypercube
-Z       (auto)   dimensions of the hypercube (default: the fewest that reach every place,
-                 ceil(log_L(places)))
-======  =======  ==========================================================================
+=============  =======  ===================================================================
+name           default  meaning
+=============  =======  ===================================================================
+N              (bag)    work units per ``process`` call (default: the bag class's
+                        ``DEFAULT_WORK_UNITS``, else 511 as in X10 GLB)
+W              1        random steal attempts before turning to lifelines
+L              2        base of the lifeline hypercube
+Z              (auto)   dimensions of the hypercube (default: the fewest that reach every
+                        place, ceil(log_L(places)))
+REPLY_TIMEOUT  600.0    seconds GLB waits for a broadcast's answers (its messages to every
+                        place during a shrink or a grow) and, at most, for the answers to a
+                        worker's own steal requests before it goes idle or leaves; a place
+                        that dies is not waited for (``DeadPlaceError`` at once)
+=============  =======  ===================================================================
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from apgaspy._config import Setting, setting
 
@@ -27,6 +33,10 @@ def _base(v: int) -> str | None:
     return None if v >= 2 else "must be at least 2"
 
 
+def _positive_seconds(v: float) -> str | None:
+    return None if v > 0 else "must be positive"
+
+
 GLB_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -34,14 +44,26 @@ GLB_SETTINGS: dict[str, Setting] = {
         Setting("W", 1, int, _positive, "random steal attempts before lifelines"),
         Setting("L", 2, int, _base, "base of the lifeline hypercube"),
         Setting("Z", None, int, _positive, "dimensions of the lifeline hypercube"),
+        Setting("REPLY_TIMEOUT", 600.0, float, _positive_seconds,
+                "seconds GLB waits for a broadcast's answers"),
     ]
 }
 
 
-def glb_setting(name: str, value: int | None = None) -> int | None:
-    """The GLB parameter ``name`` (N, W, L or Z); see the module docstring.
+def glb_setting(name: str, value: Any = None) -> Any:
+    """The GLB setting ``name``; see the module docstring.
+
+    Args:
+        name: ``"N"``, ``"W"``, ``"L"``, ``"Z"`` (ints or ``None``) or ``"REPLY_TIMEOUT"``
+            (a float, seconds).
+        value: an explicit value (a keyword argument of the caller), or ``None`` for the
+            ``GLB_<name>`` environment variable, else the default.
+
+    Returns:
+        The value, parsed (an ``int``, a ``float``) or ``None`` where that is the default.
 
     Raises:
         ConfigurationError: a malformed value.
+        KeyError: ``name`` is not a GLB setting.
     """
-    return setting(name, value, table=GLB_SETTINGS, prefix="GLB_")  # type: ignore[no-any-return]
+    return setting(name, value, table=GLB_SETTINGS, prefix="GLB_")

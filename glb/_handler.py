@@ -8,6 +8,10 @@
   and idle places (the new ones among them) register on their lifeline buddies, so work flows
   to them through the lifeline graph.
 Each phase's time is sent to the scheduler as ``preShrinkTimeGLB;<n>;<ns>`` and the like.
+
+A phase's messages to the places wait for every answer, but never for a place that is gone:
+the wait checks every 0.1 s that the places that have not answered are still live, and fails
+with :class:`apgaspy.DeadPlaceError` as soon as one died (``GLB_REPLY_TIMEOUT`` bounds it all).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from apgaspy import (
+    BadPlaceError,
+    DeadPlaceError,
     GlobalRef,
     MalleableHandler,
     Place,
@@ -27,6 +33,7 @@ from apgaspy import (
     places,
 )
 
+from ._config import glb_setting
 from ._fold import Fold
 from ._worker import (
     Params,
@@ -40,21 +47,63 @@ from ._worker import (
 
 __all__ = ["GLBHandler"]
 
-_REPLY_TIMEOUT_S = 600.0
+_SLICE_S = 0.1  # seconds between checks that the places yet to answer still live
 
 
 def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any) -> list[Any]:
-    """Run ``fn(*args, reply)`` at each target on its immediate pool; wait for all answers."""
+    """Run ``fn(*args, reply)`` at each target on its immediate pool; wait for all answers.
+
+    ``fn`` must answer through ``reply`` (a ``GlobalRef`` to a :class:`Replies`) exactly once,
+    naming its place.  The wait goes in slices of 0.1 s; after each, a target that has not
+    answered and is no longer a live place ends it.
+
+    Args:
+        targets: place ids (not this place).
+        fn: a module-level function, run as ``fn(*args, reply)``.
+
+    Returns:
+        The answers, in arrival order.
+
+    Raises:
+        DeadPlaceError: a target died before answering (at once when it was already known to
+            be dead, else within 0.1 s of the runtime declaring it dead).
+        BadPlaceError: a target was released (or is unknown) before answering.
+        TimeoutError: not every answer came within ``GLB_REPLY_TIMEOUT`` seconds.
+    """
     box = Replies(len(targets))
     ref = GlobalRef(box)
     try:
         for t in targets:
             immediate_async_at(t, fn, *args, ref)
-        if targets and not box.event.wait(_REPLY_TIMEOUT_S):
-            raise TimeoutError(f"GLB: no answer from {len(targets) - len(box.values)} places")
+        if not targets:
+            return []
+        timeout = glb_setting("REPLY_TIMEOUT")
+        deadline = time.monotonic() + timeout
+        while not box.event.wait(_SLICE_S):
+            _check_targets(targets, box)
+            if time.monotonic() >= deadline:
+                with box.lock:
+                    missing = sorted(set(targets) - box.senders)
+                raise TimeoutError(f"GLB: no answer from places {missing} within {timeout} s "
+                                   "(GLB_REPLY_TIMEOUT)")
         return list(box.values)
     finally:
         ref.free()
+
+
+def _check_targets(targets: list[int], box: Replies) -> None:
+    """Raise for the first target that has not answered and is gone (dead or released)."""
+    from apgaspy._runtime import runtime
+
+    live = {p.id for p in places()}
+    with box.lock:
+        answered = set(box.senders)
+    for t in targets:
+        if t in live or t in answered:
+            continue
+        if t in runtime().dead:
+            raise DeadPlaceError(t)
+        raise BadPlaceError(f"place({t}) left the computation before answering GLB", t)
 
 
 class GLBHandler(MalleableHandler):

@@ -10,13 +10,25 @@ One worker per place (the GIL makes more pointless).  Its loop::
         answer random thieves             # loot (or "none") back over the immediate pool
         feed lifeline thieves             # loot as a counted async_at: it restarts them
     steal: w random victims, one at a time, waiting for each answer
-    register on the lifeline buddies, go idle (the worker task ends)
+    wait for the answers still due, register on the lifeline buddies, go idle (the task ends)
 
 Termination: the worker runs as a task counted by one ``finish`` at place 0.  Steal requests
 and random-steal answers are uncounted (immediate pool): a random answer may carry loot, which
 is safe because the thief's worker task stays alive until the answer arrives.  Lifeline loot
 goes to an idle place, so it is a counted task, which becomes that place's worker.  When every
 worker is idle and no loot is in flight, the finish ends.
+
+Steal attempts: each random steal request carries an attempt id (a counter of the thief), which
+the victim sends back with its answer.  The thief waits for the current attempt's answer while
+the victim lives.  When the victim dies, the attempt is dropped (a dead place never answers);
+when it is released by a shrink, the thief moves on, but the attempt stays *pending*: a
+released place answers every request that reached it before it leaves, so the answer still
+comes, possibly late and possibly with loot.  Loot never goes anywhere but the mailbox,
+whichever attempt it answers, and the worker merges its mailbox before it processes, steals
+again, goes idle or hands its bag over.  A worker never goes idle, nor finishes leaving, while
+an attempt of its is pending: so no random loot can reach a place whose worker task has ended
+(which the finish would not wait for).  While it waits for answers, a worker refuses thieves
+at once (it is stealing or leaving), so waits never form a cycle.
 
 Malleability: a place about to be released gets ``leaving``; its worker hands its whole bag
 to a continuing place (counted), answers its thieves, reports its partial result to place 0
@@ -45,12 +57,15 @@ from apgaspy import (
 )
 
 from ._bag import Bag
+from ._config import glb_setting
 from ._fold import Fold
 from ._lifeline import lifeline_graph, steal_victim
 
 __all__ = ["PlaceStats", "Worker", "Params"]
 
 log = logging.getLogger("glb")
+
+_POLL_S = 0.05  # seconds between checks that the victims of pending steal attempts live
 
 
 @dataclass
@@ -72,6 +87,8 @@ class PlaceStats:
         processed: units of work processed (``n`` per ``process`` call, at most).
         process_calls: calls of ``Bag.process``.
         steals_tried, steals_won: random steal attempts made, and those that brought loot.
+        steals_late: loot that answered an attempt the thief had given up on (its victim was
+            released meanwhile); it was merged like any other loot.
         lifeline_steals: lifeline registrations sent to buddies.
         lifeline_loot: loot received from lifeline buddies.
         lifeline_answers: loot sent to lifeline thieves.
@@ -85,6 +102,7 @@ class PlaceStats:
     process_calls: int = 0
     steals_tried: int = 0
     steals_won: int = 0
+    steals_late: int = 0
     lifeline_steals: int = 0
     lifeline_loot: int = 0
     lifeline_answers: int = 0
@@ -111,14 +129,17 @@ class Worker:
         self.leaving = False
         self.leave_reply: GlobalRef[Any] | None = None
         self.mailbox: list[Bag] = []  # loot that arrived while the worker runs
-        self.thieves: deque[int] = deque()  # random thieves waiting for an answer
+        self.thieves: deque[tuple[int, int]] = deque()  # (thief, attempt) waiting for answers
         self.lifeline_thieves: list[int] = []  # idle places registered on this one
         self.activated: set[int] = set()  # buddies this place is registered on
         self.members: list[int] = []
         self.buddies: list[int] = []
         self.rng = random.Random(here().id * 7919 + 17)
-        self.steal_answer = threading.Event()
-        self.steal_loot: Bag | None = None
+        self.answered = threading.Condition(self.lock)  # answers, loot, an order to leave
+        self.attempt = 0  # id of this place's latest random steal attempt
+        self.current: int | None = None  # the attempt the worker is waiting for
+        self.pending: dict[int, int] = {}  # unanswered attempts: id -> victim
+        self.reply_timeout = float(glb_setting("REPLY_TIMEOUT"))
         self.me = here().id
         self.stats = PlaceStats(self.me)
         self.started = time.perf_counter()
@@ -178,8 +199,7 @@ class Worker:
                 self.active = False
                 waiting = list(self.thieves)
                 self.thieves.clear()
-            for thief in waiting:
-                _answer(thief, None)
+            _answer_all(waiting)
             self.register_lifelines()
             return
 
@@ -206,13 +226,15 @@ class Worker:
             waiting = list(self.thieves)
             self.thieves.clear()
         bag = self.bag
-        for thief in waiting:
+        for thief, attempt in waiting:
             loot = bag.split(False) if bag is not None and bag.is_splittable() else None
             if loot is not None and loot.is_empty():
                 loot = None
-            if loot is not None:
-                self.stats.random_answers += 1
-            _answer(thief, loot)
+            if _answer(thief, attempt, loot):
+                if loot is not None:
+                    self.stats.random_answers += 1
+            elif loot is not None and bag is not None:
+                bag.merge(loot)  # the thief is gone: keep the work
         while bag is not None and self.lifeline_thieves and bag.is_splittable():
             with self.lock:
                 if not self.lifeline_thieves:
@@ -240,8 +262,7 @@ class Worker:
             self.stealing = True
             waiting = list(self.thieves)
             self.thieves.clear()
-        for thief in waiting:
-            _answer(thief, None)
+        _answer_all(waiting)
         try:
             return self._steal_attempts()
         finally:
@@ -249,29 +270,82 @@ class Worker:
                 self.stealing = False
 
     def _steal_attempts(self) -> bool:
+        """The random steals; True when there is loot in the mailbox or an order to leave.
+
+        Returns False (the worker may go idle) only once no attempt is pending any more.
+        """
         for _ in range(self.params.w):
+            with self.lock:
+                if self.mailbox or self.leaving:
+                    return True
             victim = _pick_victim(self)
             if victim is None:
-                return False
-            self.steal_answer.clear()
-            self.steal_loot = None
+                break
+            with self.lock:
+                self.attempt += 1
+                attempt = self.current = self.attempt
+                self.pending[attempt] = victim
             try:
-                immediate_async_at(victim, _on_steal_request, self.me)
+                immediate_async_at(victim, _on_steal_request, self.me, attempt)
             except (BadPlaceError, DeadPlaceError):
+                with self.lock:
+                    self.pending.pop(attempt, None)
+                    self.current = None
                 continue
             self.stats.steals_tried += 1
-            while not self.steal_answer.wait(0.5):
-                if victim not in _live_places():
-                    break  # it died; its answer will never come
-            loot = self.steal_loot
-            self.steal_loot = None
-            if loot is not None:
-                self.stats.steals_won += 1
-                self._absorb(loot)
-                return True
-            if self.mailbox or self.leaving:
-                return True
-        return False
+            self.await_answers(attempt)
+            with self.lock:
+                self.current = None
+        self.await_answers(None)
+        with self.lock:
+            return bool(self.mailbox) or self.leaving
+
+    def await_answers(self, attempt: int | None) -> None:
+        """Wait for the answer to steal attempt ``attempt``, or (``None``) to every pending one.
+
+        Checks every ``_POLL_S`` (0.05) seconds that the victims still live: the attempts of a
+        dead victim are dropped (no answer will come).  Waiting for one attempt also ends
+        when loot reached the mailbox another way, when this place is to leave, or when the
+        victim was released by a shrink (its answer is still to come; the attempt stays
+        pending).  Waiting for every attempt ends at the latest after ``GLB_REPLY_TIMEOUT``
+        seconds: the attempts still pending are then dropped with an error in the log (their
+        loot, if any ever comes, would be late for this computation).
+
+        Args:
+            attempt: an attempt id of this place, or ``None`` for all pending attempts.
+        """
+        deadline = time.monotonic() + self.reply_timeout
+
+        def done() -> bool:  # with the lock held
+            if attempt is None:
+                return not self.pending
+            return attempt not in self.pending or bool(self.mailbox) or self.leaving
+
+        while True:
+            with self.lock:
+                if done():
+                    return
+                self.answered.wait(_POLL_S)
+                if done():
+                    return
+                victims = dict(self.pending)
+            dead = _dead_places()
+            gone = {a for a, v in victims.items() if v in dead}
+            if gone:
+                with self.lock:
+                    for a in gone:
+                        self.pending.pop(a, None)
+                log.info("GLB place(%d): victims %s died; their answers will not come",
+                         self.me, sorted({victims[a] for a in gone}))
+            if attempt is not None and victims.get(attempt) not in _live_places():
+                return  # released (or dead): move on; a late answer goes to the mailbox
+            if time.monotonic() > deadline:
+                if attempt is None:
+                    with self.lock:
+                        lost, self.pending = self.pending, {}
+                    log.error("GLB place(%d): no answer to steal attempts %s within %s s",
+                              self.me, lost, self.reply_timeout)
+                return
 
     def register_lifelines(self) -> None:
         """Register on every lifeline buddy not registered on yet (uncounted requests)."""
@@ -288,15 +362,18 @@ class Worker:
 
     # ------------------------------------------------------------------ leaving
     def _leave(self) -> None:
-        """Hand all work to a continuing place, answer thieves, report to place 0."""
+        """Answer thieves, wait for the answers to this place's own pending steal attempts,
+        then hand all work (the bag and the mailbox) to a continuing place and report to
+        place 0."""
         with self.lock:
-            self.active = False
             waiting = list(self.thieves)
             self.thieves.clear()
             self.lifeline_thieves.clear()
+        _answer_all(waiting)  # first: a thief must not wait for our own waits
+        self.await_answers(None)  # late loot lands in the mailbox: it goes with the rest
+        with self.lock:
+            self.active = False
             loot, self.mailbox = self.mailbox, []
-        for thief in waiting:
-            _answer(thief, None)
         for bag in loot:
             self._absorb(bag)
         if self.bag is not None:
@@ -312,7 +389,7 @@ class Worker:
         if reply is not None:
             self.stats.released = True
             self.stats.idle_s = time.perf_counter() - self.started - self.stats.busy_s
-            immediate_async_at(reply.home, _deliver, reply, (self.result, self.stats))
+            immediate_async_at(reply.home, _deliver, reply, (self.result, self.stats), self.me)
             self.leave_reply = None
 
     def finish_stats(self) -> PlaceStats:
@@ -331,6 +408,12 @@ def _live_places() -> set[int]:
     return {p.id for p in places()}
 
 
+def _dead_places() -> set[int]:
+    from apgaspy._runtime import runtime
+
+    return set(runtime().dead)
+
+
 def _pick_victim(worker: Worker) -> int | None:
     with worker.lock:
         members = list(worker.members)
@@ -343,26 +426,49 @@ def _heir(worker: Worker) -> int:
     return members[worker.me % len(members)] if members else 0
 
 
-def _answer(thief: int, loot: Bag | None) -> None:
+def _answer(thief: int, attempt: int, loot: Bag | None) -> bool:
+    """Answer ``thief``'s steal ``attempt`` with ``loot`` (or ``None``); False when the thief
+    is gone (the caller keeps the loot)."""
     try:
-        immediate_async_at(thief, _on_steal_answer, loot)
+        immediate_async_at(thief, _on_steal_answer, loot, attempt, here().id)
     except (BadPlaceError, DeadPlaceError):
-        pass  # the thief left; with loot, this can only happen to a thief that died
+        return False
+    return True
 
 
-def _on_steal_request(thief: int) -> None:
+def _answer_all(waiting: list[tuple[int, int]]) -> None:
+    """Refuse every (thief, attempt) of ``waiting``."""
+    for thief, attempt in waiting:
+        _answer(thief, attempt, None)
+
+
+def _on_steal_request(thief: int, attempt: int) -> None:
     w = _worker()
     with w.lock:
         if w.active and not w.stealing and not w.leaving:
-            w.thieves.append(thief)  # the worker answers after its current process() call
+            w.thieves.append((thief, attempt))  # answered after the current process() call
             return
-    _answer(thief, None)
+    _answer(thief, attempt, None)
 
 
-def _on_steal_answer(loot: Bag | None) -> None:
+def _on_steal_answer(loot: Bag | None, attempt: int, victim: int) -> None:
+    """A victim's answer to steal ``attempt`` (immediate pool): ``loot`` or ``None``.
+
+    Loot is never dropped: whether it answers the attempt the worker waits for or an older
+    one, it goes to the mailbox, which the worker merges before anything else.
+    """
     w = _worker()
-    w.steal_loot = loot
-    w.steal_answer.set()
+    with w.lock:
+        w.pending.pop(attempt, None)
+        if loot is not None:
+            w.mailbox.append(loot)
+            w.stats.steals_won += 1
+            if attempt != w.current:
+                w.stats.steals_late += 1
+            if not w.active:  # only after a victim was given up for dead, or a timeout
+                log.error("GLB place(%d): loot from place(%d) arrived after this place went "
+                          "idle (steal attempt %d)", w.me, victim, attempt)
+        w.answered.notify_all()
 
 
 def _on_lifeline_request(thief: int) -> None:
@@ -382,6 +488,7 @@ def _deal(loot: Bag, giver: int) -> None:
             forward = True
         elif w.active:
             w.mailbox.append(loot)
+            w.answered.notify_all()
             return
         else:
             forward = False
@@ -401,6 +508,7 @@ def _on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
         w.leave_reply = reply
         w.members = sorted(continuing)
         running = w.active
+        w.answered.notify_all()
     if not running:  # idle: nothing to hand over (loot arriving later is forwarded)
         w._report_left()
 
@@ -411,11 +519,11 @@ def _on_members(members: list[int], join: bool, reply: GlobalRef[Any] | None) ->
         w.joined = True  # a place added by a grow: idle, it registers on its lifelines
     w.set_members(members)
     if reply is not None:
-        immediate_async_at(reply.home, _deliver, reply, None)
+        immediate_async_at(reply.home, _deliver, reply, None, w.me)
 
 
-def _deliver(reply: GlobalRef[Any], value: Any) -> None:
-    reply.get()(value)
+def _deliver(reply: GlobalRef[Any], value: Any, sender: int | None = None) -> None:
+    reply.get()(value, sender)
 
 
 def _worker() -> Worker:
@@ -436,15 +544,26 @@ def make_worker(params: Params, result_factory: Callable[[], Fold], bag: Bag | N
 
 @dataclass
 class Replies:
-    """Place 0's collector of immediate answers (a GlobalRef points here)."""
+    """Place 0's collector of immediate answers (a GlobalRef points here).
+
+    Attributes:
+        expected: how many answers complete the collection.
+        values: the answers, in arrival order.
+        senders: the places that answered (those that said who they are).
+        event: set once ``expected`` answers arrived.
+    """
 
     expected: int
     values: list[Any] = field(default_factory=list)
+    senders: set[int] = field(default_factory=set)
     event: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self, value: Any) -> None:
+    def __call__(self, value: Any, sender: int | None = None) -> None:
+        """Record ``value``, the answer of place ``sender`` (an id, or ``None``)."""
         with self.lock:
             self.values.append(value)
+            if sender is not None:
+                self.senders.add(sender)
             if len(self.values) >= self.expected:
                 self.event.set()
