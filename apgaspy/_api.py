@@ -79,11 +79,16 @@ def here() -> Place:
 
 
 def place(id: int) -> Place:  # noqa: A002 - the APGAS name
-    """The place with id ``id``.
+    """The place with id ``id``, a live place of the computation.
+
+    Args:
+        id: a place id (an ``int``, or a :class:`Place`).
 
     Raises:
-        BadPlaceError: no such place (never existed, released, or dead).
-        TypeError: ``id`` is not an int.
+        DeadPlaceError: the place died (a :class:`BadPlaceError`; also a new place of a grow
+            that never became ready).
+        BadPlaceError: the id never named a place, or a shrink released that place.
+        TypeError: ``id`` is not an int nor a Place.
     """
     pid = _pid(id)
     runtime().check_place(pid)
@@ -216,15 +221,36 @@ def immediate_async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any,
 def at(p: Place | int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run ``fn(*args, **kwargs)`` at place ``p``, wait, and return its value.
 
-    Like APGAS for Java's ``at``, the call also waits for the tasks ``fn`` spawns.  If ``fn``
-    raises, that exception is re-raised here (with the remote traceback as ``__cause__``);
-    if more than one thing failed (``fn`` and tasks it spawned), they come as one
-    :class:`MultipleException`.  The value travels back pickled.
+    Like APGAS for Java's ``at``, the call also waits for the tasks ``fn`` spawns.  The value
+    travels back pickled.
+
+    Errors, and how they differ from Java: APGAS for Java implements ``at`` as
+    ``finish(() -> asyncAt(p, f))``, so any failure, even ``f``'s own single exception,
+    arrives wrapped in a ``MultipleException``.  apgaspy re-raises the exception ``fn``
+    raised as it is (a ``KeyError`` stays a ``KeyError``, with the remote traceback as
+    ``__cause__`` and a note naming the place), so ``at`` reads like a function call and
+    ``except KeyError`` works; it is the ``concurrent.futures`` / ``mpi4py.futures``
+    convention (``future.result()``).  Only when more than one thing failed (``fn`` and tasks
+    it spawned, or several such tasks) do they come together as one
+    :class:`MultipleException`, as from a ``finish``.  If ``p`` dies before answering,
+    ``at`` raises :class:`DeadPlaceError` as soon as the death is detected
+    (``APGAS_DEAD_PLACE_TIMEOUT``), never a hang; a task that ``fn`` spawned on a place that
+    died gives the same error.
+
+    Args:
+        p: the place (a :class:`Place` or an id).
+        fn: a callable (pickled with cloudpickle for a remote place); ``args``/``kwargs``
+            are its arguments.
+
+    Returns:
+        ``fn``'s return value.
 
     Raises:
-        BadPlaceError: ``p`` is not a place of the computation.
-        DeadPlaceError: ``p`` died before answering.
-        Exception: whatever ``fn`` raised.
+        DeadPlaceError: ``p`` died (before the call or before answering), or a place a task
+            of ``fn`` ran on died.
+        BadPlaceError: ``p`` is not a place of the computation (unknown or released).
+        MultipleException: more than one failure (``fn`` and/or tasks it spawned).
+        Exception: whatever ``fn`` raised (re-raised as it is).
         TypeError: ``fn`` is not callable or ``p`` is not a place.
     """
     _check_callable(fn, "at")

@@ -2,7 +2,9 @@
 
 Every setting of the runtime is read through :func:`setting`, which rejects bad values with a
 :class:`ConfigurationError` naming the variable, the value and what is expected.  The table
-:data:`SETTINGS` documents every variable (README.md lists the same).
+:data:`SETTINGS` documents every variable (README.md lists the same).  ``APGAS_TEST_DELAY``
+is a test hook, off by default: it delays messages between chosen places (see
+:mod:`apgaspy._testing`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,16 @@ def _log_level(raw: Any) -> str:
     return text
 
 
+def _test_delay(v: Any) -> str | None:
+    from ._testing import parse_delays
+
+    try:
+        parse_delays(v)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -107,6 +119,9 @@ SETTINGS: dict[str, Setting] = {
                 "SCHEDULER_IP)"),
         Setting("ORDER_TIMEOUT", 5.0, float, _positive,
                 "seconds the socket communicator waits for an order line on a new connection"),
+        Setting("SHRINK_REPLY_TIMEOUT", 18.0, float, _positive,
+                "seconds a shrink may take before the scheduler is answered ERROR (the Java "
+                "scheduler waits 20 s per reply line)"),
         Setting("SCHEDULE", None, str, _any,
                 "orders for the schedule communicator, e.g. 'after 5 s grow 2 on localhost "
                 "localhost; after 12 s shrink 1'"),
@@ -122,6 +137,9 @@ SETTINGS: dict[str, Setting] = {
                 "seconds a place's queued messages may still take to leave when it closes"),
         Setting("RELEASE_LINGER", 10.0, float, _non_negative,
                 "seconds a place's last messages to a released place may take to leave"),
+        Setting("TEST_DELAY", None, str, _test_delay,
+                "test hook, off by default: delay every message from one place to another, "
+                "'<src>><dst>:<seconds>[,...]', e.g. '2>1:0.3,3>1:0.3' (see apgaspy._testing)"),
     ]
 }
 

@@ -38,11 +38,19 @@ class ConfigurationError(ApgasError, ValueError):
 
 
 class BadPlaceError(ApgasError, ValueError):
-    """A place that is not (or no longer) part of the computation was named.
+    """A place that is not (or no longer) part of the computation was named: "that place is
+    gone".
 
     Raised synchronously by ``place``, ``async_at``, ``at``, ``uncounted_async_at`` and
     ``immediate_async_at`` for an id that never existed or that a shrink released, and by
-    ``GlobalRef.get`` away from the reference's home.
+    ``GlobalRef.get`` away from the reference's home.  A place whose process died gets the
+    subclass :class:`DeadPlaceError`, so one ``except BadPlaceError`` catches every way a place
+    can be gone (unknown, released, dead); catch :class:`DeadPlaceError` first where a crash
+    must be told apart from a release.
+
+    Args:
+        message: the error text (names the place and why it is not usable).
+        place: the offending place id (an ``int``), or ``None``.
 
     Attributes:
         place: the offending place id (an ``int``), or ``None``.
@@ -52,25 +60,44 @@ class BadPlaceError(ApgasError, ValueError):
         super().__init__(message)
         self.place = place
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keeps ``place`` (and notes) when the error travels to another place.
+        return (type(self), (str(self), self.place), dict(self.__dict__))
 
-class DeadPlaceError(ApgasError):
-    """The process of a place died (crashed or was killed) while it had work.
 
-    Raised by ``async_at``/``at`` aimed at a dead place, by ``at`` whose target died before
-    answering, and collected into the :class:`MultipleException` of every ``finish`` that was
-    waiting for a task on that place.  The runtime declares a place dead when its connection
-    breaks and does not come back within ``APGAS_DEAD_PLACE_TIMEOUT`` seconds.
+class DeadPlaceError(BadPlaceError):
+    """The process of a place died (crashed or was killed): a wait on it can never end well.
+
+    A subclass of :class:`BadPlaceError` (hence also an :class:`ApgasError` and a
+    ``ValueError``): a dead place is one of the ways a place is gone.
+
+    Raised, at once and never after a hang:
+
+    * by ``place``, ``async_at``, ``at``, ``uncounted_async_at`` and ``immediate_async_at``
+      naming a place already known to be dead (also a new place of a grow that never became
+      ready, and a released place that died before it finished leaving);
+    * by ``at`` whose target died before answering;
+    * inside the :class:`MultipleException` of every ``finish`` (at any place) that was
+      waiting for a task on that place.
+
+    The runtime declares a place dead when its connection breaks and does not come back within
+    ``APGAS_DEAD_PLACE_TIMEOUT`` seconds (default 1 s); place 0 watches every place and tells
+    the others.  Malleability orders under way do not wait for a dead place either (see
+    ``apgaspy.elastic._orders``).
+
+    Args:
+        place: the dead place id (an ``int``).
+        message: the error text (default ``"place(<id>) died"``).
 
     Attributes:
         place: the dead place id (an ``int``).
     """
 
     def __init__(self, place: int, message: str | None = None) -> None:
-        super().__init__(message or f"place({place}) died")
-        self.place = place
+        super().__init__(message or f"place({place}) died", place)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.place, str(self)))
+        return (type(self), (self.place, str(self)), dict(self.__dict__))
 
 
 class MultipleException(ExceptionGroup):  # noqa: N818 - the APGAS name

@@ -61,10 +61,33 @@ class GlobalRef(Generic[T]):
             raise BadPlaceError(f"the GlobalRef {self!r} was freed", rt.here) from None
 
     def free(self) -> None:
-        """Forget the object at its home (call at home; later ``get`` raises)."""
+        """Forget the object at its home, so that it can be garbage-collected there.
+
+        May be called at any place, any number of times (freeing twice is harmless):
+
+        * at home, the object is forgotten at once; a later :meth:`get` raises
+          :class:`BadPlaceError`;
+        * away from home, a small uncounted message carries the free to the home place (as
+          ``uncounted_async_at(ref.home, ...)``: no finish waits for it), and ``free``
+          returns at once; the object is forgotten when the home place handles it.  Messages
+          from one place to another arrive in order, so call it once the tasks that use the
+          object have been sent (best: after the ``finish`` that waited for them);
+        * if the home place is gone (died or released), the object is gone with it: nothing
+          is sent and nothing is raised.
+
+        Raises:
+            ApgasError: the runtime is not running.
+        """
         rt = runtime()
         if rt.here == self._home:
             rt.objects.pop(self._id, None)
+            return
+        if self._home not in rt.table:
+            return  # the home place is gone (dead or released), and its objects with it
+        try:
+            rt.spawn_uncounted(self._home, _free_here, (self._id,), {})
+        except BadPlaceError:  # DeadPlaceError too: the home went away just now
+            pass
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_ref, (self._home, self._id))
@@ -77,6 +100,11 @@ class GlobalRef(Generic[T]):
 
     def __hash__(self) -> int:
         return hash((self._home, self._id))
+
+
+def _free_here(oid: int) -> None:
+    """At a reference's home: forget object ``oid`` (the remote half of ``GlobalRef.free``)."""
+    runtime().objects.pop(oid, None)
 
 
 def _rebuild_ref(home: int, oid: int) -> GlobalRef[Any]:

@@ -30,6 +30,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from . import _testing
 from ._config import setting
 from ._exceptions import ApgasError, BadPlaceError, DeadPlaceError, RemoteError
 from ._finish import RemoteFinish, RootFinish
@@ -208,7 +209,16 @@ class Runtime:
             stream.flush()
 
     def shutdown(self, code: int = 0) -> None:
-        """On place 0: stop every other place and wait (bounded) for their goodbyes."""
+        """On place 0: stop every other place and wait (bounded) for their goodbyes.
+
+        Waits at most ``APGAS_SHUTDOWN_TIMEOUT`` seconds (then logs the places that did not
+        answer).  A place that dies meanwhile (or was already dying) counts as gone as soon as
+        its death is detected (``APGAS_DEAD_PLACE_TIMEOUT``): shutdown never waits the full
+        timeout for a dead place, and the exit code stays ``code``.
+
+        Args:
+            code: the exit code the other places end with (0, or 1 after a failure).
+        """
         self.stopping = True
         self.exit_code = code
         others = [p for p in self.table if p != self.here]
@@ -220,6 +230,10 @@ class Runtime:
                 self.send_ctrl(p, "shutdown", code)
             except ApgasError:
                 self._ctrl_bye(p)
+        with self.flock:  # died between the table snapshot and now: no goodbye will come
+            gone = [p for p in others if p in self.dead]
+        for p in gone:
+            self._ctrl_bye(p)
         if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT")):
             missing = sorted(self._byes_expected - self._byes)
             log.warning("places %s did not confirm shutdown in time", missing)
@@ -273,6 +287,8 @@ class Runtime:
 
     # ================================================================== sending
     def _send(self, dest: int, msg: bytes) -> None:
+        if _testing.ACTIVE and _testing.delay_send(self, dest, msg):
+            return  # test hook APGAS_TEST_DELAY (off by default): a delay thread sends it
         try:
             self.transport.send(dest, msg)
         except KeyError:
@@ -540,35 +556,119 @@ class Runtime:
         self._release_root(fin)
 
     def _on_peer_lost(self, place: int) -> None:
-        if self.stopping or place in self.released or place not in self.table:
-            return
+        """The transport's verdict: the connection to ``place`` broke for good (receiver
+        thread).  Place 0 watches every place; the others watch only place 0."""
         if place == 0:
-            log.error("place(0) is gone: place(%d) exits", self.here)
-            self.exit_code = 1
-            self.stopping = True
-            self.stopped.set()
+            if not self.stopping:
+                log.error("place(0) is gone: place(%d) exits", self.here)
+                self.exit_code = 1
+                self.stopping = True
+                self.stopped.set()
+            return
+        if self.stopping:
+            # During shutdown: a place that died before saying goodbye counts as gone now.
+            if place in self._byes_expected and place not in self._byes:
+                log.warning("place(%d) died during shutdown", place)
+                self.place_died(place)
+            return
+        if place in self.leaving:
+            said_released = self.released_here.get(place)
+            if said_released is None or not said_released.is_set():
+                self._leaving_place_died(place)
+            return  # else it left as it should; its connection closed when it exited
+        if place in self.released or place not in self.table:
             return
         log.error("place(%d) died", place)
         self.place_died(place)
-        for p in list(self.table):
-            if p != self.here:
+        self.announce_dead(place)
+
+    def announce_dead(self, place: int, targets: Iterable[int] | None = None) -> None:
+        """Tell ``targets`` (default: every place of the table and every place being
+        released, but not ``place`` nor this one) that ``place`` died.
+
+        Idempotent at the receiver (a place it no longer knows is ignored), so it may be sent
+        again, e.g. to places that joined during a grow after the first announcement.
+        """
+        if targets is None:
+            targets = set(self.table) | set(self.leaving)
+        for p in sorted(set(targets) - {self.here, place}):
+            try:
+                self.send_ctrl(p, "dead", place)
+            except ApgasError:
+                pass
+
+    def _leaving_place_died(self, place: int) -> None:
+        """At place 0: a place being released by a shrink died before it finished leaving.
+
+        It counts as released (the shrink completes; its host goes back), and as dead: its
+        unfinished tasks are lost, so every finish still waiting on it, here or at any other
+        place, fails with :class:`DeadPlaceError`, and naming it raises
+        :class:`DeadPlaceError`.  The other places have already dropped it from their tables
+        (they ignore a plain 'dead' notice for it), so place 0 sends each of them a short
+        immediate task that records the death there.  The other places being released (no
+        longer in place 0's table, so no task reaches them) were waiting for its 'fin'
+        marker: place 0 sends it in its name (nothing more can come from a dead process).
+        """
+        log.warning("place(%d) died while it was being released; it counts as released, "
+                    "its unfinished tasks are lost", place)
+        self.place_died(place)
+        for p in sorted(set(self.table) - {self.here, place}):
+            try:
+                self.spawn_uncounted(p, Runtime._released_place_died_here, (place,), {},
+                                     immediate=True)
+            except ApgasError:
+                pass
+        fin = _dumps_msg((CTRL, place, "fin", ()), _PROTO)
+        for other in list(self.leaving):
+            if other != place:
                 try:
-                    self.send_ctrl(p, "dead", place)
-                except ApgasError:
+                    self.transport.send(other, fin)
+                except KeyError:
                     pass
+        event = self.released_here.get(place)
+        if event is not None:
+            event.set()
+        event = self.leaving.get(place)
+        if event is not None:
+            event.set()
+
+    @staticmethod
+    def _released_place_died_here(place: int) -> None:
+        """At any place (an immediate task from place 0): ``place``, which a shrink was
+        releasing, died before it left; fail what still waits on it here."""
+        rt = runtime()
+        if place not in rt.dead:
+            rt.place_died(place)
 
     def _ctrl_dead(self, src: int, place: int) -> None:
         if place in self.table:
             self.place_died(place)
 
     def place_died(self, place: int) -> None:
-        """Take ``place`` out of the computation and fail what waits on it."""
+        """Take ``place`` out of the computation and fail, at once, everything here that
+        waits on it.
+
+        What waits on a place and how it ends: a finish (or an ``at``) whose home is here and
+        that expects something from ``place`` raises :class:`DeadPlaceError`; a control
+        request (:meth:`request_all`) stops waiting for its acknowledgement; start-up and grow
+        (:meth:`wait_ready`) stop waiting for it to report ready; shutdown counts it as gone.
+        Idempotent.
+
+        Args:
+            place: the id of the dead place.
+        """
         with self.flock:
             self.table.pop(place, None)
             self.dead.add(place)
             for fin in list(self.roots.values()):
                 if fin.waits_on(place):
                     self._fail_root(fin, place)
+            for waiting, event in list(self._pending_acks.values()):
+                waiting.discard(place)
+                if not waiting:
+                    event.set()
+        with self._ready_cv:
+            self._ready_cv.notify_all()
         self.transport.remove_peer(place, linger_s=0)
         if self.stopping and self._byes_expected:
             self._ctrl_bye(place)
@@ -576,31 +676,54 @@ class Runtime:
     # ================================================================== requests with acks
     def request_all(self, targets: Iterable[int], name: str, *args: Any,
                     timeout: float | None = None) -> list[int]:
-        """Send control request ``name`` to ``targets`` and wait until each acknowledged it
-        (or died).  Returns the targets that did not answer within ``timeout`` seconds."""
+        """Send control request ``name`` to ``targets`` and wait until each one acknowledged
+        it or died.
+
+        A target that is or becomes dead (or cannot be sent to: unknown or released) stops
+        being waited for at once (see :meth:`place_died`); it is not in the returned list, and
+        the caller finds it in ``self.dead``.  The handler of ``name`` at the target receives
+        ``(src, op, *args)`` and must answer with :meth:`_ack`.
+
+        Args:
+            targets: place ids (this place is skipped).
+            name: a key of ``ctrl_handlers``.
+            args: the request's arguments (plain-pickled).
+            timeout: seconds to wait for the acknowledgements; ``None``: no limit.
+
+        Returns:
+            The live targets that did not acknowledge within ``timeout`` seconds, ascending.
+        """
         targets = [t for t in targets if t != self.here]
         op = next(self._ops)
         waiting = set(targets)
         event = threading.Event()
-        self._pending_acks[op] = (waiting, event)
-        for t in targets:
-            try:
-                self.send_ctrl(t, name, op, *args)
-            except ApgasError:
-                self._ctrl_ack(t, op)
-        if not waiting:
-            event.set()
-        event.wait(timeout)
-        self._pending_acks.pop(op, None)
-        return sorted(waiting)
+        with self.flock:
+            self._pending_acks[op] = (waiting, event)
+        try:
+            for t in targets:
+                try:
+                    self.send_ctrl(t, name, op, *args)
+                except ApgasError:
+                    self._ctrl_ack(t, op)
+            with self.flock:  # died before the entry existed: place_died could not see it
+                waiting.difference_update(self.dead)
+                if not waiting:
+                    event.set()
+            event.wait(timeout)
+        finally:
+            with self.flock:
+                self._pending_acks.pop(op, None)
+                late = sorted(waiting - self.dead)
+        return late
 
     def _ctrl_ack(self, src: int, op: int) -> None:
-        entry = self._pending_acks.get(op)
-        if entry is not None:
-            waiting, event = entry
-            waiting.discard(src)
-            if not waiting:
-                event.set()
+        with self.flock:
+            entry = self._pending_acks.get(op)
+            if entry is not None:
+                waiting, event = entry
+                waiting.discard(src)
+                if not waiting:
+                    event.set()
 
     def _ack(self, src: int, op: int) -> None:
         try:

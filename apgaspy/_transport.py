@@ -183,6 +183,15 @@ class Transport:
         if box is None:
             return
         with box.lock:
+            # A sender that found the lock taken left its message in the queue for the holder;
+            # if this is the holder now, send it first ('fin' markers travel this way).
+            frames = list(box.queue)
+            box.queue.clear()
+            if frames and linger_s > 0:
+                try:
+                    box.socket.send_multipart([self._sign(frames), *frames], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    log.debug("%d message(s) to place %d dropped at close", len(frames), place)
             box.closed = True
             box.socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
             box.socket.close()
@@ -336,7 +345,12 @@ class Transport:
 
     # ------------------------------------------------------------------ shutdown
     def close(self, linger_s: float = 2.0) -> None:
-        """Stop receiving, let queued messages go for up to ``linger_s`` seconds, and close."""
+        """Stop receiving, let queued messages go for up to ``linger_s`` seconds, and close.
+
+        Returns after at most ``linger_s`` + 1 seconds: a socket closed earlier with a longer
+        linger (the last messages to a released place, which may have died since) would
+        otherwise hold the context's termination, and the process, for its whole linger.
+        """
         self._running = False
         self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -353,4 +367,8 @@ class Transport:
             self._wake_tx.close(0)
         self._wake_rx.close(0)
         self._pull.close(0)
-        self._ctx.term()
+        ender = threading.Thread(target=self._ctx.term, name="apgaspy-zmq-term", daemon=True)
+        ender.start()
+        ender.join(linger_s + 1.0)
+        if ender.is_alive():
+            log.debug("messages to departed places were dropped at close")

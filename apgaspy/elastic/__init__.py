@@ -10,6 +10,8 @@ particular schedulers are in the top-level ``communicators`` package, which impl
 
 from __future__ import annotations
 
+import logging
+
 from ._communicator import MalleableCommunicator
 from ._handler import MalleableHandler
 from ._orders import OrderReport, malleability
@@ -22,6 +24,8 @@ __all__ = [
     "OrderReport",
     "MalleableCommunicator",
 ]
+
+log = logging.getLogger("apgaspy")
 
 
 def define_malleable_handler(handler: MalleableHandler) -> None:
@@ -54,9 +58,21 @@ def disable_malleable_handler() -> None:
 def notify_scheduler(message: str) -> None:
     """Send ``message`` (e.g. ``"preShrinkTimeGLB;2;1234"``) to the scheduler, if one listens.
 
-    Does nothing when no communicator runs.  Never raises for a scheduler that cannot be
-    reached (that is logged).
+    Does nothing when no communicator runs.  Never raises: a message the communicator cannot
+    send is logged (a warning on the ``apgaspy`` logger) and dropped, whether the scheduler
+    cannot be reached or the message does not fit the protocol (with the socket communicator:
+    a ``:`` or a line break, on which the scheduler splits, or text that is not ASCII), or
+    the communicator itself fails.
+
+    Args:
+        message: one line of printable ASCII text without ``:``, by the scheduler protocol
+            (anything else is dropped as said).
     """
     comm = malleability().communicator
-    if comm is not None:
+    if comm is None:
+        return
+    try:
         comm.notify(message)
+    except Exception as exc:  # noqa: BLE001 - a notification must never break the program
+        log.warning("notification %r to the scheduler dropped: %s: %s", message,
+                    type(exc).__name__, exc)

@@ -43,7 +43,10 @@ class MalleableHandler(ABC):
 
         Args:
             n: the number of places now.
-            removed: the places that were released (empty if the order was refused).
+            removed: the places that were released (empty if the order was refused).  A
+                released place that died on its way out is here too (it counts as released;
+                its unfinished tasks are lost); a place that died otherwise during the order
+                is simply no longer in ``places()``.
         """
 
     @abstractmethod
@@ -56,6 +59,8 @@ class MalleableHandler(ABC):
 
         Args:
             n: the number of places now.
-            continued: the places that were there before the grow.
-            added: the new places (empty if the grow failed).
+            continued: the places that were there before the grow (one that died during the
+                grow is listed but no longer in ``places()``).
+            added: the new places that started (empty if the grow failed); a new place that
+                died before it was ready is left out and the order then reports an error.
         """

@@ -16,6 +16,31 @@ Shrink(n hosts)::
 
 A refused order (malformed, no handler, a wrong handler answer, an unreachable host) raises
 :class:`MalleabilityError` and leaves the program as it was.
+
+A place that dies during an order (its death is detected within ``APGAS_DEAD_PLACE_TIMEOUT``
+seconds) is never waited for: the acknowledgements still pending from it are dropped at once
+(``Runtime.place_died``), so no order waits ``_ACK_TIMEOUT_S`` for a dead place.  What the
+order then does:
+
+* **shrink, a released place dies** (before it finished leaving): the order completes; the
+  place counts as released (in ``post_shrink``'s ``removed``, its host in the reply) and as
+  dead (its unfinished tasks are lost: finishes waiting on them raise ``DeadPlaceError``).
+* **shrink, another place dies**: the order completes; that place is dead, as anywhere else.
+* **shrink, a chosen place is already known dead** when ``pre_shrink`` answers: refused
+  (``MalleabilityError`` naming it), like any place that is not part of the computation.
+* **grow, a new place dies** before it is ready, or before every place has added it: it is
+  given up, like a place that fails to start; ``post_grow`` gets the others and the order
+  then raises ``MalleabilityError`` naming it (the scheduler is told ``ERROR ...``).
+* **grow, an existing place dies**: the order completes; every place, the new ones included,
+  learns that it is dead.
+
+Either way ``post_*`` runs exactly once and :attr:`OrderReport.died` lists the places that
+died during the order.  Known limit: a place that sent its last message ('fin') to a released
+place that then died keeps that message for ``APGAS_RELEASE_LINGER`` seconds when it closes
+(ZeroMQ linger); so when a shrink releases several places and one dies, the others end, and
+the order completes, up to that long later (still bounded, never ``APGAS_RELEASE_TIMEOUT``).
+A handler method that raises (a ``DeadPlaceError`` from its own ``at``, say) makes the order
+fail with that exception.
 """
 
 from __future__ import annotations
@@ -54,6 +79,8 @@ class OrderReport:
         total_ns: the whole order, nanoseconds.
         handler_ns: time spent in the handler's pre and post methods, nanoseconds.
         runtime_ns: ``total_ns - handler_ns``.
+        died: the places that died while the order ran (a released place that died on its
+            way out is in both ``places`` and ``died``).
     """
 
     kind: str
@@ -62,6 +89,7 @@ class OrderReport:
     host_names: list[str] = field(default_factory=list)
     total_ns: int = 0
     handler_ns: int = 0
+    died: list[Place] = field(default_factory=list)
 
     @property
     def runtime_ns(self) -> int:
@@ -140,8 +168,16 @@ class Malleability:
     def grow(self, hosts: Sequence[str]) -> OrderReport:
         """Add ``APGAS_PLACES_PER_HOST`` places on each of ``hosts`` (one slot per entry).
 
+        Args:
+            hosts: host names, one entry per host (repeat a name for several slots there).
+
+        Returns:
+            The :class:`OrderReport` (``places``: the added places).
+
         Raises:
-            MalleabilityError: no handler, no hosts, or a host cannot run a place.
+            MalleabilityError: no handler, no hosts, or a host cannot run a place; or a new
+                place died or did not report ready within ``APGAS_START_TIMEOUT`` seconds
+                (raised after ``post_grow``, which gets the places that did start).
         """
         from .._launch import check_grow_hosts, spawn_places
 
@@ -160,6 +196,7 @@ class Malleability:
             handler.pre_grow(n)
             report.handler_ns += time.perf_counter_ns() - h0
             continued = [Place(i) for i in rt.place_ids()]
+            dead_before = set(rt.dead)
             assert self.next_place is not None and self.next_slot is not None
             specs: list[tuple[int, str]] = []
             slots: list[int] = []
@@ -171,6 +208,7 @@ class Malleability:
             self.next_slot += len(hosts)
             added: list[Place] = []
             error: MalleabilityError | None = None
+            never_ready: set[int] = set()  # given up alive: not 'died'
             try:
                 infos = spawn_places(rt, specs, list(rt.table.values()), slots=slots,
                                      mpi_hosts=mpi_hosts)
@@ -181,6 +219,7 @@ class Malleability:
                 timeout = setting("START_TIMEOUT")
                 late = set(rt.wait_ready([i.id for i in infos], timeout))
                 lost = [i for i in infos if i.id in late or i.id in rt.dead]
+                never_ready |= late
                 if lost:
                     for i in lost:
                         rt.abandon_place(i.id)
@@ -198,7 +237,23 @@ class Malleability:
                                       timeout=_ACK_TIMEOUT_S)
                 if late:
                     log.warning("places %s did not confirm the grow in time", late)
+                gone = [i for i in infos if i.id not in rt.table]  # died after 'ready'
+                if gone:
+                    for i in gone:
+                        rt.abandon_place(i.id)
+                    more = "; ".join(f"place({i.id}) on host {i.host}: it died while the "
+                                     f"grow was under way" for i in gone)
+                    error = MalleabilityError(
+                        f"{error}; {more}" if error is not None else f"could not start {more}")
+                    infos = [i for i in infos if i not in gone]
                 added = [Place(i.id) for i in infos]
+            # Every place learns of the places that died during the order: those that joined
+            # now may have been given them in their table, and an existing place may have
+            # heard of a new place's death before it was told to add it.
+            died = sorted(rt.dead - dead_before)
+            for d in died:
+                rt.announce_dead(d)
+            report.died = [Place(d) for d in died if d not in never_ready]
             report.places = added
             h0 = time.perf_counter_ns()
             handler.post_grow(len(rt.table), continued, added)
@@ -219,8 +274,14 @@ class Malleability:
             on_released: called with the released host names once their places are gone,
                 before ``post_shrink`` (the communicator replies to the scheduler there).
 
+        Returns:
+            The :class:`OrderReport` (``places``: the released places, a released place
+            that died on its way out included; ``died``: places that died meanwhile).
+
         Raises:
-            MalleabilityError: no handler, too many hosts, or a wrong handler answer.
+            MalleabilityError: no handler, too many hosts, or a wrong handler answer (a place
+                that is not part of the computation, a dead one included); or a released
+                place still had work after ``APGAS_RELEASE_TIMEOUT`` seconds.
         """
         if isinstance(n_hosts, bool) or not isinstance(n_hosts, int) or n_hosts < 1:
             raise MalleabilityError(f"a shrink order releases at least 1 host, got {n_hosts!r}")
@@ -236,6 +297,7 @@ class Malleability:
                     f"{len(releasable)} host{'s' if len(releasable) != 1 else ''} besides the "
                     f"one of place 0")
             report = OrderReport("shrink", n_hosts)
+            dead_before = set(rt.dead)
             t0 = time.perf_counter_ns()
             n = n_hosts * per_host
             h0 = time.perf_counter_ns()
@@ -257,6 +319,7 @@ class Malleability:
             self._release(rt, removed)
             report.places = [Place(p) for p in removed]
             report.host_names = host_names
+            report.died = [Place(p) for p in sorted(rt.dead - dead_before)]
             if on_released is not None:
                 on_released(host_names)
             h0 = time.perf_counter_ns()
@@ -290,6 +353,9 @@ class Malleability:
             raise MalleabilityError(f"pre_shrink returned a place twice: {ids}")
         if 0 in ids:
             raise MalleabilityError("pre_shrink returned place(0), which is never released")
+        dead = [i for i in ids if i in rt.dead]
+        if dead:
+            raise MalleabilityError(f"pre_shrink returned places that died: {dead}")
         unknown = [i for i in ids if i not in rt.table]
         if unknown:
             raise MalleabilityError(f"pre_shrink returned places that do not exist: {unknown}")
@@ -309,6 +375,8 @@ class Malleability:
             rt.released_here[r] = threading.Event()
         others = [p for p in rt.place_ids() if p != 0]
         rt.remove_places(removed)  # place 0's own table, and its fins
+        # A place that dies now is not waited for (Runtime.place_died; a released one counts
+        # as released: Runtime._leaving_place_died).
         late = rt.request_all(others, "remove_places", removed, timeout=_ACK_TIMEOUT_S)
         if late:
             log.warning("places %s did not confirm the shrink in time", late)
