@@ -19,11 +19,12 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from apgaspy import ConfigurationError, MalleabilityError
 from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator
-from apgaspy.hosts import node_file_hosts, resolve_host
+from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 
 from ._protocol import ERROR_PREFIX, MAX_LINE_BYTES, OrderError, notification, parse_order
 
@@ -61,6 +62,59 @@ def _read_line(conn: socket.socket, timeout: float) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
+class _OnceReply:
+    """The one reply an order connection gets: the first :meth:`send` goes out, a later one
+    (a shrink that completed after its refusal was sent) is kept in ``late``."""
+
+    def __init__(self, conn: socket.socket, write: Callable[[socket.socket, list[str]], None]):
+        self._conn = conn
+        self._write = write
+        self._lock = threading.Lock()
+        self._sent = False
+        self.late: list[str] | None = None
+
+    def send(self, lines: list[str]) -> None:
+        with self._lock:
+            if self._sent:
+                self.late = lines
+                return
+            self._sent = True
+            self._write(self._conn, lines)
+            try:  # the reply is complete: the scheduler need not wait for the order's end
+                self._conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+
+def scheduler_host_addresses(ip: str) -> set[str]:
+    """The addresses orders may come from by default: those of the scheduler's host.
+
+    The Java scheduler sends orders from whatever address its machine routes from, which on
+    a host with several addresses need not be ``SCHEDULER_IP``.  So the default admits
+    ``SCHEDULER_IP``, every address its host name resolves to (forward and reverse lookup),
+    and, when the scheduler runs on this machine, every address of this machine; strangers
+    stay refused.
+
+    Raises:
+        OSError: ``ip`` does not resolve.
+    """
+    allowed = {resolve_host(ip)}
+    try:
+        name, aliases, addresses = socket.gethostbyaddr(allowed.copy().pop())
+        allowed.update(addresses)
+        for host in (name, *aliases):
+            try:
+                allowed.update(socket.gethostbyname_ex(host)[2])
+            except OSError:
+                pass
+    except OSError:
+        pass
+    if any(is_local_host(a) for a in allowed):
+        allowed.update(local_addresses())
+        allowed.add("127.0.0.1")
+    return allowed
+
+
 class SocketMalleableCommunicator(MalleableCommunicator):
     """Receives orders on ``<job address>:SCHEDULER_PORT``, notifies ``SCHEDULER_IP``.
 
@@ -85,27 +139,38 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self.address = resolve_host(hosts[0] if hosts else socket.gethostname())
         allowed = setting("ORDERS_FROM")
         if allowed is None:
-            self.allowed: set[str] | None = {resolve_host(ip)}
+            self.allowed: set[str] | None = scheduler_host_addresses(ip)
         elif allowed.strip().lower() == "any":
             self.allowed = None
         else:
             self.allowed = {resolve_host(a.strip()) for a in allowed.split(",") if a.strip()}
         self.order_timeout = setting("ORDER_TIMEOUT")
         self.notify_timeout = setting("NOTIFY_TIMEOUT")
+        self.shrink_reply_timeout = setting("SHRINK_REPLY_TIMEOUT")
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
+        """Listen for orders and notify ``APGAS-Ready``.
+
+        If the order port cannot be bound (the Java scheduler holds port 8081 of every
+        address of its machine, so a job on that machine cannot listen there), the program
+        computes on as a rigid job: the reason is logged and the scheduler is told
+        ``APGAS-Rigid;<reason>`` instead of ``APGAS-Ready`` (the Java scheduler answers it
+        ``undefined Message`` and treats the job as rigid, which it is).
+        """
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             server.bind((self.address, self.scheduler[1]))
         except OSError as exc:
             server.close()
-            raise OSError(f"cannot listen for orders on {self.address}:{self.scheduler[1]}: "
-                          f"{exc}") from exc
+            why = f"cannot listen for orders on {self.address}:{self.scheduler[1]}: {exc}"
+            log.error("%s; the program computes on as a rigid job", why)
+            self.notify("APGAS-Rigid;" + why.replace(":", " "))
+            return
         server.listen(16)
         self._server = server
         self._thread = threading.Thread(target=self._listen, name="apgaspy-orders", daemon=True)
@@ -152,8 +217,10 @@ class SocketMalleableCommunicator(MalleableCommunicator):
 
     def _serve(self, conn: socket.socket, peer: str) -> None:
         if self.allowed is not None and peer not in self.allowed:
-            log.error("refused an order connection from %s: orders are accepted from %s only "
-                      "(set APGAS_ORDERS_FROM to allow others)", peer, sorted(self.allowed))
+            why = (f"orders are accepted from the scheduler's host {sorted(self.allowed)} only, "
+                   f"not from {peer} (set APGAS_ORDERS_FROM to allow others)")
+            log.error("refused an order connection: %s", why)
+            self._reply(conn, [ERROR_PREFIX + why])
             return
         try:
             raw = _read_line(conn, self.order_timeout)
@@ -168,19 +235,32 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             return
         log.info("order from %s: %s", peer, text.strip())
         start = time.perf_counter_ns()
+        reply = _OnceReply(conn, self._reply)
         try:
             if order.kind == "shrink":
-                self.shrink(order.n, on_released=lambda hosts: self._reply(conn, hosts))
+                timer = threading.Timer(self.shrink_reply_timeout, reply.send, [[
+                    ERROR_PREFIX + f"the shrink did not complete within "
+                    f"{self.shrink_reply_timeout:g} s (APGAS_SHRINK_REPLY_TIMEOUT); its places "
+                    "are still being released"]])
+                timer.daemon = True
+                timer.start()
+                try:
+                    self.shrink(order.n, on_released=reply.send)
+                finally:
+                    timer.cancel()
+                if reply.late:
+                    log.error("shrink %d completed after the scheduler was told it failed; "
+                              "the hosts %s are released", order.n, reply.late)
                 self.notify(f"shrinkTimeAPGAS;{order.n};{time.perf_counter_ns() - start}")
             else:
                 self.grow(order.hosts)
                 self.notify(f"growTimeAPGAS;{order.n};{time.perf_counter_ns() - start}")
         except MalleabilityError as exc:
             log.error("order %r refused: %s", text.strip(), exc)
-            self._reply(conn, [ERROR_PREFIX + str(exc)])
+            reply.send([ERROR_PREFIX + str(exc)])
         except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the program
             log.exception("order %r failed", text.strip())
-            self._reply(conn, [ERROR_PREFIX + f"{type(exc).__name__}: {exc}"])
+            reply.send([ERROR_PREFIX + f"{type(exc).__name__}: {exc}"])
 
     @staticmethod
     def _reply(conn: socket.socket, lines: list[str]) -> None:

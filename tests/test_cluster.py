@@ -305,3 +305,41 @@ def test_a_grow_that_cannot_complete_is_refused_and_the_job_runs_on(netns_cluste
         leave_nothing(cluster)
     finally:
         sched.close()
+
+
+@pytest.mark.timeout(180)
+def test_orders_from_the_schedulers_host_are_accepted_from_any_of_its_addresses(
+        netns_cluster):
+    """The Java scheduler orders from whatever address its host routes from, not always
+    SCHEDULER_IP (SPEC.md §6): the job accepts every address of the scheduler's host (h3, with
+    a second address) and refuses a stranger (h2) with an ERROR line."""
+    cluster = netns_cluster
+    h1, h2, h3 = (cluster.host(n) for n in ("h1", "h2", "h3"))
+    second = "10.231.7.33"
+    hosts_file = f"/etc/netns/{h1.ns}/hosts"
+    original = open(hosts_file, encoding="ascii").read()
+    subprocess.run(["ip", "-n", h3.ns, "addr", "add", f"{second}/24", "dev", "eth0"], check=True)
+    sched = _scheduler(cluster, "h3")
+    try:
+        with open(hosts_file, "a", encoding="ascii") as fh:  # the bind mount keeps the inode
+            fh.write(f"{second} h3\n")
+        env = job_env(cluster, ["h1"], **sched.env(), HYDRA_LAUNCHER_EXEC=cluster.ssh)
+        job = Job(cluster, "h1", [PY, str(PROGRAMS / "malleable.py")], env)
+        job.event("ready")
+        sched.wait_for("APGAS-Ready")
+        address = (h1.address, PORT)
+        assert h3.call(sched.order, address, "grow 1 h2\n", 60, second) == []
+        job.event("post_grow")
+        reply = h2.call(sched.order, address, "shrink 1\n", 30)
+        assert len(reply) == 1 and reply[0].startswith("ERROR ") and h2.address in reply[0]
+        assert _order(cluster, sched, "h3", address, "shrink 1\n") == ["h2"]
+        job.event("post_shrink")
+        res = job.stop()
+        assert res.returncode == 0, res.stderr
+        leave_nothing(cluster)
+    finally:
+        sched.close()
+        with open(hosts_file, "w", encoding="ascii") as fh:
+            fh.write(original)
+        subprocess.run(["ip", "-n", h3.ns, "addr", "del", f"{second}/24", "dev", "eth0"],
+                       check=False)

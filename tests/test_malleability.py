@@ -33,7 +33,10 @@ def _event(prog, name):
 
 
 def test_orders_end_to_end(scheduler, tmp_path, program_factory):
-    env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2"])
+    # the scheduler runs on this machine, so by default any of its addresses may give orders;
+    # here only 127.0.0.1 may (a stranger elsewhere is refused by default: test_cluster.py)
+    env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2"],
+                   APGAS_ORDERS_FROM="127.0.0.1")
     prog = program_factory("malleable.py", 2, "spawn", env=env)
     ready = _event(prog, "ready")
     assert sorted(ready["pids"]) == ["0", "1"]
@@ -70,8 +73,9 @@ def test_orders_end_to_end(scheduler, tmp_path, program_factory):
     ]:
         reply = scheduler.order(job, payload, timeout=30)
         assert len(reply) == 1 and reply[0].startswith("ERROR ") and words in reply[0], reply
-    # only the scheduler's address may give orders
-    assert scheduler.order(job, "shrink 1\n", source="127.0.0.9") == []
+    # only the allowed addresses may give orders; a refusal says why
+    reply = scheduler.order(job, "shrink 1\n", source="127.0.0.9")
+    assert len(reply) == 1 and reply[0].startswith("ERROR ") and "127.0.0.9" in reply[0], reply
 
     # a wrong handler answer is refused, post_shrink hears of it, nothing is released
     prog.send("bad\n")
@@ -109,7 +113,7 @@ def test_orders_end_to_end(scheduler, tmp_path, program_factory):
     # after the end, the job no longer listens
     with pytest.raises(OSError):
         scheduler.order(job, "shrink 1\n", timeout=2)
-    assert "refused an order connection from 127.0.0.9" in result.stderr
+    assert "not from 127.0.0.9" in result.stderr
 
 
 def test_handler_misuse_is_refused_clearly():
@@ -233,3 +237,80 @@ def test_malleable_store_example_keeps_every_increment():
     assert lines[1].startswith("released [place(3)], 3 places left")
     made, found = lines[2].split(" increments made, ")
     assert found == f"{made} found on 3 places"
+
+
+def _bench_job(env):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "benchmarks.nqueens", "-n", "11", "--json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                          start_new_session=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def _notifications(scheduler):
+    time.sleep(0.3)
+    out = []
+    while not scheduler.notifications.empty():
+        out.append(scheduler.notifications.get()[1])
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_a_job_started_rigid_announces_nothing(scheduler, tmp_path):
+    """ELASTIC=rigid (the Java scheduler's word for a rigid job): no communicator, no order
+    port, no APGAS-Ready; the job computes as usual."""
+    env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2"], ELASTIC="rigid")
+    res, _ = _bench_job(env)
+    assert res["result"] == 2680 and res["correct"] and res["orders"] == []
+    assert _notifications(scheduler) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_job_whose_order_port_is_taken_computes_as_rigid(scheduler, tmp_path):
+    """The Java scheduler holds port 8081 of every address of its machine: the job cannot
+    listen for orders, so it computes on as a rigid job and tells the scheduler why."""
+    import socket
+
+    taken = socket.socket()
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken.bind(("127.0.1.1", scheduler.port))
+    taken.listen(1)
+    try:
+        env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2"])
+        res, err = _bench_job(env)
+    finally:
+        taken.close()
+    assert res["result"] == 2680 and res["correct"]
+    assert "computes on as a rigid job" in err
+    notes = _notifications(scheduler)
+    assert len(notes) == 1 and notes[0].startswith("APGAS-Rigid;cannot listen for orders on "
+                                                   "127.0.1.1 "), notes
+    assert notes[0].endswith(":127.0.1.1")
+
+
+@pytest.mark.timeout(120)
+def test_a_slow_shrink_is_refused_in_time(scheduler, tmp_path, program_factory):
+    """The Java scheduler waits 20 s per reply line: a shrink that takes longer than
+    APGAS_SHRINK_REPLY_TIMEOUT is answered ERROR in time; the places still go."""
+    env = _job_env(scheduler, tmp_path, ["127.0.1.1", "127.0.1.2"],
+                   APGAS_SHRINK_REPLY_TIMEOUT="1")
+    prog = program_factory("malleable.py", 2, "spawn", env=env)
+    _event(prog, "ready")
+    scheduler.wait_for("APGAS-Ready")
+    job = ("127.0.1.1", scheduler.port)
+    prog.send("slow\n")
+    _event(prog, "slow armed")
+    t0 = time.monotonic()
+    reply = scheduler.order(job, "shrink 1\n", timeout=10)
+    assert time.monotonic() - t0 < 2.5
+    assert len(reply) == 1 and reply[0].startswith("ERROR the shrink did not complete within 1 s")
+    assert _event(prog, "post_shrink")["removed"] == [1]
+    prog.send("stop\n")
+    result = prog.finish()
+    assert result.returncode == 0
+    assert "completed after the scheduler was told it failed" in result.stderr

@@ -56,7 +56,14 @@ def load_communicator_class(spec: str) -> type:
 
 
 def make_communicator() -> Any:
-    """A new communicator as configured, or ``None`` when none is configured."""
+    """A new communicator as configured, or ``None`` when none is configured.
+
+    A job the scheduler started as rigid (``ELASTIC=rigid``, as the Java ElasticJobScheduler
+    sets it) gets none: it announces nothing and takes no order port.
+    """
+    if os.environ.get("ELASTIC", "").strip().lower() == "rigid":
+        log.info("ELASTIC=rigid: the scheduler runs this job as rigid; no communicator")
+        return None
     spec = setting("COMMUNICATOR")
     if spec is None:
         if not os.environ.get("SCHEDULER_PORT"):

@@ -4,6 +4,7 @@ Defines a handler that records every call (releasing the highest places), keeps 
 on all places, prints JSON events as orders are carried out, and on stdin:
 
     bad   -> the next pre_shrink answers with place 0 (a wrong answer)
+    slow  -> the next pre_shrink takes 3 s
     stop  -> disable the handler, print the final report and end
 """
 
@@ -29,6 +30,7 @@ from apgaspy import (
 
 STOP = threading.Event()
 BAD = threading.Event()
+SLOW = threading.Event()
 
 
 def emit(**event):
@@ -48,6 +50,9 @@ class Recorder(MalleableHandler):
         if BAD.is_set():
             BAD.clear()
             return [here()] * n
+        if SLOW.is_set():
+            SLOW.clear()
+            time.sleep(3)
         return places()[-n:]
 
     def post_shrink(self, n, removed):
@@ -75,6 +80,9 @@ def read_stdin():
         if line.strip() == "bad":
             BAD.set()
             emit(event="bad armed")
+        elif line.strip() == "slow":
+            SLOW.set()
+            emit(event="slow armed")
         elif line.strip() == "stop":
             STOP.set()
             return
