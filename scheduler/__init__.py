@@ -9,8 +9,11 @@ Policy apart from mechanism (dask/distributed's ``adaptive_core.py``; STYLE.md h
   model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
   the same algorithm objects in simulated time.
 * ``python -m scheduler simulate``: the paper's evaluation from the command line.
+* The real mode around the same policies: :mod:`scheduler.nodes` (node pools),
+  :mod:`scheduler.server` (the scheduler on real processes), ``serve``/``submit``/``status``/
+  ``cancel``/``shutdown``/``demo`` on the command line.
 
-Nothing here starts a process or opens a socket; the clock is always given.
+The pure core starts no process and opens no socket; the clock is always given.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from .jobs import (
     parse_required_time,
 )
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
+from .nodes import JobLaunch, LocalNodes, NodePool, SshHosts
+from .server import Server, SubmissionError
 from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
 from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
 
@@ -57,20 +62,26 @@ __all__ = [
     "Grow",
     "InvalidDecisionError",
     "JobClass",
+    "JobLaunch",
     "JobRecord",
     "JobScriptError",
     "JobSpec",
+    "LocalNodes",
     "MalleableMinAgree",
+    "NodePool",
     "ResizeCostModel",
     "RunningJob",
     "RuntimeModel",
     "ScalingCurve",
+    "Server",
     "Shrink",
     "SimConfig",
     "SimResult",
     "SimulationError",
     "Simulator",
+    "SshHosts",
     "Start",
+    "SubmissionError",
     "View",
     "WaitingJob",
     "Workload",

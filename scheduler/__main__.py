@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import simulate_cli
+from . import client_cli, demo, serve_cli, simulate_cli
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -31,6 +31,16 @@ class Command:
 #: Subcommands by name, in the order ``--help`` lists them.
 COMMANDS: dict[str, Command] = {
     "simulate": Command(simulate_cli.HELP, simulate_cli.add_arguments, simulate_cli.run),
+    "serve": Command(serve_cli.HELP, serve_cli.add_arguments, serve_cli.run),
+    "submit": Command(client_cli.SUBMIT_HELP, client_cli.add_submit_arguments,
+                      client_cli.run_submit),
+    "status": Command(client_cli.STATUS_HELP, client_cli.add_status_arguments,
+                      client_cli.run_status),
+    "cancel": Command(client_cli.CANCEL_HELP, client_cli.add_cancel_arguments,
+                      client_cli.run_cancel),
+    "shutdown": Command(client_cli.SHUTDOWN_HELP, client_cli.add_shutdown_arguments,
+                        client_cli.run_shutdown),
+    "demo": Command(demo.HELP, demo.add_arguments, demo.run),
 }
 
 

@@ -1,0 +1,223 @@
+"""``python -m scheduler submit|status|cancel|shutdown``: talk to a running ``serve``.
+
+::
+
+    python -m scheduler submit job.sh [more.sh …]    # job scripts (#NODES, #MIN_NODES …)
+    python -m scheduler submit - < job.sh             # a script on stdin
+    python -m scheduler submit --batch jobs.json      # a batch file (JSON or CSV)
+    python -m scheduler status [--json]
+    python -m scheduler cancel 3
+    python -m scheduler shutdown
+
+Each finds the server through ``--control`` (else ``$APGAS_SCHEDULER_CONTROL``, else
+``<tmp>/apgaspy-scheduler-<uid>.sock``).  Exit status: 0 when done, 1 when the scheduler
+refuses (unknown job id, a script that does not parse, a job that can never fit) or cannot
+be reached, 2 for a usage error.  The server keeps running in every case but ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .control import ControlError, control_path, request
+
+__all__ = [
+    "CANCEL_HELP",
+    "SHUTDOWN_HELP",
+    "STATUS_HELP",
+    "SUBMIT_HELP",
+    "add_cancel_arguments",
+    "add_shutdown_arguments",
+    "add_status_arguments",
+    "add_submit_arguments",
+    "format_status",
+    "run_cancel",
+    "run_shutdown",
+    "run_status",
+    "run_submit",
+]
+
+SUBMIT_HELP = "submit job scripts or a batch file to a running scheduler"
+STATUS_HELP = "show the nodes, jobs and allotments of a running scheduler"
+CANCEL_HELP = "cancel a job of a running scheduler (ends it if it runs)"
+SHUTDOWN_HELP = "end every job and stop a running scheduler"
+
+
+def _control(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--control", default=None,
+                   help="the scheduler's control socket (default $APGAS_SCHEDULER_CONTROL, "
+                        "else <tmp>/apgaspy-scheduler-<uid>.sock)")
+
+
+def _error(exc: Exception) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 1
+
+
+# ------------------------------------------------------------------------------ submit
+
+
+def _delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def add_submit_arguments(p: argparse.ArgumentParser) -> None:
+    """``submit``'s options."""
+    p.add_argument("scripts", nargs="*", metavar="SCRIPT",
+                   help="job scripts ('-': read one from stdin)")
+    p.add_argument("--batch", type=Path, default=None,
+                   help="a batch file (JSON or CSV, jobs with submit_s offsets)")
+    p.add_argument("--delay", type=_delay, default=0.0,
+                   help="queue the scripts this many seconds from now (default 0)")
+    p.add_argument("--name", default=None, help="job name of a script read from stdin")
+    p.add_argument("--json", action="store_true", help="print the replies as JSON")
+    _control(p)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    """Submit; print one line a job; return 1 if anything was refused."""
+    if not args.scripts and args.batch is None:
+        print("error: give job scripts, '-' (stdin) or --batch FILE", file=sys.stderr)
+        return 2
+    path = control_path(args.control)
+    requests: list[dict[str, Any]] = []
+    for script in args.scripts:
+        if script == "-":
+            requests.append({"op": "submit", "text": sys.stdin.read(), "name": args.name,
+                             "delay_s": args.delay})
+        else:
+            requests.append({"op": "submit", "script": str(Path(script).resolve()),
+                             "delay_s": args.delay})
+    if args.batch is not None:
+        requests.append({"op": "submit", "batch": str(args.batch.resolve())})
+    status = 0
+    replies = []
+    for req in requests:
+        what = req.get("script") or req.get("batch") or "<stdin>"
+        try:
+            reply = request(path, req)
+        except ControlError as exc:
+            print(f"error: {exc}" if str(what) in str(exc) else f"error: {what}: {exc}",
+                  file=sys.stderr)
+            replies.append({"ok": False, "error": str(exc), "what": what})
+            status = 1
+            continue
+        replies.append(reply)
+        for job_id in reply["jobs"]:
+            if not args.json:
+                print(f"submitted job {job_id} ({what})")
+        for name, reason in reply.get("refused", []):
+            print(f"error: {what}: job {name!r} {reason}", file=sys.stderr)
+            status = 1
+    if args.json:
+        print(json.dumps(replies))
+    return status
+
+
+# ------------------------------------------------------------------------------ status
+
+
+def add_status_arguments(p: argparse.ArgumentParser) -> None:
+    """``status``'s options."""
+    p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+    _control(p)
+
+
+def _seconds(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """The status as a readable table: the nodes and their jobs, then the jobs."""
+    names = {j["id"]: j["name"] for j in st["jobs"]}
+    lines = [f"{st['algorithm']} scheduler, {len(st['nodes'])} nodes ({st['free']} free), "
+             f"up {st['now_s']:.1f} s, notifications on {st['listen']}:{st['port']}",
+             "", f"{'NODE':<18}JOB"]
+    for node in st["nodes"]:
+        job = node["job"]
+        lines.append(f"{node['name']:<18}" + ("-" if job is None else f"{job} {names[job]}"))
+    lines += ["", f"{'ID':>4}  {'NAME':<16}{'CLASS':<10}{'RANGE':<7}{'STATE':<10}{'NODES':>5}  "
+                  f"{'SUBMIT_S':>8}{'START_S':>9}{'RUN_S':>8}  {'ORDERS':<8}NODE LIST"]
+    for j in st["jobs"]:
+        rng = f"{j['min_nodes']}-{j['max_nodes']}" if j["min_nodes"] != j["max_nodes"] \
+            else str(j["min_nodes"])
+        orders = f"-{j['shrinks']}/+{j['grows']}" + ("*" if j["order_in_flight"] else "")
+        lines.append(
+            f"{j['id']:>4}  {j['name'][:15]:<16}{j['class']:<10}{rng:<7}{j['state']:<10}"
+            f"{len(j['nodes']):>5}  {j['submit_s']:>8.1f}{_seconds(j['start_s']):>9}"
+            f"{_seconds(j['run_s']):>8}  {orders:<8}"
+            f"{','.join(j['nodes'])}")
+    if not st["jobs"]:
+        lines.append("   (no jobs)")
+    for name, reason in st.get("refused", []):
+        lines.append(f"refused: {name}: {reason}")
+    return "\n".join(lines)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print the status (table or JSON)."""
+    try:
+        st = request(control_path(args.control), {"op": "status"})
+    except ControlError as exc:
+        return _error(exc)
+    st.pop("ok", None)
+    print(json.dumps(st, indent=1) if args.json else format_status(st))
+    return 0
+
+
+# ------------------------------------------------------------------------------ cancel
+
+
+def _job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a job id is a number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"job ids start at 1, got {value}")
+    return value
+
+
+def add_cancel_arguments(p: argparse.ArgumentParser) -> None:
+    """``cancel``'s options."""
+    p.add_argument("job", type=_job_id, help="the job id (from submit or status)")
+    _control(p)
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    """Cancel one job."""
+    try:
+        reply = request(control_path(args.control), {"op": "cancel", "job": args.job})
+    except ControlError as exc:
+        return _error(exc)
+    print(f"cancelled job {reply['job']} (was {reply['was']})")
+    return 0
+
+
+# ------------------------------------------------------------------------------ shutdown
+
+
+def add_shutdown_arguments(p: argparse.ArgumentParser) -> None:
+    """``shutdown``'s options."""
+    _control(p)
+
+
+def run_shutdown(args: argparse.Namespace) -> int:
+    """Stop the scheduler; returns once its jobs have ended."""
+    try:
+        reply = request(control_path(args.control), {"op": "shutdown"}, timeout_s=120)
+    except ControlError as exc:
+        return _error(exc)
+    ended = reply.get("ended", [])
+    print("scheduler stopped" + (f"; ended jobs {ended}" if ended else ""))
+    return 0

@@ -1,0 +1,273 @@
+"""``python -m scheduler demo``: a real batch of benchmark jobs on 4 logical nodes.
+
+The embedded default: :data:`DEMO_BATCH`, 9 jobs of the repository's benchmarks (UTS,
+N-Queens, BC, Pi), rigid and malleable (node ranges 1-4), submitted over the first minute,
+run by the real scheduler (:class:`~scheduler.server.Server`) with the Malleable algorithm on
+logical nodes 127.0.1.1 … 127.0.1.4 of this machine.  The mix makes the algorithm grow the
+first malleable job onto idle nodes, then shrink it to start rigid jobs that arrive later.
+Sized for a 2-core machine: each job runs 10-60 s, the batch about 2-4 minutes.
+
+The per-job order cool-down is 10 s (``--cooldown``; the Java scheduler's 60 s is longer
+than most of these jobs).  Each benchmark prints one JSON object (``--json``): its answer,
+whether it is correct, and the orders it carried out.
+
+Prints progress to stderr, then a table of the jobs and the metrics (makespan, utilisation,
+mean wait, mean turnaround: the simulator's definitions, :mod:`scheduler.metrics`), and
+writes to ``--out`` the event log, the jobs' output, a Gantt chart of the nodes and the
+utilisation curve (:mod:`scheduler.plots`).  ``--json`` prints one JSON object instead of
+the table.  Exit status 0 when every job ended with the correct answer and no process is
+left, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .algorithms import make
+from .jobs import BatchEntry, JobClass, JobSpec
+from .nodes import LocalNodes
+from .serve_cli import format_event
+from .server import Server
+
+__all__ = ["DEMO_BATCH", "HELP", "DemoJob", "add_arguments", "demo_entries", "job_report",
+           "run"]
+
+HELP = "run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm)"
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    """One job of the demo batch: submission time (s), command, class and node range."""
+
+    submit_s: float
+    name: str
+    command: str
+    job_class: str
+    min_nodes: int
+    max_nodes: int
+    required_time_s: float = 180.0
+
+
+#: The demo batch (SPEC §6's command lines: -n is the problem size, -d UTS's depth).
+DEMO_BATCH: tuple[DemoJob, ...] = (
+    DemoJob(0, "uts-d13", "python -m benchmarks.uts -d 13", "malleable", 1, 4),
+    DemoJob(8, "nqueens-16", "python -m benchmarks.nqueens -n 16", "rigid", 1, 1),
+    DemoJob(15, "pi-6e9", "python -m benchmarks.pi -n 6e9", "malleable", 1, 4),
+    DemoJob(22, "bc-13", "python -m benchmarks.bc -n 13 --verify", "rigid", 2, 2),
+    DemoJob(30, "uts-d13r", "python -m benchmarks.uts -d 13", "rigid", 2, 2),
+    DemoJob(38, "nqueens-16m", "python -m benchmarks.nqueens -n 16", "malleable", 1, 4),
+    DemoJob(45, "pi-6e9r", "python -m benchmarks.pi -n 6e9", "rigid", 3, 3),
+    DemoJob(52, "bc-14", "python -m benchmarks.bc -n 14 --verify", "malleable", 2, 4),
+    DemoJob(60, "uts-d13r1", "python -m benchmarks.uts -d 13", "rigid", 1, 1),
+)
+
+
+def demo_entries(batch: tuple[DemoJob, ...] = DEMO_BATCH) -> list[BatchEntry]:
+    """The batch as scheduler entries (each command with ``--json`` added)."""
+    out = []
+    for job in batch:
+        argv = (*shlex.split(job.command), "--json")
+        program = argv[2].rsplit(".", 1)[-1]
+        if job.job_class == "rigid":
+            spec = JobSpec(name=job.name, job_class=JobClass.RIGID, nodes=job.min_nodes,
+                           required_time_s=job.required_time_s, command=argv, program=program,
+                           size=argv[4])
+        else:
+            spec = JobSpec(name=job.name, job_class=JobClass.parse(job.job_class),
+                           min_nodes=job.min_nodes,
+                           max_nodes=job.max_nodes, required_time_s=job.required_time_s,
+                           command=argv, program=program, size=argv[4])
+        out.append(BatchEntry(spec, float(job.submit_s)))
+    return out
+
+
+def job_report(info: dict[str, Any]) -> dict[str, Any]:
+    """One job's line of the report: the scheduler's view plus what the job printed."""
+    printed: dict[str, Any] = {}
+    if info.get("stdout"):
+        try:
+            text = Path(info["stdout"]).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and "benchmark" in obj:
+                    printed = obj
+    return {
+        "id": info["id"],
+        "name": info["name"],
+        "class": info["class"],
+        "range": [info["min_nodes"], info["max_nodes"]],
+        "state": info["state"],
+        "returncode": info["returncode"],
+        "submit_s": info["submit_s"],
+        "start_s": info["start_s"],
+        "end_s": info["end_s"],
+        "run_s": info["run_s"],
+        "shrinks": info["shrinks"],
+        "grows": info["grows"],
+        "scheduler_orders": info["orders"],
+        "job_orders": printed.get("orders"),
+        "places_at_start": printed.get("places"),
+        "places_at_end": printed.get("places_at_end"),
+        "result": printed.get("result") if not isinstance(printed.get("result"), list)
+        else f"{len(printed['result'])} values",
+        "correct": printed.get("correct"),
+        "command": shlex.join(info["command"]),
+    }
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``demo``'s options."""
+    p.add_argument("--nodes", type=int, default=4, help="logical nodes (default 4)")
+    p.add_argument("--port", type=int, default=8081,
+                   help="SCHEDULER_PORT (default 8081; 0: a free one)")
+    p.add_argument("--cooldown", type=float, default=10.0,
+                   help="seconds between two orders to one job (default 10)")
+    p.add_argument("--interval", type=float, default=5.0,
+                   help="seconds between algorithm runs (default 5)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="directory for the log, job output and charts (default: a new "
+                        "temporary directory)")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="give up (and end every job) after this many seconds (default 600)")
+    p.add_argument("--no-plots", action="store_true", help="write no charts")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
+def _table(jobs: list[dict[str, Any]]) -> str:
+    head = (f"{'ID':>3} {'NAME':<12}{'CLASS':<10}{'RANGE':<6}{'SUBMIT':>7}{'START':>7}"
+            f"{'END':>7}{'WAIT':>6}{'RUN':>6}  {'SHRINK':>6}{'GROW':>5}  {'PLACES':<7}"
+            f"{'CORRECT':<8}ORDERS (seen by the job)")
+    lines = [head]
+    for j in jobs:
+        def f(x: Any) -> str:
+            return "-" if x is None else f"{x:.1f}"
+        wait = None if j["start_s"] is None else j["start_s"] - j["submit_s"]
+        places = f"{j['places_at_start']}->{j['places_at_end']}" \
+            if j["places_at_start"] is not None else "-"
+        rng = f"{j['range'][0]}-{j['range'][1]}"
+        lines.append(
+            f"{j['id']:>3} {j['name'][:11]:<12}{j['class']:<10}{rng:<6}{f(j['submit_s']):>7}"
+            f"{f(j['start_s']):>7}{f(j['end_s']):>7}{f(wait):>6}{f(j['run_s']):>6}  "
+            f"{j['shrinks']:>6}{j['grows']:>5}  {places:<7}{str(j['correct']):<8}"
+            f"{json.dumps(j['job_orders'])}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo batch; print the report; 0 when every job was correct, else 1."""
+    started = time.monotonic()
+    out = (args.out or Path(tempfile.mkdtemp(prefix="apgaspy-demo-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    entries = demo_entries()
+    bar = None
+    if not args.quiet and sys.stderr.isatty():
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(entries), desc="jobs done", unit="job", file=sys.stderr)
+        except ImportError:
+            bar = None
+
+    def show(ev: dict[str, Any]) -> None:
+        if args.quiet:
+            return
+        line = format_event(ev)
+        if line:
+            if bar is not None:
+                bar.write(line, file=sys.stderr)
+            else:
+                print(line, file=sys.stderr, flush=True)
+        if bar is not None and ev.get("event") == "end":
+            bar.update(1)
+
+    server = Server(LocalNodes(args.nodes), make("malleable", cooldown_s=args.cooldown),
+                    port=args.port, run_dir=out / "run", log_path=out / "events.jsonl",
+                    interval_s=args.interval, job_env={"APGAS_START_TIMEOUT": "60"},
+                    on_event=show)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"error: {exc} (another scheduler? try --port 0)", file=sys.stderr)
+        return 1
+    timed_out = False
+    try:
+        server.submit_batch(entries)
+        deadline = time.monotonic() + args.timeout
+        while not server.all_done():
+            if time.monotonic() > deadline:
+                timed_out = True
+                print(f"error: the batch did not end within {args.timeout:g} s; ending it",
+                      file=sys.stderr)
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("interrupted: ending every job", file=sys.stderr)
+        timed_out = True
+    finally:
+        server.shutdown()
+        if bar is not None:
+            bar.close()
+    left = server.leftover_pids()
+    status = server.status()
+    jobs = [job_report(j) for j in status["jobs"]]
+    result = server.result()
+    plots: list[str] = []
+    if not args.no_plots:
+        try:
+            from . import plots as charts
+
+            plots.append(str(charts.gantt(
+                result, out / "gantt.png",
+                title=f"real run, {args.nodes} logical nodes, malleable: makespan "
+                      f"{result.makespan_s:.0f} s, utilisation {result.utilisation:.1%}")))
+            plots.append(str(charts.usage({"malleable (real)": result}, out / "utilisation.png",
+                                          total_nodes=args.nodes,
+                                          title="busy nodes over time (real run)")))
+        except RuntimeError as exc:
+            print(f"no charts: {exc}", file=sys.stderr)
+    report = {
+        "jobs": jobs,
+        "makespan_s": round(result.makespan_s, 3),
+        "utilisation": round(result.utilisation, 4),
+        "mean_wait_s": round(result.mean_wait_s, 3),
+        "mean_turnaround_s": round(result.mean_turnaround_s, 3),
+        "shrinks": sum(j["shrinks"] for j in jobs),
+        "grows": sum(j["grows"] for j in jobs),
+        "nodes": args.nodes,
+        "cooldown_s": args.cooldown,
+        "elapsed_s": round(time.monotonic() - started, 3),
+        "processes_left": left,
+        "out": str(out),
+        "log": str(out / "events.jsonl"),
+        "plots": plots,
+    }
+    ok = (not timed_out and not left and all(j["correct"] is True for j in jobs)
+          and all(j["state"] == "done" for j in jobs))
+    report["ok"] = ok
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(_table(jobs))
+        print(f"\nmakespan {result.makespan_s:.1f} s, utilisation {result.utilisation:.1%}, "
+              f"mean wait {result.mean_wait_s:.1f} s, mean turnaround "
+              f"{result.mean_turnaround_s:.1f} s; {report['shrinks']} shrinks, "
+              f"{report['grows']} grows; {report['elapsed_s']:.0f} s in all")
+        print(f"processes left: {left or 'none'}")
+        print(f"log, output and charts in {out}")
+    return 0 if ok else 1

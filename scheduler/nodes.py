@@ -1,0 +1,211 @@
+"""Node pools: the nodes a real scheduler hands out, and how a job is started on them.
+
+A node pool is the mechanism's knowledge of the machine; the policy only sees node names.
+The interface (:class:`NodePool`) is small on purpose, so that a Slurm allocation can be a
+third kind later:
+
+* ``names()``: the node names, in the order they are shown (the algorithms sort them again).
+* ``scheduler_address()``: the address the scheduler listens on for notifications, also
+  given to jobs as ``SCHEDULER_IP`` (SPEC §2).
+* ``address(name)``: the address of a node, where a job whose first node it is listens for
+  orders and from which its notifications come (``<message>:<job address>``).
+* ``launch(job, nodes, env)``: start the job on its first node; returns the local
+  ``subprocess.Popen`` (its own session, output to the job's files).
+
+Two kinds:
+
+* :class:`LocalNodes`: N logical nodes of this machine, named by the loopback addresses
+  127.0.1.1 … 127.0.1.N; jobs start here, and apgaspy starts the places of local hosts on
+  this machine (SPEC §2).  The scheduler listens on 127.0.0.1 only.
+* :class:`SshHosts`: real hosts reached by ssh; a job is started on its first host with
+  ``<ssh> -t -t <host> cd <dir> && exec env VAR=… <command>`` (the Java scheduler's
+  ``ssh -t -t <host> VAR=… <script>``; the ``cd`` puts the job in the scheduler's working
+  directory, as on a shared file system).  Every host needs the same Python environment at
+  the same path and the run directory on a shared file system.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+__all__ = ["JobLaunch", "LocalNodes", "NodePool", "SshHosts", "python_bin_dir"]
+
+#: Largest number of logical nodes (127.0.1.1 … 127.0.1.254).
+MAX_LOCAL_NODES = 254
+
+
+def python_bin_dir() -> str:
+    """The directory of this Python (the venv's ``bin``): put first on a job's ``PATH`` so
+    that ``python`` and ``mpiexec`` in a job's command are the scheduler's own."""
+    return str(Path(sys.executable).parent)
+
+
+@dataclass(frozen=True)
+class JobLaunch:
+    """How to start one job.
+
+    Attributes:
+        job_id: the scheduler's numeric id (``JOBNAME``).
+        argv: the command line (``argv[0]`` is looked up on ``PATH``).
+        cwd: the working directory (absolute).
+        stdout, stderr: files that receive the job's output (created or truncated).
+    """
+
+    job_id: int
+    argv: tuple[str, ...]
+    cwd: str
+    stdout: Path
+    stderr: Path
+
+
+@runtime_checkable
+class NodePool(Protocol):
+    """Where jobs run (module docstring)."""
+
+    def names(self) -> tuple[str, ...]:
+        """The node names."""
+        ...
+
+    def scheduler_address(self) -> str:
+        """The address the scheduler listens on and gives jobs as ``SCHEDULER_IP``."""
+        ...
+
+    def address(self, name: str) -> str:
+        """The address of node ``name`` (where a job whose first node it is takes orders).
+
+        Raises ``OSError`` when the name does not resolve.
+        """
+        ...
+
+    def launch(self, job: JobLaunch, nodes: Sequence[str],
+               env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        """Start ``job`` on ``nodes[0]`` with ``env`` added to its environment.
+
+        Raises ``OSError`` when the command cannot be started.
+        """
+        ...
+
+
+def _popen(argv: Sequence[str], job: JobLaunch, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    with open(job.stdout, "wb") as out, open(job.stderr, "wb") as err:
+        return subprocess.Popen(list(argv), cwd=job.cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=err, start_new_session=True)
+
+
+class LocalNodes:
+    """``n`` logical nodes of this machine: 127.0.1.1 … 127.0.1.n (1 ≤ n ≤ 254).
+
+    Jobs are started here, with this process's environment plus the job's variables, and
+    this Python's ``bin`` directory first on ``PATH``.
+
+    Raises:
+        ValueError: ``n`` outside 1-254.
+    """
+
+    def __init__(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LOCAL_NODES:
+            raise ValueError(f"LocalNodes: 1 to {MAX_LOCAL_NODES} logical nodes, got {n!r}")
+        self._names = tuple(f"127.0.1.{k}" for k in range(1, n + 1))
+
+    def __repr__(self) -> str:
+        return f"LocalNodes({len(self._names)})"
+
+    def names(self) -> tuple[str, ...]:
+        """127.0.1.1 … 127.0.1.n."""
+        return self._names
+
+    def scheduler_address(self) -> str:
+        """127.0.0.1: one loopback address, none of the nodes' (SPEC §2)."""
+        return "127.0.0.1"
+
+    def address(self, name: str) -> str:
+        """The name itself (the names are addresses)."""
+        return name
+
+    def launch(self, job: JobLaunch, nodes: Sequence[str],
+               env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        """Start ``job.argv`` here, in its own session (see :class:`NodePool`)."""
+        full = dict(os.environ)
+        full.update(env)
+        full["PATH"] = f"{python_bin_dir()}{os.pathsep}{full.get('PATH', '')}"
+        return _popen(job.argv, job, full)
+
+
+class SshHosts:
+    """Real hosts reached by ssh.
+
+    Args:
+        hosts: the host names (as the jobs will be given them in ``NODE_FILE``).
+        ssh: the ssh command (a path, or a command line such as ``"ssh -p 2222"``).
+        listen: the scheduler's address (``SCHEDULER_IP``); default: the address this machine
+            uses to reach the first host.
+        tty: start jobs with ``-t -t`` as the Java scheduler does (the job then gets SIGHUP
+            when the connection ends, so ending the local ssh ends the job).
+
+    Only the job's own variables (and ``PATH`` with this Python's directory first) are passed:
+    ssh does not forward the scheduler's environment.
+
+    Raises:
+        ValueError: no hosts, or a host named twice.
+    """
+
+    def __init__(self, hosts: Sequence[str], ssh: str = "ssh", *, listen: str | None = None,
+                 tty: bool = True) -> None:
+        hosts = tuple(h.strip() for h in hosts if h.strip())
+        if not hosts:
+            raise ValueError("SshHosts: give at least one host")
+        if len(set(hosts)) != len(hosts):
+            raise ValueError(f"SshHosts: a host is named twice in {list(hosts)}")
+        self._names = hosts
+        self.ssh = tuple(shlex.split(ssh)) or ("ssh",)
+        self.listen = listen
+        self.tty = tty
+
+    def __repr__(self) -> str:
+        return f"SshHosts({list(self._names)!r}, ssh={' '.join(self.ssh)!r})"
+
+    def names(self) -> tuple[str, ...]:
+        """The hosts as given."""
+        return self._names
+
+    def scheduler_address(self) -> str:
+        """``listen``, else the source address of a route to the first host.
+
+        Raises ``OSError`` when the first host does not resolve.
+        """
+        if self.listen:
+            return self.listen
+        target = self.address(self._names[0])
+        family = socket.AF_INET6 if ipaddress.ip_address(target).version == 6 else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((target, 9))  # UDP: no packet is sent, the kernel picks a route
+            return str(s.getsockname()[0])
+
+    def address(self, name: str) -> str:
+        """The host's resolved address (``socket.gethostbyname``).
+
+        Raises ``OSError`` (``socket.gaierror``) when it does not resolve.
+        """
+        return socket.gethostbyname(name)
+
+    def command(self, job: JobLaunch, host: str, env: Mapping[str, str]) -> list[str]:
+        """The local command line that starts ``job`` on ``host``."""
+        assigns = [shlex.quote(f"{k}={v}") for k, v in env.items() if k != "PATH"]
+        path = shlex.quote(f"PATH={python_bin_dir()}{os.pathsep}") + '"$PATH"'
+        remote = (f"cd {shlex.quote(job.cwd)} && exec env {path} {' '.join(assigns)} "
+                  + " ".join(shlex.quote(a) for a in job.argv))
+        return [*self.ssh, *(["-t", "-t"] if self.tty else []), host, remote]
+
+    def launch(self, job: JobLaunch, nodes: Sequence[str],
+               env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        """Start ``job`` on ``nodes[0]`` through ssh (see :class:`NodePool`)."""
+        return _popen(self.command(job, nodes[0], env), job, os.environ)

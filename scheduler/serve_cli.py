@@ -1,0 +1,222 @@
+"""``python -m scheduler serve``: run the real scheduler in the foreground.
+
+::
+
+    python -m scheduler serve [--nodes 4 | --hosts h1,h2 [--ssh PATH]]
+                              [--algorithm malleable] [--port 8081] [--listen ADDR]
+                              [--control PATH] [--log FILE] [--run-dir DIR]
+                              [--interval 5] [--cooldown 60] [--grace 5] [--env KEY=VALUE]…
+
+Logical nodes (``--nodes N``, the default with 4) are 127.0.1.1 … 127.0.1.N on this machine
+and the scheduler listens on 127.0.0.1; hosts (``--hosts``) are reached by ssh and the
+scheduler listens on ``--listen`` (default: the address that routes to the first host).
+Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
+``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
+running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from .algorithms import make, registry
+from .control import control_path
+from .nodes import LocalNodes, NodePool, SshHosts
+from .server import DEFAULT_PORT, Server
+
+__all__ = ["HELP", "add_arguments", "format_event", "make_nodes", "run"]
+
+HELP = "run the scheduler on logical nodes or ssh hosts (real jobs)"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535 (0: any free), got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def _hosts(text: str) -> list[str]:
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    if not hosts:
+        raise argparse.ArgumentTypeError(f"expected comma-separated host names, got {text!r}")
+    if len(set(hosts)) != len(hosts):
+        raise argparse.ArgumentTypeError(f"a host is named twice in {text!r}")
+    return hosts
+
+
+def _env(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or not key.replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``serve``'s options to ``p``."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--nodes", type=_positive_int, default=None,
+                       help="logical nodes 127.0.1.1 ... 127.0.1.N on this machine (default 4)")
+    where.add_argument("--hosts", type=_hosts, default=None,
+                       help="comma-separated hosts reached by ssh (h1,h2,...)")
+    p.add_argument("--ssh", default="ssh",
+                   help="ssh command for --hosts (default ssh; jobs start with -t -t)")
+    p.add_argument("--no-tty", action="store_true", help="start ssh jobs without -t -t")
+    p.add_argument("--algorithm", choices=sorted(registry), default="malleable",
+                   help="scheduling algorithm (default malleable)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+                   help=f"SCHEDULER_PORT: notifications here, orders to jobs "
+                        f"(default {DEFAULT_PORT}; 0: a free one)")
+    p.add_argument("--listen", default=None,
+                   help="address to listen on and give jobs as SCHEDULER_IP (default "
+                        "127.0.0.1 for logical nodes, else the address routing to the "
+                        "first host)")
+    p.add_argument("--control", default=None,
+                   help="control socket (default $APGAS_SCHEDULER_CONTROL, else "
+                        "<tmp>/apgaspy-scheduler-<uid>.sock)")
+    p.add_argument("--log", type=Path, default=None, help="JSON-lines event log (appended)")
+    p.add_argument("--run-dir", type=Path, default=None,
+                   help="node files and job output (default: a new temporary directory)")
+    p.add_argument("--interval", type=_positive_seconds, default=5.0,
+                   help="seconds between algorithm runs (default 5; also on every event)")
+    p.add_argument("--cooldown", type=_seconds, default=60.0,
+                   help="seconds between two orders to one job (default 60, as Java)")
+    p.add_argument("--grace", type=_seconds, default=5.0,
+                   help="seconds from SIGTERM to SIGKILL when ending a job (default 5)")
+    p.add_argument("--env", type=_env, action="append", default=[], metavar="KEY=VALUE",
+                   help="extra environment variable for every job (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="print no events to stderr")
+
+
+def make_nodes(args: argparse.Namespace) -> NodePool:
+    """The node pool the options describe."""
+    if args.hosts:
+        return SshHosts(args.hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty)
+    return LocalNodes(args.nodes or 4)
+
+
+def format_event(ev: dict[str, Any]) -> str | None:
+    """One readable line for an event of the log, or None for events not worth a line."""
+    t, job, kind = ev.get("t", 0.0), ev.get("job"), ev.get("event")
+    head = f"[{t:8.2f}s]" + (f" job {job}" if job is not None else "")
+    if kind == "server_start":
+        return (f"{head} {ev['algorithm']} scheduler on {len(ev['nodes'])} nodes, "
+                f"notifications on {ev['listen']}:{ev['port']}, run dir {ev['run_dir']}")
+    if kind == "queue":
+        return f"{head} queued: {ev['name']} ({ev['class']} {ev['min_nodes']}-{ev['max_nodes']})"
+    if kind == "submit":
+        return f"{head} submitted: {ev['name']}, queued at {ev['due_s']:.1f} s"
+    if kind == "refuse":
+        return f"{head} refused {ev['name']}: {ev['reason']}"
+    if kind == "start":
+        return f"{head} started on {','.join(ev['nodes'])} (pid {ev['pid']}): {ev['command']}"
+    if kind == "start_failed":
+        return f"{head} could not start: {ev['error']}"
+    if kind == "ready":
+        return f"{head} ready for orders ({ev['after_s']:.2f} s after start)"
+    if kind == "shrink_order":
+        return f"{head} shrink {ev['count']} (holds {len(ev['nodes'])})"
+    if kind == "shrink_done":
+        return f"{head} shrunk: released {','.join(ev['released'])} in {ev['seconds']:.2f} s"
+    if kind == "grow_order":
+        return f"{head} grow onto {','.join(ev['added'])}"
+    if kind == "grow_done":
+        return f"{head} grown to {len(ev['nodes'])} nodes in {ev['seconds']:.2f} s"
+    if kind in ("shrink_failed", "grow_failed", "algorithm_error", "invalid_decision",
+                "shrink_unknown_node"):
+        return f"{head} {kind.replace('_', ' ')}: {ev.get('error')}"
+    if kind == "rigid":
+        return f"{head} runs on as rigid: {ev['line']}"
+    if kind == "overrun":
+        return f"{head} overran its required time ({ev['required_time_s']:g} s): ending it"
+    if kind == "cancel":
+        return f"{head} cancelled ({ev['state']})"
+    if kind == "end":
+        return (f"{head} ended: {ev['state']} (exit {ev['returncode']}) after "
+                f"{ev['run_s']:.1f} s, {ev['shrinks']} shrinks, {ev['grows']} grows")
+    if kind in ("sigkill", "leftover_killed"):
+        return f"{head} SIGKILL to {ev['pids']}"
+    if kind == "shutdown":
+        return f"{head} shutting down, ending jobs {ev['ending']}"
+    if kind == "stopped":
+        return f"{head} stopped" + (f"; processes left: {ev['left']}" if ev["left"] else "")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until shut down; returns 0, or 1 when the server cannot start."""
+    try:
+        nodes = make_nodes(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="apgaspy-scheduler-"))
+
+    def show(ev: dict[str, Any]) -> None:
+        line = format_event(ev)
+        if line:
+            print(line, file=sys.stderr, flush=True)
+
+    try:
+        server = Server(
+            nodes, make(args.algorithm, cooldown_s=args.cooldown), port=args.port,
+            listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
+            grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
+        )
+        server.start()
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        path = server.serve_control(control_path(args.control))
+    except OSError as exc:
+        print(f"error: control socket: {exc}", file=sys.stderr)
+        server.shutdown()
+        return 1
+    if not args.quiet:
+        print(f"control socket {path}", file=sys.stderr, flush=True)
+
+    def stop(signum: int, _frame: Any) -> None:
+        threading.Thread(target=server.shutdown, name="scheduler-signal-stop").start()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    while not server.wait(0.5):
+        pass
+    return 0

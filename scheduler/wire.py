@@ -1,0 +1,254 @@
+"""The scheduler's side of the wire protocol (SPEC §2, §6), as the Java ElasticJobScheduler
+speaks it: orders to jobs, notifications from jobs.
+
+::
+
+    scheduler                                         job (place 0)
+    ---------                                         -------------
+    send_shrink ── connect <job address>:PORT ──────► "shrink n\\n"
+                ◄── n lines, 20 s each at most ─────── released host names (or "ERROR ...")
+    send_grow   ── connect <job address>:PORT ──────► "grow n h1 … hn \\n", half-close
+                ◄── EOF when the grow is done ──────── (or "ERROR ..." first: refused)
+    NotificationListener ◄── connect SCHEDULER_IP:PORT ── "<message>:<job address>\\n"
+
+Order connections are made from the scheduler's own address (``source``), so that a job
+that accepts orders from ``SCHEDULER_IP`` only (apgaspy's default) accepts them.
+
+A grow differs from the Java scheduler in one respect: Java closes the connection right
+after the line; here the sending side is half-closed and the reply is read until the job
+closes, so that apgaspy's refusal (``ERROR <reason>``, a grow onto a host that cannot run a
+place) gives the nodes back to the pool instead of leaving them to a job that never uses
+them.  A Java job closes at once, which reads as success, as in Java.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+__all__ = [
+    "ERROR_PREFIX",
+    "SHRINK_LINE_TIMEOUT_S",
+    "NotificationListener",
+    "OrderFailedError",
+    "format_grow",
+    "format_shrink",
+    "parse_notification",
+    "send_grow",
+    "send_shrink",
+    "split_timing",
+]
+
+#: Seconds to wait for each reply line of a shrink (the Java scheduler's 20 s).
+SHRINK_LINE_TIMEOUT_S = 20.0
+#: A reply line that refuses an order (an apgaspy extension; host names have no spaces).
+ERROR_PREFIX = "ERROR"
+_MAX_REPLY_BYTES = 1 << 20
+
+
+class OrderFailedError(RuntimeError):
+    """An order to a job failed.
+
+    Raised by :func:`send_shrink` and :func:`send_grow` when the job cannot be reached, a
+    reply line does not come in time, the connection ends early, or the job refuses the
+    order (``ERROR …``).  ``refused`` is True in the last case (the job is reachable).
+    """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+def format_shrink(n: int) -> str:
+    """The shrink order line: ``shrink <n>\\n``."""
+    return f"shrink {n}\n"
+
+
+def format_grow(hosts: Sequence[str]) -> str:
+    """The grow order line, with the Java scheduler's trailing space:
+    ``grow <n> <h1> … <hn> \\n``."""
+    return f"grow {len(hosts)} {' '.join(hosts)} \n"
+
+
+def parse_notification(line: str) -> tuple[str, str]:
+    """Split ``<message>:<job address>`` at its first colon: ``(message, address)``.
+
+    A line without a colon gives ``(line, "")``.  IPv6 addresses keep their colons.
+    """
+    message, _, address = line.strip().partition(":")
+    return message, address
+
+
+def split_timing(line: str) -> list[str]:
+    """The fields of a timing notification, split on ``:`` and ``;`` as the Java scheduler
+    does: ``growTimeAPGAS;2;1234:127.0.1.1`` → ``["growTimeAPGAS", "2", "1234",
+    "127.0.1.1"]`` (an IPv6 address is split too)."""
+    return [part for part in line.strip().replace(";", ":").split(":")]
+
+
+def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> socket.socket:
+    try:
+        return socket.create_connection(address, timeout=timeout_s,
+                                        source_address=(source, 0) if source else None)
+    except OSError as exc:
+        raise OrderFailedError(
+            f"cannot reach the job at {address[0]}:{address[1]}: {exc}") from None
+
+
+class _LineReader:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+        self.eof = False
+
+    def line(self, timeout_s: float) -> str | None:
+        """The next line (without its end), None at EOF; OrderFailedError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.buffer:
+            if self.eof:
+                if self.buffer:
+                    rest, self.buffer = self.buffer, b""
+                    return rest.decode("ascii", "replace").rstrip("\r")
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OrderFailedError(f"no reply line within {timeout_s:g} s")
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                raise OrderFailedError(f"the connection failed: {exc}") from None
+            if not chunk:
+                self.eof = True
+            self.buffer += chunk
+            if len(self.buffer) > _MAX_REPLY_BYTES:
+                raise OrderFailedError("reply too long")
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode("ascii", "replace").rstrip("\r")
+
+
+def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
+                line_timeout_s: float = SHRINK_LINE_TIMEOUT_S,
+                connect_timeout_s: float = 10.0) -> list[str]:
+    """Order the job at ``address`` (host, port) to release ``n`` hosts; return their names.
+
+    Reads ``n`` reply lines, each within ``line_timeout_s`` seconds (Java: 20 s).
+
+    Raises:
+        OrderFailedError: unreachable, a line late, fewer than ``n`` lines, or an ``ERROR`` line.
+    """
+    with _connect(address, source, connect_timeout_s) as sock:
+        try:
+            sock.sendall(format_shrink(n).encode("ascii"))
+        except OSError as exc:
+            raise OrderFailedError(f"cannot send the order: {exc}") from None
+        reader = _LineReader(sock)
+        names: list[str] = []
+        for _ in range(n):
+            line = reader.line(line_timeout_s)
+            if line is None:
+                raise OrderFailedError(f"the job closed the connection after {len(names)} of {n} "
+                                  f"host names")
+            if line.startswith(ERROR_PREFIX):
+                raise OrderFailedError(f"the job refused the shrink: {line}", refused=True)
+            names.append(line.strip())
+        return names
+
+
+def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | None = None,
+              done_timeout_s: float = 120.0, connect_timeout_s: float = 10.0) -> None:
+    """Order the job at ``address`` to add ``hosts``; return when the job closes.
+
+    Sends the line, half-closes, and reads until the job closes (at most ``done_timeout_s``
+    seconds; a job that keeps the connection open longer is taken to have grown).
+
+    Raises:
+        OrderFailedError: unreachable, or the job answered ``ERROR …`` (``refused``).
+    """
+    with _connect(address, source, connect_timeout_s) as sock:
+        try:
+            sock.sendall(format_grow(hosts).encode("ascii"))
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
+        except OSError as exc:
+            raise OrderFailedError(f"cannot send the order: {exc}") from None
+        reader = _LineReader(sock)
+        deadline = time.monotonic() + done_timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = reader.line(left)
+            except OrderFailedError:
+                return  # timed out, or the connection was reset after the line: as Java
+            if line is None:
+                return
+            if line.startswith(ERROR_PREFIX):
+                raise OrderFailedError(f"the job refused the grow: {line}", refused=True)
+
+
+class NotificationListener:
+    """Accepts notification connections on one address and port; one line each.
+
+    Args:
+        address: the address to bind (one address only, never all: SPEC §2).
+        port: the port (``SCHEDULER_PORT``).
+        on_line: called with each line (without its end) from the listener's threads.
+        read_timeout_s: seconds a connection may take to send its line.
+
+    Raises:
+        OSError: the address and port cannot be bound (the message says which).
+    """
+
+    def __init__(self, address: str, port: int, on_line: Callable[[str], None], *,
+                 read_timeout_s: float = 5.0) -> None:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        self._server = socket.socket(family, socket.SOCK_STREAM)
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._server.bind((address, port))
+        except OSError as exc:
+            self._server.close()
+            raise OSError(exc.errno, f"cannot listen for notifications on {address}:{port}: "
+                                     f"{exc.strerror or exc}") from None
+        self._server.listen(64)
+        self._server.settimeout(0.2)
+        self.address = address
+        self.port = int(self._server.getsockname()[1])
+        self._on_line = on_line
+        self._read_timeout_s = read_timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="scheduler-notify",
+                                        daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except (TimeoutError, OSError):
+                continue
+            threading.Thread(target=self._read, args=(conn,), daemon=True,
+                             name="scheduler-notify-conn").start()
+
+    def _read(self, conn: socket.socket) -> None:
+        with conn:
+            reader = _LineReader(conn)
+            while True:
+                try:
+                    line = reader.line(self._read_timeout_s)
+                except OrderFailedError:
+                    return
+                if line is None:
+                    return
+                if line.strip():
+                    self._on_line(line.strip())
+
+    def close(self) -> None:
+        """Stop accepting and close the listening socket."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._server.close()
