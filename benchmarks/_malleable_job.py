@@ -11,7 +11,7 @@ import json
 import sys
 
 from apgaspy import MalleableHandler, define_malleable_handler, places, run
-from apgaspy.elastic._orders import malleability
+from apgaspy.elastic import order_reports
 
 
 class Releaser(MalleableHandler):
@@ -38,7 +38,7 @@ def main() -> None:
             break
     reports = [{"kind": r.kind, "hosts": r.hosts, "places": [p.id for p in r.places],
                 "total_ns": r.total_ns, "handler_ns": r.handler_ns}
-               for r in malleability().reports]
+               for r in order_reports()]
     print(json.dumps({"reports": reports}), flush=True)
 
 

@@ -20,7 +20,7 @@ from apgaspy import (
     here,
     places,
 )
-from apgaspy.elastic._orders import malleability
+from apgaspy.elastic import OrderState, malleable_state
 
 from ._bag import Bag
 from ._config import glb_setting
@@ -107,14 +107,14 @@ def _run(params: Params, result_factory: Callable[[], Fold],
     t0 = time.perf_counter()
     _make_workers(params, result_factory, bag_for)
     handler: GLBHandler | None = None
-    state = malleability().state
-    if malleable is True and state != "undefined":
+    state = malleable_state()
+    if malleable is True and state is not OrderState.UNDEFINED:
         raise MalleabilityError(
             f"cannot make this GLB computation malleable: the program's handler is {state}")
-    if malleable is not False and state == "undefined":
+    if malleable is not False and state is OrderState.UNDEFINED:
         handler = GLBHandler(params, result_factory)
         define_malleable_handler(handler)
-    elif malleable is None and state != "undefined":
+    elif malleable is None and state is not OrderState.UNDEFINED:
         log.info("GLB runs without malleability: the program's handler is already %s", state)
     t1 = time.perf_counter()
     try:

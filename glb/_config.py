@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apgaspy._config import Setting, setting
+from apgaspy.config import Setting, setting
 
 __all__ = ["GLB_SETTINGS", "glb_setting"]
 

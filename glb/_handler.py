@@ -30,6 +30,7 @@ from apgaspy import (
     finish,
     immediate_async_at,
     notify_scheduler,
+    place,
     places,
 )
 
@@ -93,17 +94,19 @@ def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any) -> list[
 
 def _check_targets(targets: list[int], box: Replies) -> None:
     """Raise for the first target that has not answered and is gone (dead or released)."""
-    from apgaspy._runtime import runtime
-
     live = {p.id for p in places()}
     with box.lock:
         answered = set(box.senders)
     for t in targets:
         if t in live or t in answered:
             continue
-        if t in runtime().dead:
-            raise DeadPlaceError(t)
-        raise BadPlaceError(f"place({t}) left the computation before answering GLB", t)
+        try:
+            place(t)  # raises DeadPlaceError for a dead place, BadPlaceError for a released one
+        except DeadPlaceError:
+            raise
+        except BadPlaceError:
+            raise BadPlaceError(f"place({t}) left the computation before answering GLB",
+                                t) from None
 
 
 class GLBHandler(MalleableHandler):

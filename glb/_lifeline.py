@@ -15,7 +15,7 @@ import math
 import random
 from collections.abc import Sequence
 
-__all__ = ["dimensions", "lifelines", "lifeline_graph", "steal_victim", "diameter"]
+__all__ = ["dimensions", "lifelines", "lifeline_graph", "steal_victim", "heir", "diameter"]
 
 
 def dimensions(nplaces: int, base: int) -> int:
@@ -73,6 +73,17 @@ def steal_victim(me: int, members: Sequence[int], rng: random.Random) -> int | N
     """A random place other than ``me`` among ``members``, or ``None`` if there is none."""
     others = [m for m in members if m != me]
     return rng.choice(others) if others else None
+
+
+def heir(me: int, members: Sequence[int]) -> int:
+    """The continuing place that inherits the bag of a place ``me`` leaving in a shrink.
+
+    Leaving places spread over the continuing ones (``members``, the places that stay:
+    ``me`` itself is skipped) by their id, so several places leaving at once do not all
+    burden one heir; place 0 when no other place stays.
+    """
+    others = [m for m in members if m != me]
+    return others[me % len(others)] if others else 0
 
 
 def diameter(graph: dict[int, list[int]]) -> float:

@@ -53,13 +53,14 @@ from apgaspy import (
     async_at,
     here,
     immediate_async_at,
+    place,
     places,
 )
 
 from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
-from ._lifeline import lifeline_graph, steal_victim
+from ._lifeline import heir, lifeline_graph, steal_victim
 
 __all__ = ["PlaceStats", "Worker", "Params"]
 
@@ -329,8 +330,7 @@ class Worker:
                 if done():
                     return
                 victims = dict(self.pending)
-            dead = _dead_places()
-            gone = {a for a, v in victims.items() if v in dead}
+            gone = {a for a, v in victims.items() if _is_dead(v)}
             if gone:
                 with self.lock:
                     for a in gone:
@@ -408,10 +408,15 @@ def _live_places() -> set[int]:
     return {p.id for p in places()}
 
 
-def _dead_places() -> set[int]:
-    from apgaspy._runtime import runtime
-
-    return set(runtime().dead)
+def _is_dead(p: int) -> bool:
+    """True when place ``p`` died (as opposed to: live, or released by a shrink)."""
+    try:
+        place(p)
+    except DeadPlaceError:
+        return True
+    except BadPlaceError:
+        return False
+    return False
 
 
 def _pick_victim(worker: Worker) -> int | None:
@@ -422,8 +427,8 @@ def _pick_victim(worker: Worker) -> int | None:
 
 def _heir(worker: Worker) -> int:
     with worker.lock:
-        members = [m for m in worker.members if m != worker.me]
-    return members[worker.me % len(members)] if members else 0
+        members = list(worker.members)
+    return heir(worker.me, members)
 
 
 def _answer(thief: int, attempt: int, loot: Bag | None) -> bool:

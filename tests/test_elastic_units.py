@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from apgaspy import ConfigurationError, MalleabilityError, Place
-from apgaspy._runtime import PlaceInfo
-from apgaspy.elastic._orders import Malleability
+from apgaspy.elastic._policy import check_shrink_answer
 from communicators import Order, OrderError, format_order, parse_order, parse_schedule
 from communicators._protocol import notification
 
@@ -64,19 +61,13 @@ def test_parse_schedule():
             parse_schedule(bad)
 
 
-def _table(slots):
-    """A fake runtime whose places 0..n-1 sit in the given host slots."""
-    table = {i: PlaceInfo(i, "", f"host{s}", 0, "spawned", s) for i, s in enumerate(slots)}
-    return SimpleNamespace(table=table)
-
-
-def _slots(rt):
-    return Malleability._slots(rt)
+def _slot_of(slots):
+    """Places 0..n-1 sitting in the given host slots: {place: slot}."""
+    return dict(enumerate(slots))
 
 
 def test_shrink_answer_accepted():
-    rt = _table([0, 1, 2, 3])
-    assert Malleability._check_shrink_answer(rt, [Place(3), Place(1)], 2, 2, _slots(rt)) == [1, 3]
+    assert check_shrink_answer([Place(3), Place(1)], 2, 2, _slot_of([0, 1, 2, 3])) == [1, 3]
 
 
 @pytest.mark.parametrize("answer,why", [
@@ -84,18 +75,18 @@ def test_shrink_answer_accepted():
     ([Place(3), Place(3)], "twice"),
     ([Place(0), Place(3)], "place\\(0\\)"),
     ([Place(3), Place(9)], "do not exist"),
+    ([Place(3), Place(2)], "died"),
     (None, "list of places"),
     (["x", "y"], "must return places"),
 ])
 def test_shrink_answer_refused(answer, why):
-    rt = _table([0, 1, 2, 3])
     with pytest.raises(MalleabilityError, match=why):
-        Malleability._check_shrink_answer(rt, answer, 2, 2, _slots(rt))
+        check_shrink_answer(answer, 2, 2, _slot_of([0, 1, 2, 3]), dead={2})
 
 
 def test_shrink_answer_must_make_whole_hosts():
     # two places per host: slots 0 (places 0,1), 1 (places 2,3), 2 (places 4,5)
-    rt = _table([0, 0, 1, 1, 2, 2])
-    assert Malleability._check_shrink_answer(rt, [Place(4), Place(5)], 2, 1, _slots(rt)) == [4, 5]
+    slot_of = _slot_of([0, 0, 1, 1, 2, 2])
+    assert check_shrink_answer([Place(4), Place(5)], 2, 1, slot_of) == [4, 5]
     with pytest.raises(MalleabilityError, match="whole hosts"):
-        Malleability._check_shrink_answer(rt, [Place(3), Place(4)], 2, 1, _slots(rt))
+        check_shrink_answer([Place(3), Place(4)], 2, 1, slot_of)

@@ -74,3 +74,12 @@ def test_process_all_rejects_bad_n():
     with pytest.raises(ValueError):
         process_all(UTSBag(19, 2), LongSum(), 0)
     assert process_all(UTSBag(19, 2), LongSum(), 7).value() == 65
+
+
+def test_heirs_spread_over_the_continuing_places():
+    from glb._lifeline import heir
+
+    # places 4 and 5 leave; 0..3 continue: the heirs differ and are continuing places
+    assert heir(4, [0, 1, 2, 3]) == 0 and heir(5, [0, 1, 2, 3]) == 1
+    assert heir(3, [0, 3]) == 0  # itself is never its heir
+    assert heir(2, []) == 0

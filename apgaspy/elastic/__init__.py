@@ -3,7 +3,8 @@
 Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`define_malleable_handler`, :func:`disable_malleable_handler`,
 :func:`notify_scheduler`; for extensions, :class:`MalleableCommunicator` (the abstract link to
-a scheduler) and :class:`OrderReport`.  The mechanism is in ``_orders``; the links to
+a scheduler), :func:`malleable_state` with :class:`OrderState`, and :func:`order_reports`
+with :class:`OrderReport`.  The mechanism is in ``_orders``; the links to
 particular schedulers are in the top-level ``communicators`` package, which implements
 :class:`MalleableCommunicator` and registers them as entry points.
 """
@@ -14,7 +15,7 @@ import logging
 
 from ._communicator import MalleableCommunicator
 from ._handler import MalleableHandler
-from ._orders import OrderReport, malleability
+from ._orders import OrderReport, OrderState, malleability
 
 __all__ = [
     "MalleableHandler",
@@ -22,7 +23,10 @@ __all__ = [
     "disable_malleable_handler",
     "notify_scheduler",
     "OrderReport",
+    "OrderState",
     "MalleableCommunicator",
+    "malleable_state",
+    "order_reports",
 ]
 
 log = logging.getLogger("apgaspy")
@@ -76,3 +80,19 @@ def notify_scheduler(message: str) -> None:
     except Exception as exc:  # noqa: BLE001 - a notification must never break the program
         log.warning("notification %r to the scheduler dropped: %s: %s", message,
                     type(exc).__name__, exc)
+
+
+def malleable_state() -> OrderState:
+    """Where this program stands with malleability (at place 0): ``OrderState.UNDEFINED``
+    before a handler is defined, ``DEFINED`` while orders are accepted, ``DISABLED`` after.
+
+    A library that would define a handler of its own (GLB does) checks this first: a
+    program is malleable once.
+    """
+    return malleability().state
+
+
+def order_reports() -> list[OrderReport]:
+    """The orders carried out so far in this run (at place 0), oldest first: kind, hosts,
+    places, and their total and handler times in nanoseconds."""
+    return list(malleability().reports)

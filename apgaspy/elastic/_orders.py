@@ -45,6 +45,7 @@ fail with that exception.
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -56,15 +57,31 @@ from .._config import setting
 from .._exceptions import MalleabilityError
 from .._place import Place
 from .._runtime import PlaceInfo, runtime
+from ._policy import check_shrink_answer
 
 if TYPE_CHECKING:
     from ._handler import MalleableHandler
 
-__all__ = ["OrderReport", "Malleability", "malleability"]
+__all__ = ["OrderState", "OrderReport", "Malleability", "malleability"]
 
 log = logging.getLogger("apgaspy")
 
 _ACK_TIMEOUT_S = 60.0
+
+
+class OrderState(enum.Enum):
+    """Where the program stands with malleability (:func:`apgaspy.elastic.malleable_state`).
+
+    ``UNDEFINED`` until ``define_malleable_handler``, ``DEFINED`` while orders are accepted,
+    ``DISABLED`` after ``disable_malleable_handler`` (final: a program is malleable once).
+    """
+
+    UNDEFINED = "undefined"
+    DEFINED = "defined"
+    DISABLED = "disabled"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -100,7 +117,7 @@ class Malleability:
     """Place 0's malleability state: the handler, the communicator, the order lock."""
 
     def __init__(self) -> None:
-        self.state = "undefined"  # then "defined", then "disabled"
+        self.state = OrderState.UNDEFINED  # then DEFINED, then DISABLED
         self.handler: MalleableHandler | None = None
         self.communicator: Any = None
         self.order_lock = threading.RLock()  # a handler may disable from inside an order
@@ -120,25 +137,25 @@ class Malleability:
                 f"called at place({rt.here})")
         if not isinstance(handler, MalleableHandler):
             raise TypeError(f"expected a MalleableHandler, got {type(handler).__name__}")
-        if self.state == "defined":
+        if self.state is OrderState.DEFINED:
             raise MalleabilityError("a malleable handler is already defined")
-        if self.state == "disabled":
+        if self.state is OrderState.DISABLED:
             raise MalleabilityError(
                 "the malleable handler was disabled: a program is malleable once, "
                 "define_malleable_handler() cannot be called again")
         self.handler = handler
         self.next_place = max([*rt.table, *rt.released, *rt.dead]) + 1
         self.next_slot = max(info.slot for info in rt.table.values()) + 1
-        self.state = "defined"
+        self.state = OrderState.DEFINED
         self.communicator = make_communicator()
         if self.communicator is not None:
             self.communicator.start()
 
     def disable(self) -> None:
-        if self.state != "defined":
+        if self.state is not OrderState.DEFINED:
             raise MalleabilityError("no malleable handler is defined")
         with self.order_lock:  # let a running order end first
-            self.state = "disabled"
+            self.state = OrderState.DISABLED
             self.handler = None
         self._stop_communicator()
 
@@ -152,16 +169,16 @@ class Malleability:
 
     def close(self) -> None:
         """At the end of the program: stop the communicator if still running."""
-        if self.state == "defined":
-            self.state = "disabled"
+        if self.state is OrderState.DEFINED:
+            self.state = OrderState.DISABLED
             self.handler = None
         self._stop_communicator()
 
     def _handler(self) -> MalleableHandler:
-        if self.state != "defined" or self.handler is None:
+        if self.state is not OrderState.DEFINED or self.handler is None:
             raise MalleabilityError(
                 "orders are refused: the program has no malleable handler defined "
-                f"({'not yet' if self.state == 'undefined' else 'disabled'})")
+                f"({'not yet' if self.state is OrderState.UNDEFINED else 'disabled'})")
         return self.handler
 
     # ------------------------------------------------------------------ grow
@@ -304,7 +321,8 @@ class Malleability:
             answer = handler.pre_shrink(n)
             report.handler_ns += time.perf_counter_ns() - h0
             try:
-                removed = self._check_shrink_answer(rt, answer, n, n_hosts, slots)
+                removed = check_shrink_answer(
+                    answer, n, n_hosts, {p: info.slot for p, info in rt.table.items()}, rt.dead)
             except MalleabilityError:
                 h0 = time.perf_counter_ns()
                 handler.post_shrink(len(rt.table), [])
@@ -336,36 +354,6 @@ class Malleability:
             slots.setdefault(info.slot, []).append(info)
         return slots
 
-    @staticmethod
-    def _check_shrink_answer(rt: Any, answer: Any, n: int, n_hosts: int,
-                             slots: dict[int, list[PlaceInfo]]) -> list[int]:
-        try:
-            ids = [p.id if isinstance(p, Place) else p for p in answer]
-        except TypeError:
-            raise MalleabilityError(
-                f"pre_shrink must return a list of places, returned {answer!r}") from None
-        if any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-            raise MalleabilityError(f"pre_shrink must return places, returned {answer!r}")
-        if len(ids) != n:
-            raise MalleabilityError(f"pre_shrink was asked for {n} places and returned "
-                                    f"{len(ids)}: {sorted(ids)}")
-        if len(set(ids)) != len(ids):
-            raise MalleabilityError(f"pre_shrink returned a place twice: {ids}")
-        if 0 in ids:
-            raise MalleabilityError("pre_shrink returned place(0), which is never released")
-        dead = [i for i in ids if i in rt.dead]
-        if dead:
-            raise MalleabilityError(f"pre_shrink returned places that died: {dead}")
-        unknown = [i for i in ids if i not in rt.table]
-        if unknown:
-            raise MalleabilityError(f"pre_shrink returned places that do not exist: {unknown}")
-        chosen = {rt.table[i].slot for i in ids}
-        partial = [s for s in chosen if {i.id for i in slots[s]} - set(ids)]
-        if partial or len(chosen) != n_hosts:
-            raise MalleabilityError(
-                f"pre_shrink must release whole hosts ({n_hosts} host(s) of "
-                f"{n // n_hosts} place(s)); places {sorted(ids)} do not make up whole hosts")
-        return sorted(ids)
 
     @staticmethod
     def _release(rt: Any, removed: list[int]) -> None:
