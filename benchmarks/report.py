@@ -116,6 +116,39 @@ def table() -> str:
     return "\n".join(rows)
 
 
+SCHED_START, SCHED_END = "<!-- scheduling:start -->", "<!-- scheduling:end -->"
+
+
+def scheduling_table() -> str:
+    """The Markdown table of the simulated job-batch evaluation (``scheduling.json``) beside
+    the paper's figures (SPEC.md §4), or an empty string when it was not run."""
+    sc = _load("scheduling")
+    if not sc:
+        return ""
+    paper = {"fcfs": {0: "1157", 100: "1022"}, "malleable": {0: "1168 (74.8 %)",
+                                                             100: "1006 (90.5 %)"}}
+    java = {(r["algorithm"], r["malleable_share"]): r for r in sc["rows"]["java_costs"]}
+    rows = ["| algorithm | malleable | makespan s (utilisation) | with Java's resize costs | "
+            "paper, Java scheduler | mean wait s | mean turnaround s |",
+            "|---|---|---|---|---|---|---|"]
+    for r in sc["rows"]["apgaspy_costs"]:
+        a, share = r["algorithm"], r["malleable_share"]
+        if share not in (0, 100):
+            continue
+        j = java[(a, share)]
+        rows.append(f"| {a} | {share} % | {r['makespan_s']:.0f} ({100 * r['utilisation']:.1f} %)"
+                    f" | {j['makespan_s']:.0f} ({100 * j['utilisation']:.1f} %) | "
+                    f"{paper.get(a, {}).get(share, '')} | {r['mean_wait_s']:.0f} | "
+                    f"{r['mean_turnaround_s']:.0f} |")
+    return "\n".join(rows) + f"\n\nSimulated on {_machine(sc)} (the model is deterministic)."
+
+
+def _replace(readme: str, start: str, end: str, text: str) -> str:
+    head, rest = readme.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{text}\n{end}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table or rewrite it in README.md; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -128,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     readme = README.read_text(encoding="utf-8")
     if START not in readme or END not in readme:
         parser.error(f"README.md has no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
+    readme = _replace(readme, START, END, text)
+    if SCHED_START in readme and SCHED_END in readme:
+        readme = _replace(readme, SCHED_START, SCHED_END, scheduling_table())
+    README.write_text(readme, encoding="utf-8")
     print(f"updated {README}")
     return 0
 
