@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 
-__all__ = ["SchedulerEndpoint", "free_port"]
+__all__ = ["SchedulerEndpoint", "JavaSchedulerStandIn", "free_port"]
 
 
 def free_port() -> int:
@@ -125,3 +125,88 @@ class SchedulerEndpoint:
         self._stop.set()
         self._thread.join(timeout=5)
         self._server.close()
+
+
+class JavaSchedulerStandIn(SchedulerEndpoint):
+    """Stands in for the Java ElasticJobScheduler (v0.2) as it really behaves (SPEC.md §6), for
+    tests that must show a job lives with it unchanged.
+
+    Unlike :class:`SchedulerEndpoint` it listens for notifications on port ``port`` (8081, a
+    constant in Java) of **every** address of its host, and answers a notification that is
+    neither ``APGAS-Ready`` nor a ``...Time...`` line with ``undefined Message``.  Orders go
+    out from whatever address the host routes from (not necessarily ``SCHEDULER_IP``); a
+    shrink reads its n reply lines with 20 s per line, a grow is sent with a trailing space
+    and the connection closed unread.  :meth:`job_env` gives a job the Java scheduler's
+    environment (a numeric ``JOBNAME``, ``ELASTIC``).
+
+    Args:
+        scheduler_ip: the address given to jobs as ``SCHEDULER_IP`` (Java: its host's
+            ``getLocalHost()`` address).
+        port: the notification and order port (8081).
+
+    Attributes:
+        ready: the job addresses that announced ``APGAS-Ready`` (Java marks them malleable).
+        undefined: the notification lines answered ``undefined Message``.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+
+    LINE_TIMEOUT_S = 20.0
+
+    def __init__(self, scheduler_ip: str, port: int = 8081) -> None:
+        self.ready: list[str] = []
+        self.undefined: list[str] = []
+        super().__init__(port, "0.0.0.0")
+        self.ip = scheduler_ip
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                try:
+                    line = conn.makefile("r", encoding="ascii", errors="replace").readline()
+                except OSError:
+                    continue
+                line = line.rstrip("\n")
+                if "APGAS-Ready" in line:
+                    self.ready.append(line.rsplit(":", 1)[-1])
+                elif "Time" not in line:
+                    self.undefined.append(line)
+                    try:
+                        conn.sendall(b"undefined Message\n")
+                    except OSError:
+                        pass
+            self.notifications.put((time.monotonic(), line))
+
+    def job_env(self, job_id: int, node_file: str, nodes: int, malleable: bool) -> dict[str, str]:
+        """The variables the Java scheduler gives a job (SPEC.md §6)."""
+        return {"NODES": str(nodes), "NODE_FILE": node_file, "SCHEDULER_IP": self.ip,
+                "SCHEDULER_PORT": str(self.port), "JOBNAME": str(job_id),
+                "ELASTIC": "malleable" if malleable else "rigid"}
+
+    def shrink(self, job: tuple[str, int], n: int) -> list[str]:
+        """``shrink <n>``, then n reply lines, 20 s per line; ``[]`` where Java would mark the
+        job "not reachable" (a line missing in time, or the connection failing)."""
+        lines: list[str] = []
+        try:
+            with socket.create_connection(job, timeout=self.LINE_TIMEOUT_S) as s:
+                s.sendall(f"shrink {n}\n".encode("ascii"))
+                reader = s.makefile("r", encoding="ascii", errors="replace")
+                for _ in range(n):
+                    line = reader.readline()
+                    if not line:
+                        return []
+                    lines.append(line.rstrip("\n"))
+        except OSError:
+            return []
+        return lines
+
+    def grow(self, job: tuple[str, int], hosts: list[str]) -> None:
+        """``grow <n> <h_1> … <h_n> `` (trailing space), closed without reading a reply."""
+        with socket.create_connection(job, timeout=self.LINE_TIMEOUT_S) as s:
+            s.sendall(f"grow {len(hosts)} {' '.join(hosts)} \n".encode("ascii"))

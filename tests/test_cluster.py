@@ -19,7 +19,7 @@ import time
 import pytest
 from conftest import BIN, PROGRAMS, ROOT, Result, alive, kill_tree
 
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.scheduler_side import JavaSchedulerStandIn, SchedulerEndpoint
 
 PY = sys.executable
 MPIEXEC = str(BIN / "mpiexec")
@@ -342,4 +342,60 @@ def test_orders_from_the_schedulers_host_are_accepted_from_any_of_its_addresses(
         with open(hosts_file, "w", encoding="ascii") as fh:
             fh.write(original)
         subprocess.run(["ip", "-n", h3.ns, "addr", "del", f"{second}/24", "dev", "eth0"],
+                       check=False)
+
+
+@pytest.mark.timeout(240)
+def test_jobs_live_with_the_java_scheduler_stand_in(netns_cluster):
+    """A stand-in that behaves as the Java ElasticJobScheduler (SPEC.md §6) on h3: it listens
+    on port 8081 of every address, gives jobs SCHEDULER_IP = one of its addresses and orders
+    from another, ELASTIC and a numeric JOBNAME, reads shrink replies line by line and grows
+    without reading.  A malleable job on h1 is grown onto h2 and shrunk back; a rigid job
+    announces nothing; a job on h3 itself (the stand-in holds *:8081 there) computes as rigid."""
+    cluster = netns_cluster
+    h1, h3 = cluster.host("h1"), cluster.host("h3")
+    local = "10.231.7.34"  # the address Java's getLocalHost() gives, not the one it orders from
+    hosts_file = f"/etc/netns/{h1.ns}/hosts"
+    original = open(hosts_file, encoding="ascii").read()
+    subprocess.run(["ip", "-n", h3.ns, "addr", "add", f"{local}/24", "dev", "eth0"], check=True)
+    java = h3.call(JavaSchedulerStandIn, local, PORT)
+    try:
+        with open(hosts_file, "a", encoding="ascii") as fh:
+            fh.write(f"{local} h3\n")
+        nodes = {}
+        for name in ("h1", "h3"):
+            nodes[name] = os.path.join(cluster.tmpdir, f"java-nodes-{name}")
+            with open(nodes[name], "w", encoding="ascii") as fh:
+                fh.write(f"{name}\n")
+        base = job_env(cluster, HYDRA_LAUNCHER_EXEC=cluster.ssh)
+
+        env = {**base, **java.job_env(17, nodes["h1"], 1, malleable=True)}
+        job = Job(cluster, "h1", [PY, str(PROGRAMS / "malleable.py")], env)
+        job.event("ready")
+        assert java.wait_for("APGAS-Ready") == f"APGAS-Ready:{h1.address}"
+        address = (h1.address, PORT)
+        h3.call(java.grow, address, ["h2"])
+        assert list(job.event("post_grow")["added"]) == ["1"]
+        assert java.wait_for("growTimeAPGAS;1;")
+        assert h3.call(java.shrink, address, 1) == ["h2"]
+        assert job.event("post_shrink")["removed"] == [1]
+        res = job.stop()
+        assert res.returncode == 0, res.stderr
+
+        nqueens = [PY, "-m", "benchmarks.nqueens", "-n", "10", "--json"]
+        rigid = run_on(cluster, "h1", nqueens,
+                       {**base, **java.job_env(18, nodes["h1"], 1, malleable=False)})
+        assert rigid.returncode == 0 and rigid.json_lines()[-1]["result"] == 724
+        same_host = run_on(cluster, "h3", nqueens,
+                           {**base, **java.job_env(19, nodes["h3"], 1, malleable=True)})
+        assert same_host.returncode == 0 and same_host.json_lines()[-1]["result"] == 724
+        assert "computes on as a rigid job" in same_host.stderr
+        assert java.ready == [h1.address]  # the rigid jobs never announced APGAS-Ready
+        assert [u.split(";")[0].split(":")[0] for u in java.undefined] == \
+            ["APGAS-Disabled", "APGAS-Rigid"]  # Java answers them "undefined Message"
+    finally:
+        java.close()
+        with open(hosts_file, "w", encoding="ascii") as fh:
+            fh.write(original)
+        subprocess.run(["ip", "-n", h3.ns, "addr", "del", f"{local}/24", "dev", "eth0"],
                        check=False)
