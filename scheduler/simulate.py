@@ -84,6 +84,7 @@ __all__ = [
     "evaluate_paper",
     "evaluate_workloads",
     "simulate",
+    "result_from_records",
 ]
 
 #: The paper's evaluation: algorithms, malleable shares (%), seeds of the 10 batches.
@@ -544,41 +545,65 @@ class Simulator:
             )
             for job in done
         )
-        if records:
-            first = min(r.submit_s for r in records)
-            makespan = max(r.end_s for r in records) - first
-        else:
-            makespan = 0.0
-        used = sum(r.node_seconds for r in records)
-        malleable = [r for r in records if r.job_class == JobClass.MALLEABLE.value]
+        return result_from_records(records, algorithm=self.algorithm.name,
+                                   total_nodes=cfg.total_nodes, refused=self._refused,
+                                   bsld_threshold_s=cfg.bsld_threshold_s, decide_calls=calls)
 
-        def mean(values: Iterable[float]) -> float:
-            values = list(values)
-            return statistics.fmean(values) if values else 0.0
 
-        tau = cfg.bsld_threshold_s
-        return SimResult(
-            algorithm=self.algorithm.name,
-            total_nodes=cfg.total_nodes,
-            makespan_s=makespan,
-            utilisation=used / (cfg.total_nodes * makespan) if makespan > 0 else 0.0,
-            mean_wait_s=mean(r.wait_s for r in records),
-            mean_turnaround_s=mean(r.turnaround_s for r in records),
-            mean_bounded_slowdown=mean(
-                max(1.0, r.turnaround_s / max(r.run_s, tau)) for r in records
-            ),
-            shrinks_per_malleable_job=(
-                sum(r.shrinks for r in malleable) / len(malleable) if malleable else 0.0
-            ),
-            grows_per_malleable_job=(
-                sum(r.grows for r in malleable) / len(malleable) if malleable else 0.0
-            ),
-            jobs=len(records),
-            malleable_jobs=len(malleable),
-            refused=tuple(self._refused),
-            records=records,
-            decide_calls=calls,
-        )
+def _mean(values: Iterable[float]) -> float:
+    data = list(values)
+    return statistics.fmean(data) if data else 0.0
+
+
+def result_from_records(
+    records: Sequence[JobRecord],
+    *,
+    algorithm: str,
+    total_nodes: int,
+    refused: Sequence[tuple[str, str]] = (),
+    bsld_threshold_s: float = 10.0,
+    decide_calls: int = 0,
+) -> SimResult:
+    """A :class:`SimResult` for jobs that have run (started and ended).
+
+    Args:
+        records: one record a job that started and ended (others are left out by the caller).
+        algorithm: the algorithm's name.
+        total_nodes: the cluster's size (nodes).
+        refused: ``(job name, reason)`` of jobs refused at submission.
+        bsld_threshold_s: bounded-slowdown threshold (seconds).
+        decide_calls: how many times the algorithm was asked.
+    """
+    records = tuple(sorted(records, key=lambda r: r.job_id))
+    if records:
+        makespan = max(r.end_s for r in records) - min(r.submit_s for r in records)
+    else:
+        makespan = 0.0
+    used = sum(r.node_seconds for r in records)
+    malleable = [r for r in records if r.job_class == JobClass.MALLEABLE.value]
+    tau = bsld_threshold_s
+    return SimResult(
+        algorithm=algorithm,
+        total_nodes=total_nodes,
+        makespan_s=makespan,
+        utilisation=used / (total_nodes * makespan) if makespan > 0 else 0.0,
+        mean_wait_s=_mean(r.wait_s for r in records),
+        mean_turnaround_s=_mean(r.turnaround_s for r in records),
+        mean_bounded_slowdown=_mean(
+            max(1.0, r.turnaround_s / max(r.run_s, tau)) for r in records
+        ),
+        shrinks_per_malleable_job=(
+            sum(r.shrinks for r in malleable) / len(malleable) if malleable else 0.0
+        ),
+        grows_per_malleable_job=(
+            sum(r.grows for r in malleable) / len(malleable) if malleable else 0.0
+        ),
+        jobs=len(records),
+        malleable_jobs=len(malleable),
+        refused=tuple(refused),
+        records=records,
+        decide_calls=decide_calls,
+    )
 
 
 def simulate(
