@@ -1,8 +1,8 @@
 """Node pools: the nodes a real scheduler hands out, and how a job is started on them.
 
 A node pool is the mechanism's knowledge of the machine; the policy only sees node names.
-The interface (:class:`NodePool`) is small on purpose, so that a Slurm allocation can be a
-third kind later:
+The interface (:class:`NodePool`) is small on purpose, so that a Slurm partition is a third
+kind (:class:`scheduler.slurm_mode.SlurmNodes`):
 
 * ``names()``: the node names, in the order they are shown (the algorithms sort them again).
 * ``scheduler_address()``: the address the scheduler listens on for notifications, also
@@ -12,7 +12,12 @@ third kind later:
 * ``launch(job, nodes, env)``: start the job on its first node; returns the local
   ``subprocess.Popen`` (its own session, output to the job's files).
 
-Two kinds:
+A pool whose nodes a resource manager hands out (Slurm: :mod:`scheduler.slurm_mode`) also
+has the hooks of :class:`ResourceManager`, which the server calls around starts, orders and
+ends: ``arrange`` (the order of a new job's nodes), ``acquire`` (before a grow order),
+``release`` (after a shrink reply, or a failed grow), ``ended``, ``job_info``, ``close``.
+
+Two kinds here (the third, Slurm, is :mod:`scheduler.slurm_mode`):
 
 * :class:`LocalNodes`: N logical nodes of this machine, named by the loopback addresses
   127.0.1.1 … 127.0.1.N; jobs start here, and apgaspy starts the places of local hosts on
@@ -35,9 +40,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["JobLaunch", "LocalNodes", "NodePool", "SshHosts", "python_bin_dir"]
+__all__ = ["JobLaunch", "LocalNodes", "NodePool", "ResourceManager", "SshHosts",
+           "python_bin_dir"]
 
 #: Largest number of logical nodes (127.0.1.1 … 127.0.1.254).
 MAX_LOCAL_NODES = 254
@@ -92,6 +98,43 @@ class NodePool(Protocol):
 
         Raises ``OSError`` when the command cannot be started.
         """
+        ...
+
+
+@runtime_checkable
+class ResourceManager(Protocol):
+    """Optional hooks of a node pool whose nodes a resource manager holds (Slurm).
+
+    The server calls them when its pool has all of them; a pool without them (logical
+    nodes, ssh hosts) works as before.  ``acquire`` and ``release`` run on the order
+    threads, outside the server's lock, and may block for seconds; the others run under
+    the lock and should be quick.
+    """
+
+    def arrange(self, nodes: Sequence[str]) -> list[str]:
+        """The order to give a new job's nodes in (its first process runs on the first)."""
+        ...
+
+    def acquire(self, job_id: int, nodes: Sequence[str]) -> dict[str, Any]:
+        """Make ``nodes`` the job's in the resource manager before a grow order is sent;
+        return fields for the event log.  Raises ``OSError``: the grow is given up."""
+        ...
+
+    def release(self, job_id: int, nodes: Sequence[str]) -> dict[str, Any]:
+        """Give ``nodes`` back after the job released its places there; return fields for
+        the event log.  Raises ``OSError``: the nodes stay with the job."""
+        ...
+
+    def ended(self, job_id: int) -> None:
+        """The job has ended: free whatever it still holds.  Never raises."""
+        ...
+
+    def job_info(self, job_id: int) -> dict[str, Any]:
+        """Fields describing the job in the resource manager (status, start event)."""
+        ...
+
+    def close(self) -> None:
+        """The server stops: free everything still held.  Never raises."""
         ...
 
 

@@ -2,7 +2,8 @@
 
 ::
 
-    python -m scheduler serve [--nodes 4 | --hosts h1,h2 [--ssh PATH]]
+    python -m scheduler serve [--nodes 4 | --hosts h1,h2 [--ssh PATH]
+                               | --slurm [--partition P] [--nodes N] [--slurm-grow MODE]]
                               [--algorithm malleable] [--port 8081] [--listen ADDR]
                               [--control PATH] [--log FILE] [--run-dir DIR]
                               [--interval 5] [--cooldown 60] [--grace 5] [--env KEY=VALUE]…
@@ -10,6 +11,9 @@
 Logical nodes (``--nodes N``, the default with 4) are 127.0.1.1 … 127.0.1.N on this machine
 and the scheduler listens on 127.0.0.1; hosts (``--hosts``) are reached by ssh and the
 scheduler listens on ``--listen`` (default: the address that routes to the first host).
+With ``--slurm`` the nodes are those of a Slurm partition (``--nodes N``: its first N in
+Slurm's order; default all), every job is a Slurm job on the nodes the scheduler chose, and
+a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).
 Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
 ``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
 running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken).
@@ -29,10 +33,11 @@ from .algorithms import make, registry
 from .control import control_path
 from .nodes import LocalNodes, NodePool, SshHosts
 from .server import DEFAULT_PORT, Server
+from .slurm_mode import GROW_MODES, SlurmNodes
 
 __all__ = ["HELP", "add_arguments", "format_event", "make_nodes", "run"]
 
-HELP = "run the scheduler on logical nodes or ssh hosts (real jobs)"
+HELP = "run the scheduler on logical nodes, ssh hosts or a Slurm partition (real jobs)"
 
 
 def _positive_int(text: str) -> int:
@@ -91,10 +96,20 @@ def _env(text: str) -> tuple[str, str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add ``serve``'s options to ``p``."""
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--nodes", type=_positive_int, default=None,
-                       help="logical nodes 127.0.1.1 ... 127.0.1.N on this machine (default 4)")
+    p.add_argument("--nodes", type=_positive_int, default=None,
+                   help="logical nodes 127.0.1.1 ... 127.0.1.N on this machine (default 4); "
+                        "with --slurm: how many of the partition's nodes to use (default all)")
     where.add_argument("--hosts", type=_hosts, default=None,
                        help="comma-separated hosts reached by ssh (h1,h2,...)")
+    where.add_argument("--slurm", action="store_true",
+                       help="use the nodes of a Slurm partition: each job is a Slurm job, "
+                            "resized with the job")
+    p.add_argument("--partition", default=None,
+                   help="the Slurm partition for --slurm (default: Slurm's default one)")
+    p.add_argument("--slurm-grow", choices=GROW_MODES, default="auto",
+                   help="how a Slurm job grows: expand (--dependency=expand), fallback "
+                        "(helper allocations beside it), auto (expand where the controller "
+                        "permits it; default)")
     p.add_argument("--ssh", default="ssh",
                    help="ssh command for --hosts (default ssh; jobs start with -t -t)")
     p.add_argument("--no-tty", action="store_true", help="start ssh jobs without -t -t")
@@ -125,7 +140,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def make_nodes(args: argparse.Namespace) -> NodePool:
-    """The node pool the options describe."""
+    """The node pool the options describe.
+
+    Raises:
+        ValueError: contradictory options (``--nodes`` with ``--hosts``, ``--partition``
+            without ``--slurm``), or a bad count.
+        OSError: ``--slurm`` and Slurm does not answer, or has no such partition
+            (:class:`~scheduler.slurm_mode.SlurmError`).
+    """
+    if args.nodes is not None and args.hosts:
+        raise ValueError("--nodes and --hosts exclude each other")
+    if (args.partition is not None or args.slurm_grow != "auto") and not args.slurm:
+        raise ValueError("--partition and --slurm-grow need --slurm")
+    if args.slurm:
+        return SlurmNodes(args.partition, args.nodes, listen=args.listen, grow=args.slurm_grow)
     if args.hosts:
         return SshHosts(args.hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty)
     return LocalNodes(args.nodes or 4)
@@ -133,6 +161,16 @@ def make_nodes(args: argparse.Namespace) -> NodePool:
 
 def format_event(ev: dict[str, Any]) -> str | None:
     """One readable line for an event of the log, or None for events not worth a line."""
+    line = _format_event(ev)
+    if line and ev.get("slurm_job") and ev.get("event") in ("start", "grow_done",
+                                                             "shrink_done"):
+        count = ev.get("slurm_nodes")
+        line += f" [Slurm job {ev['slurm_job']}" + (
+            f": {count} nodes in squeue]" if count is not None else "]")
+    return line
+
+
+def _format_event(ev: dict[str, Any]) -> str | None:
     t, job, kind = ev.get("t", 0.0), ev.get("job"), ev.get("event")
     head = f"[{t:8.2f}s]" + (f" job {job}" if job is not None else "")
     if kind == "server_start":
@@ -186,6 +224,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="apgaspy-scheduler-"))
 
     def show(ev: dict[str, Any]) -> None:
@@ -201,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
         )
         server.start()
     except OSError as exc:
+        close = getattr(nodes, "close", None)
+        if close is not None:
+            close()  # a Slurm pool's scratch directory
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:

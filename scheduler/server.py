@@ -35,6 +35,14 @@ name the job does not hold is logged as an error.  While a shrink is in flight t
 ``RunningJob.releasing`` counts the nodes it will give back, and the job takes no order until
 the reply (or, for a grow, until the job closes the order connection).
 
+A pool that a resource manager stands behind (the hooks of
+:class:`~scheduler.nodes.ResourceManager`; Slurm: :mod:`scheduler.slurm_mode`) is told of each
+step: ``arrange`` orders a new job's nodes (its first process runs on the first), ``acquire``
+makes a grow's nodes the job's before the order is sent (a failure gives them back, as a
+refused grow), ``release`` takes back the nodes a shrink reply names before they are free (a
+failure keeps them with the job, which is treated as rigid from then on) and the nodes of a
+grow that failed after ``acquire``, ``ended`` follows every job's end, ``close`` the shutdown.
+
 Job states: ``pending`` (submitted with a delay), ``waiting``, ``running``, then ``done``
 (exit 0), ``failed`` (other exit status, or it could not start), ``killed`` (overran its
 required time), ``cancelled``.  Jobs that can never fit are refused at submission.
@@ -63,7 +71,7 @@ from .algorithms import Algorithm, Decision, Grow, RunningJob, Shrink, Start, Vi
 from .algorithms.base import node_key
 from .jobs import BatchEntry, JobClass, JobSpec, load_batch, load_job_script, parse_job_script
 from .metrics import result_from_records
-from .nodes import JobLaunch, NodePool
+from .nodes import JobLaunch, NodePool, ResourceManager
 from .procs import ProcessTree, proc_table
 from .simulate import JobRecord, SimResult
 from .wire import (
@@ -230,6 +238,9 @@ class Server:
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0-65535, got {port}")
         self.nodes = nodes
+        #: The pool's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
+        self._rm: ResourceManager | None = (nodes if isinstance(nodes, ResourceManager)
+                                            else None)
         self.algorithm = algorithm
         self.port = port
         self.listen = listen or nodes.scheduler_address()
@@ -493,9 +504,18 @@ class Server:
                 "nodes": [{"name": n, "job": owner.get(n)}
                           for n in sorted(self._all_nodes, key=node_key)],
                 "free": len(self._free),
-                "jobs": [j.info(now) for j in self._jobs.values()],
+                "jobs": [{**j.info(now), **self._rm_info(j)} for j in self._jobs.values()],
                 "refused": [list(r) for r in self._refused],
             }
+
+    def _rm_info(self, job: _Job) -> dict[str, Any]:
+        """The resource manager's fields of a running job (``{}`` without one)."""
+        if self._rm is None or job.state != "running":
+            return {}
+        try:
+            return dict(self._rm.job_info(job.job_id))
+        except Exception as exc:  # noqa: BLE001 - status must answer
+            return {"rm_error": str(exc)}
 
     def job_ids(self) -> list[int]:
         """Every job id so far."""
@@ -617,6 +637,8 @@ class Server:
         job.ready = False
         self._event("end", job.job_id, state=job.state, returncode=code, nodes=held,
                     run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows)
+        if self._rm is not None:
+            self._rm.ended(job.job_id)  # e.g. scancel its Slurm jobs
         if job.tree is not None:
             job.tree.refresh()
             if job.tree.alive():
@@ -735,6 +757,8 @@ class Server:
     def _start(self, job: _Job, nodes: list[str], now: float) -> None:
         self._queue.remove(job.job_id)
         job.elastic = job.spec.job_class is JobClass.MALLEABLE and self.elastic_algorithm
+        if self._rm is not None:
+            nodes = list(self._rm.arrange(nodes))  # e.g. Slurm's batch host first
         job.nodes = nodes
         job.node_file = self.run_dir / f"job-{job.job_id}.nodes"
         job.node_file.write_text("".join(f"{n}\n" for n in nodes), encoding="ascii")
@@ -760,7 +784,7 @@ class Server:
         job.allotment.append((now, tuple(nodes)))
         self._event("start", job.job_id, name=job.spec.name, nodes=nodes, pid=job.proc.pid,
                     elastic=job.elastic, wait_s=round(now - job.submit_s, 3),
-                    command=shlex.join(job.argv))
+                    command=shlex.join(job.argv), **self._rm_info(job))
 
     # ------------------------------------------------------------------------------ orders
 
@@ -783,6 +807,20 @@ class Server:
             error = None
         except OrderFailedError as exc:
             names, error = [], str(exc)
+        rm_fields: dict[str, Any] = {}
+        rm_error = None
+        if error is None and self._rm is not None:
+            # The job's places on the named nodes are gone: the resource manager takes the
+            # nodes back (Slurm: scontrol update … NodeList=<kept>) before they are free.
+            with self._lock:
+                held = list(job.nodes) if job.order_seq == seq and job.state == "running" \
+                    else []
+            gone = [n for n in dict.fromkeys(names) if n in held]
+            if gone:
+                try:
+                    rm_fields = dict(self._rm.release(job.job_id, gone))
+                except OSError as exc:
+                    rm_error = str(exc)
         took = round(time.monotonic() - t0, 3)
         with self._lock:
             if job.order_seq != seq or job.state != "running":
@@ -791,8 +829,11 @@ class Server:
             now = self.now()
             job.busy = False
             job.releasing = 0
-            if error is not None:
+            if error is not None or rm_error is not None:
                 job.reachable = False
+                if rm_error is not None:
+                    error = (f"the job released {','.join(names)}, but the resource manager "
+                             f"did not take them back: {rm_error}")
                 self._event("shrink_failed", job.job_id, count=count, error=error,
                             seconds=took, note="not reachable: treated as rigid from now on")
             else:
@@ -810,7 +851,7 @@ class Server:
                 job.orders.append(("shrink", freed))
                 job.allotment.append((now, tuple(job.nodes)))
                 self._event("shrink_done", job.job_id, released=freed, nodes=list(job.nodes),
-                            seconds=took)
+                            seconds=took, **rm_fields)
             self._dirty = True
         self._wake.set()
 
@@ -830,11 +871,30 @@ class Server:
     def _grow_thread(self, job: _Job, seq: int, address: tuple[str, int],
                      nodes: list[str]) -> None:
         t0 = time.monotonic()
-        try:
-            send_grow(address, nodes, source=self.listen, done_timeout_s=self.grow_timeout_s)
-            error: OrderFailedError | None = None
-        except OrderFailedError as exc:
-            error = exc
+        error: OrderFailedError | None = None
+        rm_fields: dict[str, Any] = {}
+        stuck: list[str] = []
+        if self._rm is not None:
+            # The nodes become the job's in the resource manager first (Slurm: expand its
+            # allocation), so that the job can start places there.
+            try:
+                rm_fields = dict(self._rm.acquire(job.job_id, nodes))
+            except OSError as exc:
+                error = OrderFailedError(f"the resource manager could not add "
+                                         f"{','.join(nodes)}: {exc}", refused=True)
+        acquired = self._rm is not None and error is None
+        if error is None:
+            try:
+                send_grow(address, nodes, source=self.listen,
+                          done_timeout_s=self.grow_timeout_s)
+            except OrderFailedError as exc:
+                error = exc
+        if error is not None and acquired and self._rm is not None:
+            try:
+                rm_fields = dict(self._rm.release(job.job_id, nodes))
+            except OSError as exc:  # they stay with the job
+                stuck = list(nodes)
+                rm_fields = {"rm_error": str(exc)}
         took = round(time.monotonic() - t0, 3)
         with self._lock:
             if job.order_seq != seq or job.state != "running":
@@ -846,9 +906,9 @@ class Server:
                 job.grows += 1
                 job.orders.append(("grow", list(nodes)))
                 self._event("grow_done", job.job_id, added=nodes, nodes=list(job.nodes),
-                            seconds=took)
+                            seconds=took, **rm_fields)
             else:
-                back = [n for n in nodes if n in job.nodes]
+                back = [n for n in nodes if n in job.nodes and n not in stuck]
                 for n in back:
                     job.nodes.remove(n)
                     self._free.add(n)
@@ -858,7 +918,7 @@ class Server:
                 self._event("grow_failed", job.job_id, added=nodes, error=str(error),
                             seconds=took, returned=back,
                             note=None if error.refused else
-                            "not reachable: treated as rigid from now on")
+                            "not reachable: treated as rigid from now on", **rm_fields)
             self._dirty = True
         self._wake.set()
 
@@ -960,6 +1020,8 @@ class Server:
                                  now)
             left = sorted({p for t in trees for p in t.alive()})
             self._event("stopped", None, left=left)
+        if self._rm is not None:
+            self._rm.close()
         if self._listener is not None:
             self._listener.close()
         self._close_control()

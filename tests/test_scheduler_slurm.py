@@ -1,0 +1,373 @@
+"""The scheduler's Slurm mode (``python -m scheduler serve --slurm``, ``scheduler/slurm_mode.py``)
+on a real Slurm 22.05 (4 nodes n1..n4 on this machine: ``tests/cluster/slurm.py``).
+
+A malleable UTS d=12 and a rigid N-Queens 13 (2 nodes) under the malleable algorithm with a
+1 s cool-down: UTS starts on n1 and is grown onto n2-n4, shrunk by 2 when N-Queens arrives,
+and (when it is still running after N-Queens) grown again.  After every order the Slurm jobs
+``squeue`` shows hold exactly the scheduler's allotment: with ``expand``, the job's own Slurm
+job; in fallback mode, the job's Slurm job plus one helper allocation per added node.  Exact
+answers, and at the end no Slurm job and no process of the jobs is left.  The expand run
+also ends a job that overruns its required time and cancels another: their Slurm jobs go.
+Without Slurm: the options that need ``--slurm``, and the fallback launcher's refusals.
+
+The test cluster's node names do not resolve (a real cluster's do): the scheduler and the
+jobs get a name service for them, n<k> → 127.0.1.<k>, through a ``sitecustomize`` on
+``PYTHONPATH`` (``SCHEDULER_TEST_HOSTS``), so that each job listens for orders on its first
+node's own loopback address, as logical nodes do.  Every process of the run carries the
+marker ``SCHEDULER_TEST_MARK`` in its environment; the test looks for it in ``/proc`` at the
+end and kills (by pid) only what carries it, or what it saw below the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, alive, descendants, kill_tree, wait_gone
+
+from scheduler.control import ControlError, request
+from scheduler.server import job_of
+
+PY = sys.executable
+UTS_D12 = 66_106_929
+NQUEENS_13 = 73_712
+HOSTS = "n1=127.0.1.1,n2=127.0.1.2,n3=127.0.1.3,n4=127.0.1.4"
+
+# A name service for the test cluster's node names (module docstring).
+SITECUSTOMIZE = '''\
+import os
+import socket
+
+_MAP = dict(item.split("=", 1) for item in
+            os.environ.get("SCHEDULER_TEST_HOSTS", "").split(",") if "=" in item)
+if _MAP:
+    _byname, _byname_ex, _getaddrinfo = (socket.gethostbyname, socket.gethostbyname_ex,
+                                         socket.getaddrinfo)
+
+    def gethostbyname(host):
+        return _MAP.get(host) or _byname(host)
+
+    def gethostbyname_ex(host):
+        return (host, [], [_MAP[host]]) if host in _MAP else _byname_ex(host)
+
+    def getaddrinfo(host, *args, **kwargs):
+        return _getaddrinfo(_MAP.get(host, host) if isinstance(host, str) else host,
+                            *args, **kwargs)
+
+    socket.gethostbyname = gethostbyname
+    socket.gethostbyname_ex = gethostbyname_ex
+    socket.getaddrinfo = getaddrinfo
+'''
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``cond`` every 0.05 s until it is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Pids of live processes whose environment holds ``SCHEDULER_TEST_MARK=<mark>``."""
+    needle = f"SCHEDULER_TEST_MARK={mark}".encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in env and alive(int(entry)):
+            out.append(int(entry))
+    return out
+
+
+def slurm_node_of(pid: int) -> str | None:
+    """The Slurm node a process runs on (its ``SLURMD_NODENAME``; None outside a step)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            for item in fh.read().split(b"\0"):
+                if item.startswith(b"SLURMD_NODENAME="):
+                    return item.split(b"=", 1)[1].decode()
+    except OSError:
+        pass
+    return None
+
+
+class Serve:
+    """``python -m scheduler serve --slurm`` in the background (control socket, event log),
+    with the test cluster's environment, the name service and the process marker."""
+
+    def __init__(self, cluster: Any, tmp: Path, *args: str) -> None:
+        self.cluster = cluster
+        self.mark = uuid.uuid4().hex
+        self.control = tmp / "control.sock"
+        self.log = tmp / "events.jsonl"
+        self.run_dir = tmp / "run"
+        self.err_path = tmp / "serve.err"
+        shim = tmp / "shim"
+        shim.mkdir()
+        (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        self.env = cluster.environ(PYTHONPATH=str(shim), SCHEDULER_TEST_HOSTS=HOSTS,
+                                   SCHEDULER_TEST_MARK=self.mark)
+        self.env.pop("APGAS_PLACES", None)
+        argv = [PY, "-m", "scheduler", "serve", "--slurm", "--port", "0", "--control",
+                str(self.control), "--log", str(self.log), "--run-dir", str(self.run_dir),
+                "--interval", "1", "--cooldown", "1", "--grace", "1", *args]
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=err, stderr=err, start_new_session=True)
+        self.seen: set[int] = set()
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._sample, daemon=True)
+        self._watch.start()
+        wait_until(lambda: self.control.exists() or self.proc.poll() is not None, 30,
+                   "the control socket")
+        assert self.proc.poll() is None, self.err_path.read_text()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.seen.update(descendants(self.proc.pid))
+            self._stop.wait(0.2)
+
+    def ask(self, **message: Any) -> dict[str, Any]:
+        return request(self.control, message)
+
+    def events(self, kind: str, job: int | None = None) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text().splitlines():
+            if not line.strip():
+                continue
+            ev = json.loads(line)
+            if ev["event"] == kind and (job is None or ev["job"] == job):
+                out.append(ev)
+        return out
+
+    def submit(self, name: str, argv: list[str], **spec: Any) -> int:
+        job = {"name": name, "command": argv, "required_time_s": 120, **spec}
+        return int(self.ask(op="submit", job=job)["jobs"][0])
+
+    def slurm_ids(self) -> list[int]:
+        """Every Slurm job the run made, as far as the event log says."""
+        ids: set[int] = set()
+        for kind in ("start", "grow_done", "grow_failed"):
+            for ev in self.events(kind):
+                if ev.get("slurm_job"):
+                    ids.add(int(ev["slurm_job"]))
+                ids.update(int(v) for v in (ev.get("slurm_helpers") or {}).values())
+        return sorted(ids)
+
+    def close(self) -> None:
+        """Shut down (kill if it does not end), cancel its Slurm jobs if any are left, and
+        kill (by pid) every process left that carries the marker or was seen below it."""
+        if self.proc.poll() is None:
+            try:
+                request(self.control, {"op": "shutdown"}, timeout_s=30)
+            except ControlError:
+                pass
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        self._stop.set()
+        self._watch.join(timeout=5)
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+            self.proc.wait(timeout=10)
+
+    def cleanup(self) -> None:
+        """Last resort (``finally``): what a failed run left."""
+        ids = [str(i) for i in self.slurm_ids()]
+        if ids:
+            self.cluster.run("scancel", *ids, check=False)
+        for pid in sorted(self.seen | set(marked_pids(self.mark))):
+            if alive(pid):
+                kill_tree(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def squeue(cluster: Any, slurm_job: int) -> tuple[int, list[str]]:
+    """(node count, node names) ``squeue`` shows for a Slurm job; (0, []) when not listed."""
+    out = cluster.run("squeue", "-h", "-j", str(slurm_job), "-o", "%D %N %T",
+                      check=False).stdout.split()
+    if not out or not out[0].isdigit():
+        return 0, []
+    names = cluster.run("scontrol", "show", "hostnames", out[1]).stdout.split() \
+        if len(out) > 2 else []
+    return int(out[0]), names
+
+
+def job_json(path: str | Path) -> dict[str, Any]:
+    """The JSON object a benchmark printed (``--json``)."""
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if line.startswith("{") and '"benchmark"' in line:
+            return json.loads(line)
+    raise AssertionError(f"no benchmark JSON in {path}:\n{Path(path).read_text()[-2000:]}")
+
+
+def check_holdings(serve: Serve, grow: str, ev: dict[str, Any], first: list[str]) -> None:
+    """The Slurm jobs of a scheduler job after an order (event ``ev``) hold exactly its
+    allotment, as ``squeue`` shows it now.  ``first``: the nodes it started with."""
+    cluster = serve.cluster
+    main = int(ev["slurm_job"])
+    nodes = list(ev["nodes"])
+    count, names = squeue(cluster, main)
+    if grow == "expand":
+        assert count == len(nodes) and sorted(names) == sorted(nodes), (ev, count, names)
+        assert ev["slurm_nodes"] == len(nodes), ev
+        return
+    # Fallback: the job's Slurm job keeps its first nodes, a helper holds each added one.
+    assert count == len(first) and sorted(names) == sorted(first), (ev, count, names)
+    status = job_of(serve.ask(op="status"), ev["job"])
+    helpers = {n: int(h) for n, h in status["slurm_helpers"].items()}
+    assert sorted(helpers) == sorted(set(nodes) - set(first)), (ev, helpers)
+    for node, helper in helpers.items():
+        assert squeue(cluster, helper) == (1, [node]), (node, helper)
+
+
+# ------------------------------------------------------------------------------ the test
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("grow", ["expand", "fallback"])
+def test_slurm_mode_resizes_the_slurm_job_with_the_job(slurm_cluster, tmp_path, grow):
+    serve = Serve(slurm_cluster, tmp_path, "--slurm-grow", grow)
+    cluster = slurm_cluster
+    try:
+        st = serve.ask(op="status")
+        assert [n["name"] for n in st["nodes"]] == ["n1", "n2", "n3", "n4"]
+        assert st["listen"] == "127.0.0.1"
+
+        uts = serve.submit("uts12", [PY, "-m", "benchmarks.uts", "-d", "12", "--json"],
+                           job_class="malleable", min_nodes=1, max_nodes=4)
+        start = wait_until(lambda: serve.events("start", uts), 30, "UTS's start")[0]
+        assert start["nodes"] == ["n1"] and start["slurm_grow"] == grow
+        main = int(start["slurm_job"])
+        assert squeue(cluster, main)[0] == 1
+
+        # Grow onto the three idle nodes: nothing else can happen before N-Queens comes.
+        grown = wait_until(lambda: serve.events("grow_done", uts), 40, "the first grow")[0]
+        assert grown["added"] == ["n2", "n3", "n4"] and grown["slurm_job"] == main
+        check_holdings(serve, grow, grown, ["n1"])
+        if grow == "expand":
+            # The helper allocation is gone; UTS's places run as steps on their nodes.
+            assert {squeue(cluster, int(h))[0] for h in grown["slurm_helpers"].values()} == {0}
+            where = {slurm_node_of(p) for p in marked_pids(serve.mark)}
+            assert {"n1", "n2", "n3", "n4"} <= where, where
+        else:
+            # The fallback's launcher starts a command on a node as a step of its helper.
+            launcher = serve.run_dir / "slurm-launch"
+            env = dict(serve.env, SCHEDULER_SLURM_NODES=str(
+                serve.run_dir / f"job-{uts}.slurm-nodes.json"))
+            res = subprocess.run([str(launcher), "-x", "n3", "printenv", "SLURMD_NODENAME"],
+                                 env=env, capture_output=True, text=True, timeout=30)
+            assert res.returncode == 0 and res.stdout.split() == ["n3"], res
+
+        nq = serve.submit("nq13", [PY, "-m", "benchmarks.nqueens", "-n", "13", "--json"],
+                          job_class="rigid", nodes=2)
+        shrunk = wait_until(lambda: serve.events("shrink_done", uts), 30, "the shrink")[0]
+        assert sorted(shrunk["released"]) == ["n3", "n4"] and shrunk["nodes"] == ["n1", "n2"]
+        check_holdings(serve, grow, shrunk, ["n1"])
+        if grow == "fallback":  # the helpers of n3 and n4 are cancelled
+            for node in ("n3", "n4"):
+                helper = int(grown["slurm_helpers"][node])
+                wait_until(lambda h=helper: squeue(cluster, h)[0] == 0, 10, f"{node} freed")
+        nq_start = wait_until(lambda: serve.events("start", nq), 10, "N-Queens's start")[0]
+        assert nq_start["nodes"] == ["n3", "n4"]
+        assert squeue(cluster, int(nq_start["slurm_job"])) in ((2, ["n3", "n4"]), (2, []))
+
+        def ended() -> bool:
+            return all(j["state"] not in ("pending", "waiting", "running")
+                       for j in serve.ask(op="status")["jobs"])
+
+        wait_until(ended, 60, "both jobs")
+        st = serve.ask(op="status")
+        u, n = job_of(st, uts), job_of(st, nq)
+        assert u["state"] == "done" and n["state"] == "done", st
+        for later in serve.events("grow_done", uts)[1:]:  # grown again after N-Queens
+            if grow == "expand":
+                assert later["slurm_nodes"] == len(later["nodes"]), later
+        ures, nres = job_json(u["stdout"]), job_json(n["stdout"])
+        assert ures["result"] == UTS_D12 and ures["correct"] is True
+        assert nres["result"] == NQUEENS_13 and nres["correct"] is True
+        assert ures["orders"][:2] == [["grow", [1, 2, 3]], ["shrink", [2, 3]]], ures["orders"]
+        assert (serve.run_dir / f"job-{uts}.nodes").read_text().split() == ["n1"]
+
+        if grow == "expand":
+            # A job that overruns its required time, and a cancelled one: their Slurm jobs
+            # are cancelled and their processes end.
+            over = serve.submit("over", ["sleep", "60"], nodes=1, required_time_s=2)
+            gone = serve.submit("gone", ["sleep", "60"], nodes=1)
+            s_gone = wait_until(lambda: serve.events("start", gone), 10, "the start")[0]
+            wait_until(lambda: squeue(cluster, int(s_gone["slurm_job"]))[1], 10,
+                       "the Slurm job running")
+            serve.ask(op="cancel", job=gone)
+            wait_until(ended, 30, "the overrun and the cancelled job")
+            st = serve.ask(op="status")
+            assert job_of(st, over)["state"] == "killed"
+            assert job_of(st, gone)["state"] == "cancelled"
+            for job in (over, gone):
+                slurm_job = int(serve.events("start", job)[0]["slurm_job"])
+                wait_until(lambda j=slurm_job: squeue(cluster, j)[0] == 0, 15,
+                           f"Slurm job {slurm_job} gone")
+        serve.close()
+        assert serve.proc.returncode == 0, serve.err_path.read_text()
+        wait_until(lambda: not cluster.run("squeue", "-h", "-o", "%i %j %T").stdout.strip(),
+                   20, "no Slurm job left")
+        assert wait_gone(sorted(serve.seen), 10) == [], "processes left below the server"
+        wait_until(lambda: not marked_pids(serve.mark), 15, "no process of the run left")
+        assert not serve.control.exists()
+    finally:
+        serve.close()
+        serve.cleanup()
+
+
+# ------------------------------------------------------------------------------ without Slurm
+
+
+@pytest.mark.timeout(60)
+def test_slurm_options_and_the_launcher_without_slurm(tmp_path):
+    """Options that need --slurm are refused (exit 2); the fallback launcher parses ssh's
+    options and refuses a host that no Slurm job of the job holds and that is not this
+    machine (exit 255, as ssh for an unreachable host)."""
+    for bad in (["--partition", "test"], ["--slurm-grow", "expand"],
+                ["--slurm", "--hosts", "a,b"], ["--slurm-grow", "sideways"]):
+        res = subprocess.run([PY, "-m", "scheduler", "serve", *bad], cwd=ROOT,
+                             capture_output=True, text=True, timeout=30)
+        assert res.returncode == 2 and "error:" in res.stderr, (bad, res.stderr)
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps({"n1": 7}))
+    env = dict(os.environ, SCHEDULER_SLURM_NODES=str(nodes))
+    res = subprocess.run([PY, "-m", "scheduler.slurm_mode", "launch", "-x", "-o",
+                          "BatchMode=yes", "no-such-host.invalid", "true"], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 255, res
+    assert "'no-such-host.invalid' is neither a node" in res.stderr and "n1" in res.stderr
+    res = subprocess.run([PY, "-m", "scheduler.slurm_mode", "launch", "-x", "localhost",
+                          "echo", "here"], env=env, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and res.stdout.split() == ["here"], res
