@@ -12,10 +12,11 @@ from typing import Any, TypeVar, overload
 
 from . import _launch
 from ._exceptions import MultipleException
-from ._finish import RootFinish
+from ._finish import RootFinish, finish_stack, local_exception
 from ._logging import configure_logging
+from ._messages import F_AT
 from ._place import Place
-from ._runtime import F_AT, finish_stack, local_exception, runtime
+from ._runtime import runtime
 from ._serialization import loads
 
 __all__ = [
@@ -66,7 +67,7 @@ def places() -> list[Place]:
     Raises:
         ApgasError: the runtime is not running.
     """
-    return [_place_obj(i) for i in runtime().place_ids()]
+    return [_place_obj(i) for i in runtime().membership.place_ids()]
 
 
 def here() -> Place:
@@ -91,7 +92,7 @@ def place(id: int) -> Place:  # noqa: A002 - the APGAS name
         TypeError: ``id`` is not an int nor a Place.
     """
     pid = _pid(id)
-    runtime().check_place(pid)
+    runtime().membership.check_place(pid)
     return _place_obj(pid)
 
 
@@ -113,7 +114,7 @@ class _FinishScope:
             stack.pop()
         if ev is not None and not isinstance(ev, Exception):
             return  # KeyboardInterrupt, SystemExit: leave at once
-        runtime().wait_root(fin)
+        runtime().finishes.wait_root(fin)
         errors: list[Exception] = list(fin.exceptions)
         if ev is not None:
             errors.insert(0, ev)  # type: ignore[arg-type]
@@ -171,7 +172,7 @@ def async_(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
     """
     _check_callable(fn, "async_")
     rt = runtime()
-    rt.spawn(rt.here, fn, args, kwargs)
+    rt.finishes.spawn(rt.here, fn, args, kwargs)
 
 
 def async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
@@ -187,7 +188,7 @@ def async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any, **kwargs: An
         TypeError: ``fn`` is not callable or ``p`` is not a place.
     """
     _check_callable(fn, "async_at")
-    runtime().spawn(_pid(p), fn, args, kwargs)
+    runtime().finishes.spawn(_pid(p), fn, args, kwargs)
 
 
 def uncounted_async_at(p: Place | int, fn: Callable[..., Any], /, *args: Any,
@@ -268,8 +269,8 @@ def at(p: Place | int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         finally:
             stack.pop()
     else:
-        rt.spawn(dest, fn, args, kwargs, fin=fin, flags=F_AT)
-    rt.wait_root(fin)
+        rt.finishes.spawn(dest, fn, args, kwargs, fin=fin, flags=F_AT)
+    rt.finishes.wait_root(fin)
     errors: list[Exception] = ([fin.at_error] if fin.at_error is not None else [])
     errors += fin.exceptions
     if len(errors) == 1:

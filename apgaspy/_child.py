@@ -72,9 +72,9 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         set_runtime(rt)
         rt.start(table)
-        rt.report_ready()
-        rt.stopped.wait()
-        code = rt.exit_code
+        rt.membership.report_ready()
+        rt.membership.stopped.wait()
+        code = rt.membership.exit_code
     finally:
         try:
             rt.close()

@@ -22,17 +22,90 @@ earlier report; an all-zero vector therefore means no task is live or in flight.
 Cost: no message per spawn; one UPDATE per place each time it becomes quiescent for the finish.
 Local-only finishes send nothing.  UPDATEs from one place to one home are sent in the order of
 the snapshots they carry.
+
+The room (:class:`Finishes`, one per place, ``runtime().finishes``) holds the records of this
+place (:class:`RootFinish` for the finishes whose home is here, :class:`RemoteFinish` for the
+others, :class:`_Detached` for tasks of a finish that no longer exists) and runs the protocol
+above::
+
+    home place h                                         place p
+    ────────────                                         ───────
+    spawn(p, f) in finish F: counts[p] += 1 (F's
+      first remote spawn gives it its fid (h, seq)
+      and enters it in ``roots``)
+      ═══════════ TASK(fid, flags, body) ════════════►  receiver: the RemoteFinish of fid in
+                                                           ``remotes`` (created), live += 1
+                                                           ─► worker: _run_remote ─► f()
+                                                         f spawns to q: deltas[q] += 1
+                                                         f ends (_complete): deltas[p] -= 1,
+                                                           live -= 1; at zero: forget the
+                                                           record, send its deltas
+    receiver: _on_update ◄═ UPDATE(fid, p, deltas, exceptions, result, at_error) ══
+      apply the deltas; all zero ─► _release_root ─► wait_root returns
+
+Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
+``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
+TASK is entered in :attr:`Finishes.remotes` inline, for speed, then runs
+:meth:`Finishes._run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes._on_update`);
+the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every finish here that
+waits on it fails at once with :class:`DeadPlaceError`) and when a released place drains
+(no :attr:`Finishes.remotes` left).  The room handles no control message.
+
+Locking: the records and both tables change only under the runtime's lock ``flock``, which the
+membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
+takes the place out of the table and fails the finishes waiting on it in one step, and
+:meth:`Finishes._on_update` reads the dead places under the same lock, to fail a finish that an
+UPDATE leaves waiting on a place that died meanwhile.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ._serialization import PackedException
+from ._exceptions import ApgasError, DeadPlaceError, RemoteError
+from ._messages import _PROTO, F_AT, TASK, UPDATE, _dumps_msg
+from ._pool import current_pool
+from ._serialization import PackedException, dumps, loads, pack_exception
 
-__all__ = ["RootFinish", "RemoteFinish", "FID"]
+if TYPE_CHECKING:
+    from ._membership import Membership
+    from ._runtime import Runtime
+
+__all__ = ["RootFinish", "RemoteFinish", "FID", "Finishes", "finish_stack", "current_finish",
+           "local_exception"]
+
+log = logging.getLogger("apgaspy")
+
+_tls = threading.local()
+
+
+def finish_stack() -> list[Any]:
+    """The calling thread's stack of governing finishes (innermost last)."""
+    try:
+        return _tls.stack
+    except AttributeError:
+        _tls.stack = []
+        return _tls.stack
+
+
+def current_finish() -> RootFinish | RemoteFinish:
+    """The innermost finish governing the calling thread.
+
+    Raises:
+        ApgasError: the thread runs no counted task and is not inside ``with finish():``.
+    """
+    stack = getattr(_tls, "stack", None)
+    if not stack:
+        raise ApgasError(
+            "async_() and async_at() must run inside a finish: wrap the code that spawns "
+            "tasks in 'with finish():' (uncounted and immediate tasks have no finish of their own)"
+        )
+    return stack[-1]
 
 FID = tuple  # (home place id, sequence number at home)
 
@@ -120,3 +193,236 @@ class RemoteFinish:
         self.exceptions: list[PackedException] = []
         self.result: bytes | None = None
         self.at_error: PackedException | None = None
+
+
+class _Detached(RemoteFinish):
+    """Stands in for a home finish that no longer exists (it failed): reports nothing."""
+
+    __slots__ = ()
+
+
+def local_exception(exc: BaseException, place: int) -> Exception:
+    """``exc`` as collected by a finish at the place where it was raised."""
+    if not isinstance(exc, Exception):
+        cls = type(exc)
+        err: Exception = RemoteError(f"{cls.__module__}.{cls.__qualname__}", str(exc))
+        err.__cause__ = exc
+    else:
+        err = exc
+    try:
+        err.add_note(f"raised at place({place})")
+    except Exception:  # noqa: BLE001
+        pass
+    return err
+
+
+class Finishes:
+    """The finish room of one place: its finish records and the counting protocol.
+
+    Created by the :class:`~apgaspy._runtime.Runtime` after its membership room.
+
+    Args:
+        rt: the runtime of this place (its pools, its transport and its sends).
+
+    Attributes:
+        roots: seq → the :class:`RootFinish` of a finish whose home is here and that has
+            spawned a remote task (it has a fid) and is not done.
+        remotes: fid → the :class:`RemoteFinish` of a finish of another home with tasks
+            live here.
+        flock: the runtime's lock (shared with the membership and control rooms).
+    """
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.here = rt.here
+        self.flock = rt.flock  # shared: guards the records, the place table and the acks
+        self.membership: Membership = rt.membership
+        self.roots: dict[int, RootFinish] = {}
+        self.remotes: dict[Any, RemoteFinish] = {}
+        self._seq = itertools.count(1)
+
+    # ================================================================== spawning
+    def spawn(self, dest: int, fn: Callable[..., Any], args: tuple, kwargs: dict,
+              fin: RootFinish | RemoteFinish | None = None, flags: int = 0) -> None:
+        """Spawn ``fn(*args, **kwargs)`` at place ``dest``, counted in ``fin``.
+
+        Args:
+            fin: the governing finish (default: the calling thread's innermost one).
+
+        Raises:
+            ApgasError: no governing finish.
+            BadPlaceError, DeadPlaceError: ``dest`` is not a live place.
+        """
+        if fin is None:
+            fin = current_finish()
+        here = self.here
+        if dest == here:
+            with self.flock:
+                if isinstance(fin, RootFinish):
+                    fin.add(here, 1)
+                else:
+                    d = fin.deltas
+                    d[here] = d.get(here, 0) + 1
+                    fin.live += 1
+            self.rt.pool.submit(self._run_local, fin, fn, args, kwargs)
+            return
+        if dest not in self.membership.table:
+            raise self.membership.bad_place(dest)
+        body = dumps((fn, args, kwargs))
+        with self.flock:
+            if isinstance(fin, RootFinish):
+                if fin.fid is None:
+                    fin.fid = (here, next(self._seq))
+                    self.roots[fin.fid[1]] = fin
+                fin.add(dest, 1)
+            else:
+                d = fin.deltas
+                d[dest] = d.get(dest, 0) + 1
+            fid = fin.fid
+        try:
+            self.rt._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO))
+        except BaseException:
+            with self.flock:
+                if isinstance(fin, RootFinish):
+                    fin.add(dest, -1)
+                else:
+                    fin.deltas[dest] -= 1
+            raise
+
+    # ================================================================== running tasks
+    def _run_local(self, fin: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        stack = finish_stack()
+        stack.append(fin)
+        try:
+            fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported to the finish
+            self._task_failed(fin, exc, 0)
+        finally:
+            del stack[-1]
+            self._complete(fin)
+
+    def _run_remote(self, fin: Any, body: bytes, flags: int) -> None:
+        stack = finish_stack()
+        stack.append(fin)
+        try:
+            fn, args, kwargs = loads(body)
+            value = fn(*args, **kwargs)
+            if flags & F_AT:
+                fin.result = dumps(value)
+        except BaseException as exc:  # noqa: BLE001 - reported to the finish
+            self._task_failed(fin, exc, flags)
+        finally:
+            del stack[-1]
+            self._complete(fin)
+
+    def _task_failed(self, fin: Any, exc: BaseException, flags: int) -> None:
+        if isinstance(fin, RootFinish):
+            err = local_exception(exc, self.here)
+            with self.flock:
+                if flags & F_AT:
+                    fin.at_error = err
+                else:
+                    fin.exceptions.append(err)
+        else:
+            packed = pack_exception(exc, self.here)
+            with self.flock:
+                if flags & F_AT:
+                    fin.at_error = packed
+                else:
+                    fin.exceptions.append(packed)
+
+    def _complete(self, fin: Any) -> None:
+        here = self.here
+        cls = type(fin)
+        if cls is RootFinish:
+            with self.flock:
+                if fin.add(here, -1):
+                    self._release_root(fin)
+            return
+        if cls is _Detached:
+            for pe in fin.exceptions:
+                log.error("a task of a failed finish raised:%s", pe.tb)
+            fin.exceptions.clear()
+            return
+        if self.rt._streams:
+            self.rt.flush_output()
+        home = fin.fid[0]
+        with self.flock:
+            d = fin.deltas
+            d[here] = d.get(here, 0) - 1
+            fin.live -= 1
+            if fin.live:
+                return
+            del self.remotes[fin.fid]
+            msg = _dumps_msg(
+                (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error),
+                _PROTO,
+            )
+            try:
+                self.rt.transport.post(home, msg)
+                posted = True
+            except KeyError:
+                posted = False
+        if posted:
+            self.rt.transport.pump(home)
+        else:
+            try:
+                self.rt._send(home, msg)
+            except ApgasError:
+                log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
+
+    def _release_root(self, fin: RootFinish) -> None:
+        # flock held
+        if fin.fid is not None:
+            self.roots.pop(fin.fid[1], None)
+        fin.release()
+
+    def wait_root(self, fin: RootFinish) -> None:
+        """Complete the body of ``fin`` (the calling thread) and wait for all its tasks."""
+        with self.flock:
+            if fin.add(self.here, -1):
+                self._release_root(fin)
+                return
+            event = fin.event = threading.Event()
+        pool = current_pool()
+        with pool.blocking() if pool is not None else nullcontext():
+            event.wait()
+
+    # ================================================================== receiving
+    def _on_update(self, fid: Any, src: int, deltas: dict[int, int],
+                   excs: list[PackedException], result: bytes | None,
+                   at_error: PackedException | None) -> None:
+        errors = [pe.unpack() for pe in excs]
+        at_exc = at_error.unpack() if at_error is not None else None
+        with self.flock:
+            fin = self.roots.get(fid[1])
+            if fin is None:
+                return  # the finish already failed (a place died); late news
+            fin.exceptions.extend(errors)
+            if result is not None:
+                fin.result = result
+            if at_exc is not None:
+                fin.at_error = at_exc
+            if fin.apply(deltas):
+                self._release_root(fin)
+            elif self.membership.dead:
+                for p in self.membership.dead:
+                    if fin.waits_on(p):
+                        self._fail_root(fin, p)
+                        break
+
+    # ================================================================== failures
+    def fail_waiting_on(self, place: int) -> None:
+        """Fail, at once, every finish whose home is here and that still expects something
+        from ``place``, which died (flock held; called by ``Membership.place_died``)."""
+        for fin in list(self.roots.values()):
+            if fin.waits_on(place):
+                self._fail_root(fin, place)
+
+    def _fail_root(self, fin: RootFinish, place: int) -> None:
+        # flock held
+        fin.exceptions.append(DeadPlaceError(place))
+        fin.failed = True
+        fin.counts.clear()
+        fin.nonzero = 0
+        self._release_root(fin)

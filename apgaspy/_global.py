@@ -82,7 +82,7 @@ class GlobalRef(Generic[T]):
         if rt.here == self._home:
             rt.objects.pop(self._id, None)
             return
-        if self._home not in rt.table:
+        if self._home not in rt.membership.table:
             return  # the home place is gone (dead or released), and its objects with it
         try:
             rt.spawn_uncounted(self._home, _free_here, (self._id,), {})

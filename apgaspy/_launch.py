@@ -47,7 +47,8 @@ from ._hosts import (
     resolve_host,
     slurm_allocation,
 )
-from ._runtime import PlaceInfo, Runtime, set_runtime
+from ._membership import PlaceInfo
+from ._runtime import Runtime, set_runtime
 
 __all__ = ["start", "stop", "serve", "spawn_places"]
 
@@ -233,10 +234,10 @@ def _start_world(world: Any) -> Runtime:
     SESSION.world = world
     set_runtime(rt)
     rt.start(table)
-    rt.report_ready()
+    rt.membership.report_ready()
     verdict = ""
     if rank == 0:
-        failed = _not_ready(rt, rt.place_ids())
+        failed = _not_ready(rt, rt.membership.place_ids())
         verdict = str(_startup_error(failed)) if failed else ""
     verdict = _bcast_text(world, verdict)
     if verdict:
@@ -275,12 +276,12 @@ def _not_ready(rt: Runtime, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
     """At place 0: wait until the places ``ids`` serve tasks; return the ones that died or
     did not report ready within ``APGAS_START_TIMEOUT`` seconds, with their host and why."""
     timeout = setting("START_TIMEOUT")
-    late = set(rt.wait_ready(ids, timeout))
+    late = set(rt.membership.wait_ready(ids, timeout))
     failed: dict[int, tuple[str, str]] = {}
     for i in ids:
-        info = rt.table.get(i)
+        info = rt.membership.table.get(i)
         host = info.host if info else "?"
-        if i in rt.dead:
+        if i in rt.membership.dead:
             failed[i] = (host, "its connection broke or could not be made (to "
                                f"{info.endpoint if info else '?'}); the process died or is "
                                "unreachable from place 0")
@@ -318,9 +319,9 @@ def _start_embedded(places: int | None) -> Runtime:
     SESSION.world = None
     set_runtime(rt)
     rt.start([me, *others])
-    failed = _not_ready(rt, rt.place_ids())
+    failed = _not_ready(rt, rt.membership.place_ids())
     if failed:
-        rt.shutdown(1)
+        rt.membership.shutdown(1)
         rt.close()
         set_runtime(None)
         raise _startup_error(failed)
@@ -355,7 +356,7 @@ def _check_hosts(rt: Runtime, hosts: Sequence[str]) -> tuple[dict[str, str], dic
     """Check every host at once (each remote one costs a launcher round trip); return the MPI
     ``host`` info value of each good host and the reason of each refused one."""
     control = socket.gethostname() if SESSION.world is None else None
-    looped = [i for i in rt.table.values() if is_loopback(_address_of(i.endpoint))]
+    looped = [i for i in rt.membership.table.values() if is_loopback(_address_of(i.endpoint))]
 
     def check(host: str) -> str:
         value = check_host(host, control_host=control)
@@ -484,7 +485,7 @@ def stop(rt: Runtime, code: int = 0) -> None:
 
     try:
         reset()  # stops a communicator still running (APGAS-Disabled)
-        rt.shutdown(code)
+        rt.membership.shutdown(code)
     finally:
         rt.close()
         set_runtime(None)
@@ -495,11 +496,11 @@ def stop(rt: Runtime, code: int = 0) -> None:
 
 def serve(rt: Runtime) -> int:
     """On an mpiexec rank other than 0: serve tasks until place 0 shuts down; return the code."""
-    rt.stopped.wait()
+    rt.membership.stopped.wait()
     rt.close()
     set_runtime(None)
-    code = rt.exit_code
-    if rt.retired:  # released by a shrink: keep nothing while waiting for the end
+    code = rt.membership.exit_code
+    if rt.membership.retired:  # released by a shrink: keep nothing while waiting for the end
         import gc
 
         rt.objects.clear()

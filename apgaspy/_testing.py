@@ -188,7 +188,7 @@ def drain(timeout: float = _DRAIN_LIMIT_S) -> bool:
 def _is_last_word(msg: bytes) -> bool:
     if len(msg) > 256 or not any(w.encode() in msg for w in _LAST_WORDS):
         return False
-    from ._runtime import CTRL
+    from ._messages import CTRL
 
     try:
         decoded = pickle.loads(msg)

@@ -125,3 +125,47 @@ def test_lambdas_travel_by_value():
     k = 41
     fn = loads(dumps(lambda: k + 1))
     assert fn() == 42
+
+
+def test_a_death_reaches_every_room_of_the_runtime():
+    """The rooms share the runtime's one lock, and ``Membership.place_died`` fails, in one
+    step, the finishes (finish room) and the acknowledgements (control room) waiting on the
+    dead place; an UPDATE that arrives later for the failed finish is late news."""
+    import os
+
+    from apgaspy import DeadPlaceError
+    from apgaspy._membership import PlaceInfo
+    from apgaspy._runtime import Runtime
+
+    rt = Runtime(0, os.urandom(32), "127.0.0.1")
+    try:
+        assert rt.finishes.flock is rt.flock is rt.membership.flock is rt.control.flock
+        for pid in (0, 1, 2):
+            rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
+                                                 "spawned")
+        assert rt.table is rt.membership.table
+        assert rt.ctrl_handlers["ack"] == rt.control._ctrl_ack
+        assert rt.ctrl_handlers["dead"] == rt.membership._ctrl_dead
+        fin = RootFinish(0)
+        fin.fid = (0, 1)
+        fin.add(1, 1)
+        rt.finishes.roots[1] = fin
+        other = RootFinish(0)
+        other.fid = (0, 2)
+        other.add(2, 1)
+        rt.finishes.roots[2] = other
+        waiting, event = {1}, threading.Event()
+        rt.control._pending_acks[7] = (waiting, event)
+        rt.membership.place_died(1)
+        assert 1 not in rt.table and 1 in rt.membership.dead
+        assert fin.failed and fin.done and isinstance(fin.exceptions[0], DeadPlaceError)
+        assert list(rt.finishes.roots) == [2] and not other.failed
+        assert event.is_set() and not waiting
+        assert isinstance(rt.membership.bad_place(1), DeadPlaceError)
+        rt.finishes._on_update((0, 1), 1, {1: -1}, [], None, None)  # late news: ignored
+        assert fin.exceptions == [fin.exceptions[0]]
+        assert not other.add(0, -1)  # its body ended; its task at place 2 has not
+        rt.finishes._on_update((0, 2), 2, {2: -1}, [], None, None)
+        assert other.done and not rt.finishes.roots
+    finally:
+        rt.close()

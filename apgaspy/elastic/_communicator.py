@@ -81,13 +81,13 @@ class MalleableCommunicator(ABC):
             KeyError: no such place.
         """
         pid = place.id if isinstance(place, Place) else place
-        return runtime().table[pid].host
+        return runtime().membership.table[pid].host
 
     @staticmethod
     def hosts() -> list[str]:
         """The job's hosts (each allotted host once, in place order)."""
         seen: dict[int, str] = {}
-        for pid in runtime().place_ids():
-            info = runtime().table[pid]
+        for pid in runtime().membership.place_ids():
+            info = runtime().membership.table[pid]
             seen.setdefault(info.slot, info.host)
         return list(seen.values())

@@ -8,18 +8,18 @@ Grow(n hosts)::
 Shrink(n hosts)::
 
     pre_shrink(n·k) ─► check the answer (exactly n·k distinct live places, not place 0,
-    whole hosts) ─► every place drops them from its table and sends each of them a 'fin'
-    marker after whatever it sent before ─► a released place waits for all markers and for
-    its last task, says 'released' and ends (a spawned process exits; an mpiexec rank retires:
-    it leaves the runtime and waits in MPI_Finalize without using the CPU) ─► place 0 sees
-    its connection close ─► the released hosts go back ─► post_shrink
+    whole hosts) ─► release them (``Membership.release``: every place drops them from its
+    table and sends each of them a 'fin' marker; a released place waits for all markers and
+    for its last task, says 'released' and ends; place 0 sees its connection close; the
+    shrink protocol is drawn in :mod:`apgaspy._membership`) ─► the released hosts go back
+    ─► post_shrink
 
 A refused order (malformed, no handler, a wrong handler answer, an unreachable host) raises
 :class:`MalleabilityError` and leaves the program as it was.
 
 A place that dies during an order (its death is detected within ``APGAS_DEAD_PLACE_TIMEOUT``
 seconds) is never waited for: the acknowledgements still pending from it are dropped at once
-(``Runtime.place_died``), so no order waits ``_ACK_TIMEOUT_S`` for a dead place.  What the
+(``Membership.place_died``), so no order waits ``_ACK_TIMEOUT_S`` for a dead place.  What the
 order then does:
 
 * **shrink, a released place dies** (before it finished leaving): the order completes; the
@@ -55,8 +55,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._config import setting
 from .._exceptions import MalleabilityError
+from .._membership import PlaceInfo
 from .._place import Place
-from .._runtime import PlaceInfo, runtime
+from .._runtime import runtime
 from ._policy import check_shrink_answer
 
 if TYPE_CHECKING:
@@ -144,8 +145,9 @@ class Malleability:
                 "the malleable handler was disabled: a program is malleable once, "
                 "define_malleable_handler() cannot be called again")
         self.handler = handler
-        self.next_place = max([*rt.table, *rt.released, *rt.dead]) + 1
-        self.next_slot = max(info.slot for info in rt.table.values()) + 1
+        members = rt.membership
+        self.next_place = max([*members.table, *members.released, *members.dead]) + 1
+        self.next_slot = max(info.slot for info in members.table.values()) + 1
         self.state = OrderState.DEFINED
         self.communicator = make_communicator()
         if self.communicator is not None:
@@ -204,6 +206,7 @@ class Malleability:
         with self.order_lock:
             handler = self._handler()
             rt = runtime()
+            members = rt.membership
             mpi_hosts = check_grow_hosts(rt, hosts)  # before the handler hears of it
             per_host = setting("PLACES_PER_HOST")
             report = OrderReport("grow", len(hosts))
@@ -212,8 +215,8 @@ class Malleability:
             h0 = time.perf_counter_ns()
             handler.pre_grow(n)
             report.handler_ns += time.perf_counter_ns() - h0
-            continued = [Place(i) for i in rt.place_ids()]
-            dead_before = set(rt.dead)
+            continued = [Place(i) for i in members.place_ids()]
+            dead_before = set(members.dead)
             assert self.next_place is not None and self.next_slot is not None
             specs: list[tuple[int, str]] = []
             slots: list[int] = []
@@ -227,37 +230,37 @@ class Malleability:
             error: MalleabilityError | None = None
             never_ready: set[int] = set()  # given up alive: not 'died'
             try:
-                infos = spawn_places(rt, specs, list(rt.table.values()), slots=slots,
+                infos = spawn_places(rt, specs, list(members.table.values()), slots=slots,
                                      mpi_hosts=mpi_hosts)
             except MalleabilityError as exc:
                 error, infos = exc, []
             if infos:
-                rt.add_places(infos)
+                members.add_places(infos)
                 timeout = setting("START_TIMEOUT")
-                late = set(rt.wait_ready([i.id for i in infos], timeout))
-                lost = [i for i in infos if i.id in late or i.id in rt.dead]
+                late = set(members.wait_ready([i.id for i in infos], timeout))
+                lost = [i for i in infos if i.id in late or i.id in members.dead]
                 never_ready |= late
                 if lost:
                     for i in lost:
-                        rt.abandon_place(i.id)
+                        members.abandon_place(i.id)
                     error = MalleabilityError(
                         "could not start " + "; ".join(
                             f"place({i.id}) on host {i.host}: "
                             + ("its connection from place 0 broke or could not be made"
-                               if i.id in rt.dead and i.id not in late else
+                               if i.id in members.dead and i.id not in late else
                                f"it did not report ready within {timeout:g} s")
                             for i in lost))
                     infos = [i for i in infos if i not in lost]
             if infos:
-                late = rt.request_all([p for p in rt.place_ids() if p not in
-                                       {i.id for i in infos}], "add_places", infos,
-                                      timeout=_ACK_TIMEOUT_S)
+                late = rt.control.request_all([p for p in members.place_ids() if p not in
+                                               {i.id for i in infos}], "add_places", infos,
+                                              timeout=_ACK_TIMEOUT_S)
                 if late:
                     log.warning("places %s did not confirm the grow in time", late)
-                gone = [i for i in infos if i.id not in rt.table]  # died after 'ready'
+                gone = [i for i in infos if i.id not in members.table]  # died after 'ready'
                 if gone:
                     for i in gone:
-                        rt.abandon_place(i.id)
+                        members.abandon_place(i.id)
                     more = "; ".join(f"place({i.id}) on host {i.host}: it died while the "
                                      f"grow was under way" for i in gone)
                     error = MalleabilityError(
@@ -267,13 +270,13 @@ class Malleability:
             # Every place learns of the places that died during the order: those that joined
             # now may have been given them in their table, and an existing place may have
             # heard of a new place's death before it was told to add it.
-            died = sorted(rt.dead - dead_before)
+            died = sorted(members.dead - dead_before)
             for d in died:
-                rt.announce_dead(d)
+                members.announce_dead(d)
             report.died = [Place(d) for d in died if d not in never_ready]
             report.places = added
             h0 = time.perf_counter_ns()
-            handler.post_grow(len(rt.table), continued, added)
+            handler.post_grow(len(members.table), continued, added)
             report.handler_ns += time.perf_counter_ns() - h0
             report.total_ns = time.perf_counter_ns() - t0
             self.reports.append(report)
@@ -304,17 +307,17 @@ class Malleability:
             raise MalleabilityError(f"a shrink order releases at least 1 host, got {n_hosts!r}")
         with self.order_lock:
             handler = self._handler()
-            rt = runtime()
+            members = runtime().membership
             per_host = setting("PLACES_PER_HOST")
-            slots = self._slots(rt)
-            releasable = [s for s in slots if s != rt.table[0].slot]
+            slots = self._slots(members.table)
+            releasable = [s for s in slots if s != members.table[0].slot]
             if n_hosts > len(releasable):
                 raise MalleabilityError(
                     f"cannot release {n_hosts} host{'s' if n_hosts > 1 else ''}: the job has "
                     f"{len(releasable)} host{'s' if len(releasable) != 1 else ''} besides the "
                     f"one of place 0")
             report = OrderReport("shrink", n_hosts)
-            dead_before = set(rt.dead)
+            dead_before = set(members.dead)
             t0 = time.perf_counter_ns()
             n = n_hosts * per_host
             h0 = time.perf_counter_ns()
@@ -322,96 +325,38 @@ class Malleability:
             report.handler_ns += time.perf_counter_ns() - h0
             try:
                 removed = check_shrink_answer(
-                    answer, n, n_hosts, {p: info.slot for p, info in rt.table.items()}, rt.dead)
+                    answer, n, n_hosts, {p: info.slot for p, info in members.table.items()},
+                    members.dead)
             except MalleabilityError:
                 h0 = time.perf_counter_ns()
-                handler.post_shrink(len(rt.table), [])
+                handler.post_shrink(len(members.table), [])
                 report.handler_ns += time.perf_counter_ns() - h0
                 raise
             released_slots = []
             for pid in removed:
-                slot = rt.table[pid].slot
+                slot = members.table[pid].slot
                 if slot not in released_slots:
                     released_slots.append(slot)
             host_names = [slots[s][0].host for s in released_slots]
-            self._release(rt, removed)
+            members.release(removed, ack_timeout=_ACK_TIMEOUT_S)
             report.places = [Place(p) for p in removed]
             report.host_names = host_names
-            report.died = [Place(p) for p in sorted(rt.dead - dead_before)]
+            report.died = [Place(p) for p in sorted(members.dead - dead_before)]
             if on_released is not None:
                 on_released(host_names)
             h0 = time.perf_counter_ns()
-            handler.post_shrink(len(rt.table), report.places)
+            handler.post_shrink(len(members.table), report.places)
             report.handler_ns += time.perf_counter_ns() - h0
             report.total_ns = time.perf_counter_ns() - t0
             self.reports.append(report)
             return report
 
     @staticmethod
-    def _slots(rt: Any) -> dict[int, list[PlaceInfo]]:
+    def _slots(table: dict[int, PlaceInfo]) -> dict[int, list[PlaceInfo]]:
         slots: dict[int, list[PlaceInfo]] = {}
-        for info in sorted(rt.table.values(), key=lambda i: i.id):
+        for info in sorted(table.values(), key=lambda i: i.id):
             slots.setdefault(info.slot, []).append(info)
         return slots
-
-
-    @staticmethod
-    def _release(rt: Any, removed: list[int]) -> None:
-        infos = {r: rt.table[r] for r in removed}
-        for r in removed:
-            rt.leaving[r] = threading.Event()
-            rt.released_here[r] = threading.Event()
-        others = [p for p in rt.place_ids() if p != 0]
-        rt.remove_places(removed)  # place 0's own table, and its fins
-        # A place that dies now is not waited for (Runtime.place_died; a released one counts
-        # as released: Runtime._leaving_place_died).
-        late = rt.request_all(others, "remove_places", removed, timeout=_ACK_TIMEOUT_S)
-        if late:
-            log.warning("places %s did not confirm the shrink in time", late)
-        deadline = time.monotonic() + setting("RELEASE_TIMEOUT")
-        try:
-            for r in removed:
-                while not (rt.released_here[r].is_set() and rt.leaving[r].is_set()):
-                    if r in rt.dead:
-                        break
-                    if time.monotonic() > deadline:
-                        raise MalleabilityError(
-                            f"place({r}) did not end within APGAS_RELEASE_TIMEOUT seconds")
-                    rt.leaving[r].wait(0.05)
-        finally:
-            for r in removed:
-                rt.leaving.pop(r, None)
-                rt.released_here.pop(r, None)
-                rt.transport.remove_peer(r, linger_s=0)
-        # A spawned place on this machine: its host goes back only once its process is gone
-        # (its connection closes a moment before it exits).
-        for info in infos.values():
-            if info.origin == "spawned" and _is_here(info.host):
-                _wait_process_gone(info.pid, deadline)
-
-
-def _is_here(host: str) -> bool:
-    from .._hosts import is_local_host
-
-    try:
-        return is_local_host(host)
-    except OSError:
-        return False
-
-
-def _wait_process_gone(pid: int, deadline: float) -> None:
-    """Wait until process ``pid`` of this machine has ended (or ``deadline`` passed)."""
-    delay = 0.0005
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except OSError:
-            return  # no such process (or no /proc: nothing more we can check)
-        time.sleep(delay)
-        delay = min(delay * 2, 0.01)
-    log.warning("released place process %d has not ended yet", pid)
 
 
 _MALLEABILITY = Malleability()
