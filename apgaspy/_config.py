@@ -127,6 +127,9 @@ SETTINGS: dict[str, Setting] = {
                 "localhost; after 12 s shrink 1'"),
         Setting("RELEASE_TIMEOUT", 600.0, float, _positive,
                 "seconds a shrink waits for a released place to finish its last tasks"),
+        Setting("ACK_TIMEOUT", 60.0, float, _positive,
+                "seconds an order waits for every live place to acknowledge a table change "
+                "(a place that dies is not waited for)"),
         Setting("CONNECT_GRACE", 5.0, float, _positive,
                 "seconds a new place's connection may take before the place counts as dead"),
         Setting("CHECK_TIMEOUT", 15.0, float, _positive,

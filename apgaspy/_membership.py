@@ -223,7 +223,7 @@ class Membership:
         with self.flock:
             self.table.pop(place, None)
             self.dead.add(place)
-        self.rt.transport.remove_peer(place, linger_s=1.0)
+        self.rt.transport.remove_peer(place, linger_s=setting("CLOSE_LINGER"))
 
     # ================================================================== deaths
     def _on_peer_lost(self, place: int) -> None:

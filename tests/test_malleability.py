@@ -161,7 +161,7 @@ def test_a_user_communicator_by_configuration(tmp_path):
     env = env_for(2, APGAS_COMMUNICATOR="custom_comm:FileCommunicator",
                   ORDERS_FILE=str(orders), RESULTS_FILE=str(results),
                   PYTHONPATH=str(PROGRAMS))
-    r = run_program("timed_malleable.py", 2, "spawn", "4.0", env=env, timeout=60)
+    r = run_program("timed_malleable.py", 2, "spawn", "8.0", env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert results.read_text().splitlines() == [
         "started", "grew [2, 3]", "released ['localhost']", "stopped"]

@@ -19,7 +19,7 @@ A refused order (malformed, no handler, a wrong handler answer, an unreachable h
 
 A place that dies during an order (its death is detected within ``APGAS_DEAD_PLACE_TIMEOUT``
 seconds) is never waited for: the acknowledgements still pending from it are dropped at once
-(``Membership.place_died``), so no order waits ``_ACK_TIMEOUT_S`` for a dead place.  What the
+(``Membership.place_died``), so no order waits ``APGAS_ACK_TIMEOUT`` for a dead place.  What the
 order then does:
 
 * **shrink, a released place dies** (before it finished leaving): the order completes; the
@@ -67,7 +67,6 @@ __all__ = ["OrderState", "OrderReport", "Malleability", "malleability"]
 
 log = logging.getLogger("apgaspy")
 
-_ACK_TIMEOUT_S = 60.0
 
 
 class OrderState(enum.Enum):
@@ -254,7 +253,7 @@ class Malleability:
             if infos:
                 late = rt.control.request_all([p for p in members.place_ids() if p not in
                                                {i.id for i in infos}], "add_places", infos,
-                                              timeout=_ACK_TIMEOUT_S)
+                                              timeout=setting("ACK_TIMEOUT"))
                 if late:
                     log.warning("places %s did not confirm the grow in time", late)
                 gone = [i for i in infos if i.id not in members.table]  # died after 'ready'
@@ -338,7 +337,7 @@ class Malleability:
                 if slot not in released_slots:
                     released_slots.append(slot)
             host_names = [slots[s][0].host for s in released_slots]
-            members.release(removed, ack_timeout=_ACK_TIMEOUT_S)
+            members.release(removed, ack_timeout=setting("ACK_TIMEOUT"))
             report.places = [Place(p) for p in removed]
             report.host_names = host_names
             report.died = [Place(p) for p in sorted(members.dead - dead_before)]
