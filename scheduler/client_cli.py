@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._argtypes import seconds
 from .control import ControlError, control_path, request
 
 __all__ = [
@@ -61,23 +62,13 @@ def _error(exc: Exception) -> int:
 # ------------------------------------------------------------------------------ submit
 
 
-def _delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
-    return value
-
-
 def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     """``submit``'s options."""
     p.add_argument("scripts", nargs="*", metavar="SCRIPT",
                    help="job scripts ('-': read one from stdin)")
     p.add_argument("--batch", type=Path, default=None,
                    help="a batch file (JSON or CSV, jobs with submit_s offsets)")
-    p.add_argument("--delay", type=_delay, default=0.0,
+    p.add_argument("--delay", type=seconds, default=0.0,
                    help="queue the scripts this many seconds from now (default 0)")
     p.add_argument("--name", default=None, help="job name of a script read from stdin")
     p.add_argument("--json", action="store_true", help="print the replies as JSON")

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
 from .control import control_path
 from .nodes import LocalNodes, NodePool, SshHosts
@@ -38,43 +39,6 @@ from .slurm_mode import GROW_MODES, SlurmNodes
 __all__ = ["HELP", "add_arguments", "format_event", "make_nodes", "run"]
 
 HELP = "run the scheduler on logical nodes, ssh hosts or a Slurm partition (real jobs)"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value < 65536:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535 (0: any free), got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
-    return value
 
 
 def _hosts(text: str) -> list[str]:
@@ -96,7 +60,7 @@ def _env(text: str) -> tuple[str, str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add ``serve``'s options to ``p``."""
     where = p.add_mutually_exclusive_group()
-    p.add_argument("--nodes", type=_positive_int, default=None,
+    p.add_argument("--nodes", type=positive_int, default=None,
                    help="logical nodes 127.0.1.1 ... 127.0.1.N on this machine (default 4); "
                         "with --slurm: how many of the partition's nodes to use (default all)")
     where.add_argument("--hosts", type=_hosts, default=None,
@@ -115,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-tty", action="store_true", help="start ssh jobs without -t -t")
     p.add_argument("--algorithm", choices=sorted(registry), default="malleable",
                    help="scheduling algorithm (default malleable)")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    p.add_argument("--port", type=port, default=DEFAULT_PORT,
                    help=f"SCHEDULER_PORT: notifications here, orders to jobs "
                         f"(default {DEFAULT_PORT}; 0: a free one)")
     p.add_argument("--listen", default=None,
@@ -128,11 +92,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", type=Path, default=None, help="JSON-lines event log (appended)")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="node files and job output (default: a new temporary directory)")
-    p.add_argument("--interval", type=_positive_seconds, default=5.0,
+    p.add_argument("--interval", type=positive_seconds, default=5.0,
                    help="seconds between algorithm runs (default 5; also on every event)")
-    p.add_argument("--cooldown", type=_seconds, default=60.0,
+    p.add_argument("--cooldown", type=seconds, default=60.0,
                    help="seconds between two orders to one job (default 60, as Java)")
-    p.add_argument("--grace", type=_seconds, default=5.0,
+    p.add_argument("--grace", type=seconds, default=5.0,
                    help="seconds from SIGTERM to SIGKILL when ending a job (default 5)")
     p.add_argument("--env", type=_env, action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable for every job (repeatable)")

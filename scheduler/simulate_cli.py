@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._argtypes import positive_int
 from .algorithms import registry
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .simulate import (
@@ -74,16 +75,6 @@ def _algorithms(text: str) -> list[str]:
     return names
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add ``simulate``'s options to ``p``."""
     out = p.add_argument_group("output")
@@ -100,16 +91,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="comma-separated (default: %(default)s)")
     sweep.add_argument("--shares", type=_floats, default=list(DEFAULT_SHARES),
                        help="malleable shares in %% (default: 0,20,40,60,80,100)")
-    sweep.add_argument("--batches", type=_positive_int, default=None,
+    sweep.add_argument("--batches", type=positive_int, default=None,
                        help="seeded batches (default 10; 1 with --swf)")
     sweep.add_argument("--seed", type=int, default=43,
                        help="seed of the first batch; batch i uses seed+i (default 43)")
-    sweep.add_argument("--nodes", type=_positive_int, default=32,
+    sweep.add_argument("--nodes", type=positive_int, default=32,
                        help="cluster size in nodes (default 32)")
 
     mix = p.add_argument_group("paper job mix (SPEC §5)")
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
-    mix.add_argument("--jobs", type=_positive_int, default=25, help="jobs per batch (25)")
+    mix.add_argument("--jobs", type=positive_int, default=25, help="jobs per batch (25)")
     mix.add_argument("--submit-window-s", type=float, default=600.0,
                      help="submissions drawn in [0, this) seconds (600)")
     mix.add_argument("--first-at-zero", type=int, default=5,
@@ -123,9 +114,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     swf.add_argument("--swf", metavar="PATH", type=Path, help="simulate this SWF trace")
     swf.add_argument("--swf-malleable-share", type=_floats, default=None,
                      help="malleable share(s) in %% for the trace (default: --shares)")
-    swf.add_argument("--cores-per-node", type=_positive_int, default=1,
+    swf.add_argument("--cores-per-node", type=positive_int, default=1,
                      help="processors per node of the traced machine (1)")
-    swf.add_argument("--swf-max-jobs", type=_positive_int, default=None,
+    swf.add_argument("--swf-max-jobs", type=positive_int, default=None,
                      help="use only the first jobs of the trace")
     swf.add_argument("--serial-fraction", type=float, default=0.05,
                      help="Amdahl serial fraction of trace jobs (0.05)")
