@@ -5,7 +5,8 @@
 
 The table sits between the markers ``<!-- results:start -->`` and ``<!-- results:end -->``;
 each row gives our figure, the reference figure of SPEC.md §4 or the issue's target, and
-the machine the figure was measured on.
+the machine the figure was measured on.  The kernel rows and the note under the table come
+from ``kernels.json`` alone (its references carry their source, machine and date).
 """
 
 from __future__ import annotations
@@ -83,22 +84,7 @@ def table() -> str:
                             f"{'Java APGAS 7.41 s for 2.55 places' if n == 2 else ''} | | {mc} |")
     ke = _load("kernels")
     if ke:
-        mc = _machine(ke)
-        names = {"uts_d11": "UTS seed 19 d=11, 1 core", "nqueens_12": "N-Queens 12, 1 core",
-                 "nqueens_13": "N-Queens 13, 1 core", "nqueens_14": "N-Queens 14, 1 core",
-                 "bc_12": "BC scale 12, 1 core", "bc_14": "BC scale 14, 1 core",
-                 "pi_1e8": "Pi 10^8 samples, 1 core"}
-        targets = {"uts_d11": "≥ 17 M nodes/s", "nqueens_13": "≤ 0.68 s",
-                   "bc_12": "≤ 1.32 s", "bc_14": "≤ 24.7 s", "pi_1e8": "≤ 0.78 s"}
-        for key, f in ke["kernels"].items():
-            if key == "uts_d11":
-                ours = f"{f['throughput_median'] / 1e6:.1f} M nodes/s"
-                ref = "Java GLB 34 M nodes/s"
-            else:
-                ours = f"{f['median_s']:.3f} s"
-                ref = f"Java GLB {f['java_s']:g} s"
-            rows.append(f"| {names.get(key, key)} | {ours} ({f['speedup_vs_java_median']:.2f}× "
-                        f"Java) | {ref} | {targets.get(key, '')} | {mc} |")
+        rows.extend(_kernel_rows(ke))
     for path in sorted(RESULTS_DIR.glob("scaling*.json")):
         sc = json.loads(path.read_text())
         mc = _machine(sc)
@@ -114,6 +100,63 @@ def table() -> str:
                         f"{100 * cell['efficiency']:.0f} % vs sequential{extra} "
                         f"({cell['seconds']:.2f} s) | | {target} | {mc} |")
     return "\n".join(rows)
+
+
+def _seconds(x: float) -> str:
+    """Seconds with three or four significant digits."""
+    return f"{x:.4f} s" if x < 0.1 else (f"{x:.3f} s" if x < 10 else f"{x:.2f} s")
+
+
+def _rate(x: float, unit: str) -> str:
+    """A per-second figure with three significant digits, an SI prefix (k, M, G) and its unit
+    (e.g. ``"nodes/s"``)."""
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.3g} {prefix} {unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _kernel_rows(ke: dict[str, Any]) -> list[str]:
+    """The kernel rows of the table, all from ``kernels.json`` (written by
+    ``benchmarks.kernels_speed``): our figures, the reference with its citation, whether it is
+    the same work (and only then the ratio, across runs), and the target with its issue."""
+    mc = _machine(ke)
+    rows = []
+    for f in ke["kernels"].values():
+        ours = "; ".join([_seconds(f["median_s"])] + [
+            _rate(v, unit) for unit, v in f["per_s_median"].items()])
+        ref = f["reference"]
+        rates = [_rate(r["value"], unit) for unit, r in ref["per_s"].items()]
+        cell = "; ".join([f"Java GLB {_seconds(ref['value'])}"] + rates) + f" [{ref['cite']}]"
+        if ref["same_work"]:
+            ratio = f["ratio_to_reference"]["value"]
+            cell += f"; same work, other run: ours {ratio:.2f}×" if ratio < 10 else \
+                f"; same work, other run: ours {ratio:.0f}×"
+        else:
+            cell += "; not the same work"
+        t = f.get("target")
+        target = f"{t['text']} ({t['cite']})" if t else ""
+        rows.append(f"| {f['label']} | {ours} | {cell} | {target} | {mc} |")
+    return rows
+
+
+def kernel_note() -> str:
+    """The paragraph under the table on the kernel rows, from ``kernels.json``: what the
+    references are, what each like-for-like measure counts, and what each kernel does
+    differently from Java; an empty string without the file."""
+    ke = _load("kernels")
+    if not ke:
+        return ""
+    counts: dict[str, str] = {}
+    for f in ke["kernels"].values():
+        for unit, w in f["work"].items():
+            counts.setdefault(unit, w["counts"])
+    kinds = {"uts": "UTS", "nqueens": "N-Queens", "bc": "BC", "pi": "Pi"}
+    notes = " ".join(f"{kinds.get(k, k)}: {text}" for k, text in ke["kernel_notes"].items())
+    measured = "; ".join(f"*{unit}*: {text}" for unit, text in counts.items())
+    return (f"Kernel rows: {ke['about'][:1].upper()}{ke['about'][1:]} What each kernel does "
+            f"differently from Java: {notes} "
+            f"What the throughputs count: {measured}.")
 
 
 SCHED_START, SCHED_END = "<!-- scheduling:start -->", "<!-- scheduling:end -->"
@@ -155,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print", action="store_true", help="print instead of writing")
     args = parser.parse_args(argv)
     text = table()
+    note = kernel_note()
+    if note:
+        text = f"{text}\n\n{note}"
     if args.print:
         print(text)
         return 0

@@ -7,9 +7,10 @@ counts: N=8: 92, 10: 724, 12: 14,200, 13: 73,712, 14: 365,596, 15: 2,279,184, 16
 have none.
 
 Source: the N-Queens benchmark of the GLB suite (LifelineGLB by Posner, the X10/APGAS GLB
-examples), which counts solutions by bitboard backtracking in the style of Martin Richards'
-and Jeff Somers' bitwise algorithm: a partial board with queens in its first ``d`` rows is
-three bit masks, one bit a column,
+examples).  The Java GLB kernel backtracks row by row and checks each candidate column against
+every queen already placed (int arrays; SPEC.md §4); this module backtracks on bitboards
+instead, in the style of Martin Richards' and Jeff Somers' bitwise algorithm: a partial board
+with queens in its first ``d`` rows is three bit masks, one bit a column,
 
 * ``cols``: columns already taken,
 * ``ld``: squares of row ``d`` attacked along "left" diagonals (shifted left one bit a row),
@@ -26,17 +27,35 @@ bit counts (see ``_count_last_two``).  The left-right mirror symmetry of the boa
 work: the first queen only goes in the left half of row 0 (for odd N, the middle column of row
 0 is combined with the left half of row 1) and every count is doubled.
 
-Public API: ``NQueensBag`` (a GLB ``Bag[LongSum]``), ``count_solutions``, ``DEFAULT_WORK_UNITS``
-and ``MAX_N``.
+Full-tree mode (``NQueensBag(n, full_tree=True)``, ``count_full_tree``): the same vectorized
+expansion, but from the empty board, without the mirror symmetry and without the closed form:
+boards are expanded down to row ``N - 1`` and the solutions are the free squares of that last
+row.  It visits every *valid partial board* once, as a plain backtracking search does (the Java
+GLB kernel, which checks each of the N candidate columns of a row against every queen already
+placed): a valid partial board is a placement of ``k`` queens, ``1 ≤ k ≤ N``, one in each of
+the first ``k`` rows, no two attacking each other; complete solutions count (``k = N``), the
+empty board does not.  N = 12, 13, 14 have 856,188, 4,674,889 and 27,358,552 of them (SPEC.md
+§4: 0.86 / 4.67 / 27.4 M).  The mode exists to compare boards per second like for like; it
+takes about twice as long as the default search (N = 12 to 14, measured).
+
+Differences from the Java GLB kernel, default mode: bitboards instead of candidate checks
+against int arrays, numpy passes over up to 65,536 boards at once instead of one board at a
+time, mirror symmetry (half the tree) and the closed form for the last two rows (no boards
+expanded there).  Full-tree mode keeps only the first two differences.
+
+Public API: ``NQueensBag`` (a GLB ``Bag[LongSum]``), ``count_solutions``, ``count_full_tree``,
+``DEFAULT_WORK_UNITS`` and ``MAX_N``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from glb import Bag, LongSum, process_all
 
-__all__ = ["NQueensBag", "count_solutions", "DEFAULT_WORK_UNITS", "MAX_N"]
+__all__ = ["NQueensBag", "count_solutions", "count_full_tree", "DEFAULT_WORK_UNITS", "MAX_N"]
 
 #: Largest supported board size: masks are stored in ``uint32`` (one bit a column).
 MAX_N = 32
@@ -86,8 +105,8 @@ def _dtype_for(n: int) -> type:
     return np.uint16 if n <= 16 else np.uint32
 
 
-def _initial_boards(n: int) -> tuple[int, list[np.ndarray]]:
-    """The starting partial boards of the symmetric search and their weight.
+def _initial_boards(n: int, full_tree: bool = False) -> tuple[int, list[np.ndarray]]:
+    """The starting partial boards of the symmetric search (or of the full tree) and their weight.
 
     Returns:
         ``(weight, levels)``: every solution found from the boards counts ``weight`` times;
@@ -97,11 +116,12 @@ def _initial_boards(n: int) -> tuple[int, list[np.ndarray]]:
     column ``n-1-c``, so the boards are row-0 queens in columns ``0 .. n//2-1`` and, for odd
     ``n``, the middle column of row 0 with a row-1 queen left of it (a row-1 queen can never
     sit in the middle column then, so the mirror pairs up the rest); weight 2.  For n = 1 the
-    only board is the empty one, weight 1.
+    only board is the empty one, weight 1.  With ``full_tree`` the only board is the empty one,
+    weight 1, for every n.
     """
     dt = _dtype_for(n)
     levels: list[np.ndarray] = [np.zeros((3, 0), dtype=dt) for _ in range(n)]
-    if n == 1:
+    if n == 1 or full_tree:
         levels[0] = np.zeros((3, 1), dtype=dt)
         return 1, levels
     row0 = [(1 << c, (1 << c) << 1, (1 << c) >> 1) for c in range(n // 2)]
@@ -235,13 +255,17 @@ class NQueensBag(Bag[LongSum]):
     Args:
         n: the board size N, an int with 1 ≤ N ≤ ``MAX_N``.  The new bag holds the whole
             problem (the empty board, as the row-0 placements of the symmetric search).
+        full_tree: search the full tree without symmetry and without the closed form, and
+            count the valid partial boards in ``boards`` (module docstring); the solution
+            count is the same.
 
     Raises:
         TypeError: ``n`` is not an integer.
         ValueError: ``n`` < 1 or ``n`` > ``MAX_N``.
 
     Work unit: one partial board expanded into its children (or, for boards with at most two
-    rows left, counted in closed form).  ``process(k, result)`` handles up to ``k`` boards,
+    rows left, counted in closed form; in full-tree mode, the boards with one row left are
+    counted, two are not).  ``process(k, result)`` handles up to ``k`` boards,
     at most ``_CHUNK`` (65,536) a pass, from the deepest pending depth, and adds the solutions
     it completes to ``result``; nothing is kept back for ``submit``.
 
@@ -249,14 +273,26 @@ class NQueensBag(Bag[LongSum]):
     arrays of uint16 (N ≤ 16) or uint32; the depth-first order bounds each depth to about
     ``_CHUNK * N`` boards (N = 18 measured: at most 2.0 M boards pending, 64 MB peak RSS of
     the whole process).
+
+    Attributes:
+        n: the board size.
+        full_tree: the mode (bool).
+        boards: full-tree mode only, the valid partial boards this bag has visited (boards
+            taken from it by ``process``, plus the solutions found below its last-row boards);
+            a split's loot starts at 0 and ``merge`` adds the other bag's count, so the sum
+            over the bags of a run is the tree's count.  Always 0 in the default mode.
     """
 
-    __slots__ = ("n", "_weight", "_levels", "_pending")
+    __slots__ = ("n", "full_tree", "boards", "_weight", "_levels", "_pending", "_tail")
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, full_tree: bool = False) -> None:
         self.n = _check_n(n)
-        weight, levels = _initial_boards(self.n)
+        self.full_tree = bool(full_tree)
+        self.boards = 0
+        weight, levels = _initial_boards(self.n, self.full_tree)
         self._weight = weight
+        # Depth from which boards are counted, not expanded (_count_tail).
+        self._tail = self.n - 1 if self.full_tree else self.n - 2
         self._levels: list[list[np.ndarray]] = [[a] if a.shape[1] else [] for a in levels]
         self._pending = sum(a.shape[1] for a in levels)
 
@@ -287,6 +323,8 @@ class NQueensBag(Bag[LongSum]):
         mask = (1 << size) - 1
         found = 0
         levels = self._levels
+        tail = self._tail
+        full = self.full_tree
         while budget > 0 and self._pending > 0:
             depth = size - 1
             while not levels[depth]:
@@ -306,8 +344,15 @@ class NQueensBag(Bag[LongSum]):
                 segs[-1] = seg[:, : k - take]
             self._pending -= take
             budget -= take
-            if depth >= size - 2:
-                found += _count_tail(chunk, depth, size)
+            if full and depth:
+                # Valid partial boards: the live boards of this chunk (poisoned dead ones have
+                # every column taken, which no board above the last row has).
+                self.boards += int(np.count_nonzero(chunk[0] != chunk.dtype.type(mask)))
+            if depth >= tail:
+                tail_found = _count_tail(chunk, depth, size)
+                found += tail_found
+                if full:
+                    self.boards += tail_found  # the complete boards of the last row
             else:
                 children = _expand(chunk, mask)
                 if children.shape[1]:
@@ -321,6 +366,9 @@ class NQueensBag(Bag[LongSum]):
     def _empty_like(self) -> NQueensBag:
         bag = NQueensBag.__new__(NQueensBag)
         bag.n = self.n
+        bag.full_tree = self.full_tree
+        bag.boards = 0
+        bag._tail = self._tail
         bag._weight = self._weight
         bag._levels = [[] for _ in range(self.n)]
         bag._pending = 0
@@ -370,36 +418,46 @@ class NQueensBag(Bag[LongSum]):
         return loot
 
     def merge(self, other: Bag[LongSum]) -> None:
-        """Append all of ``other``'s boards to this bag.
+        """Append all of ``other``'s boards to this bag (and, in full-tree mode, add its
+        ``boards`` count to this one's).
 
         Raises:
             TypeError: ``other`` is not an ``NQueensBag``.
-            ValueError: ``other`` is for another board size.
+            ValueError: ``other`` is for another board size or the other mode.
         """
         if not isinstance(other, NQueensBag):
             raise TypeError(f"cannot merge {type(other).__name__} into NQueensBag")
         if other.n != self.n:
             raise ValueError(f"cannot merge a bag for N={other.n} into one for N={self.n}")
+        if other.full_tree != self.full_tree:
+            raise ValueError("cannot merge a full-tree bag with a symmetric one")
         for depth, segs in enumerate(other._levels):
             self._levels[depth].extend(segs)
         self._pending += other._pending
+        self.boards += other.boards
         other._levels = [[] for _ in range(other.n)]
         other._pending = 0
+        other.boards = 0
 
-    # -- pickling: one array of boards plus per-depth counts -----------------------------------
+    # -- pickling: one array of boards plus per-depth counts (and the mode) --------------------
 
-    def __getstate__(self) -> tuple[int, np.ndarray, np.ndarray]:
+    def __getstate__(self) -> tuple[int, np.ndarray, np.ndarray] | tuple[Any, ...]:
         counts = np.array([sum(s.shape[1] for s in segs) for segs in self._levels], np.int64)
         parts = [s for segs in self._levels for s in segs]
         boards = (
             np.concatenate(parts, axis=1) if parts else np.empty((3, 0), dtype=_dtype_for(self.n))
         )
+        if self.full_tree:
+            return self.n, counts, boards, True, self.boards
         return self.n, counts, boards
 
-    def __setstate__(self, state: tuple[int, np.ndarray, np.ndarray]) -> None:
-        n, counts, boards = state
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        n, counts, boards = state[:3]
         self.n = n
-        self._weight = 1 if n == 1 else 2
+        self.full_tree = len(state) > 3 and bool(state[3])
+        self.boards = int(state[4]) if self.full_tree else 0
+        self._tail = n - 1 if self.full_tree else n - 2
+        self._weight = 1 if n == 1 or self.full_tree else 2
         self._levels = []
         start = 0
         for c in counts.tolist():
@@ -408,7 +466,8 @@ class NQueensBag(Bag[LongSum]):
         self._pending = start
 
     def __repr__(self) -> str:
-        return f"NQueensBag(n={self.n}, pending={self._pending})"
+        mode = ", full_tree=True" if self.full_tree else ""
+        return f"NQueensBag(n={self.n}{mode}, pending={self._pending})"
 
 
 def count_solutions(n: int, work_units: int = DEFAULT_WORK_UNITS) -> int:
@@ -427,3 +486,27 @@ def count_solutions(n: int, work_units: int = DEFAULT_WORK_UNITS) -> int:
     """
     bag = NQueensBag(n)
     return process_all(bag, LongSum(), work_units).value()
+
+
+def count_full_tree(n: int, work_units: int = DEFAULT_WORK_UNITS) -> tuple[int, int]:
+    """Search the full N-Queens tree (no symmetry, no closed form) by running one full-tree bag
+    to the end, counting solutions and valid partial boards.
+
+    A valid partial board is a placement of ``k`` queens, 1 ≤ k ≤ N, one in each of the first
+    ``k`` rows, no two attacking (complete solutions included, the empty board not): the boards
+    a plain backtracking search accepts, as in the Java GLB kernel (module docstring).
+
+    Args:
+        n: the board size N, 1 ≤ N ≤ ``MAX_N`` (N = 14 takes about a quarter of a second).
+        work_units: partial boards per ``process`` call (≥ 1).
+
+    Returns:
+        ``(solutions, boards)``, two Python ints; N = 12 gives ``(14200, 856188)``.
+
+    Raises:
+        TypeError: ``n`` is not an integer.
+        ValueError: ``n`` out of range, or ``work_units`` < 1.
+    """
+    bag = NQueensBag(n, full_tree=True)
+    solutions = process_all(bag, LongSum(), work_units).value()
+    return solutions, bag.boards

@@ -37,6 +37,12 @@ interval: rows 0..4 the parent's digest (big-endian words), row 5 ``lo`` and row
 (≥ 1).  Work is taken from the top (column ``m - 1`` downwards), so the deepest work runs
 first and the stack stays small (about ``depth × lanes per batch`` intervals).  One work
 unit is one child hashed; leaves below budget-1 nodes are counted, not hashed.
+
+Differences from the Java GLB kernel: none in the work (the same tree, one SHA-1 per node
+hashed, leaves below budget-1 nodes counted without hashing, as the definition says); the
+SHA-1 runs on numpy lanes of thousands of messages at once with the constant folding above,
+and it stops after round 75 where only the child count is needed; the Java kernel hashes one
+node at a time, a whole SHA-1 each.
 """
 
 from __future__ import annotations

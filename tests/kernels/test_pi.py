@@ -17,6 +17,7 @@ from benchmarks.kernels.pi import (
     TASK_SAMPLES,
     PiBag,
     estimate_pi,
+    raw_words,
     standard_error,
 )
 from glb import LongSum, process_all
@@ -204,3 +205,38 @@ def test_hit_test_bias_is_negligible() -> None:
     assert abs(float(bias)) < 1e-12
     # Relative to the standard error of the largest run considered (1.2e12 samples).
     assert abs(float(bias)) < 1e-6 * standard_error(12 * 10**11)
+
+
+class _CountingGenerator:
+    """Wraps a task's bit generator and counts the raw words drawn from it."""
+
+    drawn = 0
+
+    def __init__(self, gen: np.random.SFC64) -> None:
+        self.gen = gen
+
+    def random_raw(self, size: int) -> np.ndarray:
+        _CountingGenerator.drawn += size
+        return self.gen.random_raw(size)
+
+
+@pytest.mark.parametrize("samples", [1, 98_304, 98_305, TASK_SAMPLES, TASK_SAMPLES + 1,
+                                     3 * TASK_SAMPLES + 12_345])
+def test_raw_words_counts_the_words_drawn(samples: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = pi_mod._task_generator
+    monkeypatch.setattr(pi_mod, "_task_generator",
+                        lambda seed, task: _CountingGenerator(real(seed, task)))
+    _CountingGenerator.drawn = 0
+    hits = run_one_bag(samples, 3, work_units=50_000)
+    assert _CountingGenerator.drawn == raw_words(samples)
+    monkeypatch.undo()
+    assert hits == run_one_bag(samples, 3)  # the wrapper changes nothing
+
+
+def test_raw_words_of_the_benchmark_run() -> None:
+    # 10^8 samples: 31 whole tasks of 32 blocks, then 25.25 blocks rounded up to 26.
+    assert raw_words(10**8) == (31 * 32 + 26) * 2**16 == 66_715_648
+    with pytest.raises(ValueError):
+        raw_words(0)
+    with pytest.raises(TypeError):
+        raw_words(1.5)  # type: ignore[arg-type]
