@@ -108,6 +108,9 @@ def _parser(bench: Benchmark) -> argparse.ArgumentParser:
                      help="lifeline hypercube base (default GLB_L, else 2)")
     glb.add_argument("--lifeline-dims", type=positive_int, default=None, dest="z",
                      help="lifeline hypercube dimensions (default GLB_Z, else enough)")
+    glb.add_argument("--resilient", action="store_const", const=True, default=None,
+                     help="survive the death of places other than 0 with the exact answer "
+                          "(default GLB_RESILIENT, else off)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -130,7 +133,8 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "seconds": seconds,
         "throughput": out.work / seconds if seconds > 0 else None,
         "unit": bench.unit,
-        "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z},
+        "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z,
+                "resilient": res.params.resilient},
         "orders": res.orders,
         "phases": res.phases,
         "log": [s.as_dict() for s in res.log],
@@ -145,7 +149,7 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
     problem = bench.validate(params)
     if problem:
         parser.error(problem)
-    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z")}
+    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient")}
     report = run(_job, bench, params, glb_kwargs, places=args.places)
     if args.json:
         print(json.dumps(report))

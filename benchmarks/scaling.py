@@ -1,6 +1,7 @@
 """Parallel efficiency of the GLB benchmarks over 1 to P places.
 
     python -m benchmarks.scaling [--places 1,2] [--repeats 3] [--label NAME] [--plot]
+                                 [--resilient] [--benchmarks uts,nqueens,bc,pi]
 
 For each benchmark, the sequential kernel (one bag, ``glb.process_all``, no places) gives
 T_seq; each place count P runs ``python -m benchmarks.<name> --json --places P`` and takes the
@@ -12,6 +13,10 @@ so that a noisy neighbour hurts all of them alike; medians are kept.
 
 and, when P = 1 is measured, the efficiency against the GLB run on one place,
 T_1 / (P · T_P), which leaves out what a second busy core costs the first on a shared machine.
+
+With ``--resilient``, every GLB run is also made with ``--resilient`` (resilient GLB,
+``glb._resilience``), interleaved with the plain one, and the cost of resilience with no
+failure is reported per place count: ``overhead = T_P(resilient) / T_P(plain) - 1``.
 
 Results: ``benchmarks/results/scaling[-LABEL].json``; with ``--plot``, a PNG of speedup
 against places next to it (needs matplotlib: ``pip install -e ".[plot]"``).
@@ -65,19 +70,26 @@ def _glb_seconds(args: list[str], places: int) -> float:
     return float(report["phases"]["compute_s"] + report["phases"]["reduce_s"])
 
 
-def measure(names: list[str], place_counts: list[int], repeats: int) -> dict[str, Any]:
-    """Interleaved runs; returns name -> {seq_s, P -> {seconds, speedup, efficiency}}."""
+def measure(names: list[str], place_counts: list[int], repeats: int,
+            resilient: bool = False) -> dict[str, Any]:
+    """Interleaved runs; returns name -> {seq_s, P -> {seconds, speedup, efficiency}} (and,
+    with ``resilient``, P -> resilient -> {seconds, runs_s, overhead})."""
     out: dict[str, Any] = {}
     for name in names:
         args, seq = _sequential(name)
         seq()  # warm up (graph generation, caches)
         runs: dict[Any, list[float]] = {"seq": [], **{p: [] for p in place_counts}}
-        for _ in range(repeats):
+        res_runs: dict[int, list[float]] = {p: [] for p in place_counts}
+        for i in range(repeats):
             t = time.perf_counter()
             seq()
             runs["seq"].append(time.perf_counter() - t)
             for p in place_counts:
+                if resilient and i % 2:  # alternate which of the two goes first
+                    res_runs[p].append(_glb_seconds([*args, "--resilient"], p))
                 runs[p].append(_glb_seconds(args, p))
+                if resilient and not i % 2:
+                    res_runs[p].append(_glb_seconds([*args, "--resilient"], p))
         t_seq = statistics.median(runs["seq"])
         entry: dict[str, Any] = {"args": args, "seq_s": t_seq, "seq_runs_s": runs["seq"]}
         t_1 = statistics.median(runs[1]) if 1 in runs else None
@@ -86,9 +98,15 @@ def measure(names: list[str], place_counts: list[int], repeats: int) -> dict[str
             entry[str(p)] = {"seconds": t_p, "runs_s": runs[p], "speedup": t_seq / t_p,
                              "efficiency": t_seq / (p * t_p),
                              "efficiency_vs_1_place": t_1 / (p * t_p) if t_1 else None}
+            if resilient:
+                t_r = statistics.median(res_runs[p])
+                entry[str(p)]["resilient"] = {"seconds": t_r, "runs_s": res_runs[p],
+                                              "overhead": t_r / t_p - 1}
         out[name] = entry
         print(f"{name:8} seq {t_seq:7.3f} s  " + "  ".join(
             f"P={p}: {entry[str(p)]['seconds']:.3f} s ({100 * entry[str(p)]['efficiency']:.0f} %)"
+            + (f" resilient {entry[str(p)]['resilient']['seconds']:.3f} s "
+               f"({100 * entry[str(p)]['resilient']['overhead']:+.1f} %)" if resilient else "")
             for p in place_counts), flush=True)
     return out
 
@@ -126,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="suffix of the result files")
     parser.add_argument("--plot", action="store_true", help="also write a PNG plot")
     parser.add_argument("--no-write", action="store_true", help="do not write files")
+    parser.add_argument("--resilient", action="store_true",
+                        help="also run every point with resilient GLB, interleaved, and report "
+                             "its cost")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.benchmarks.split(",") if n.strip()]
     unknown = [n for n in names if n not in ("uts", "nqueens", "bc", "pi")]
@@ -137,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--places takes integers, got {args.places!r}")
     if not counts or counts[0] < 1:
         parser.error("--places must be positive")
-    figures = measure(names, counts, args.repeats)
+    figures = measure(names, counts, args.repeats, args.resilient)
     if args.no_write:
         return 0
     name = "scaling" + (f"-{args.label}" if args.label else "")

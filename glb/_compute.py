@@ -26,7 +26,8 @@ from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
 from ._handler import GLBHandler
-from ._worker import Params, PlaceStats, _worker, make_worker
+from ._resilience import Store, _on_backup, halt_all, install_store, live_members, only_dead
+from ._worker import Params, PlaceStats, _resume, _worker, make_worker
 
 __all__ = ["GLBResult", "compute_dynamic", "compute_static"]
 
@@ -48,6 +49,9 @@ class GLBResult:
         orders: malleability orders carried out during the computation (kind, places).
         phases: seconds spent setting up (workers, handler), computing, and in the final
             reduction.
+        recovered: places that died during a resilient computation, whose work and partial
+            result were recovered (in the order they were taken over).
+        rounds: rounds of a resilient computation (1 when no recovery was needed).
     """
 
     result: Fold
@@ -57,6 +61,8 @@ class GLBResult:
     params: Params
     orders: list[tuple[str, list[int]]] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
+    recovered: list[int] = field(default_factory=list)
+    rounds: int = 1
 
     @property
     def value(self) -> Any:
@@ -65,13 +71,14 @@ class GLBResult:
 
 
 def _params(bag_class: type | None, n: int | None, w: int | None, l: int | None,  # noqa: E741
-            z: int | None) -> Params:
+            z: int | None, resilient: bool | None) -> Params:
     default_n = getattr(bag_class, "DEFAULT_WORK_UNITS", None) if bag_class else None
     if default_n is None and bag_class is not None:
         default_n = getattr(sys.modules.get(bag_class.__module__), "DEFAULT_WORK_UNITS", None)
     n_value = glb_setting("N", n) or default_n or _X10_DEFAULT_N
     return Params(int(n_value), int(glb_setting("W", w) or 1), int(glb_setting("L", l) or 2),
-                  glb_setting("Z", z))
+                  glb_setting("Z", z), bool(glb_setting("RESILIENT", resilient)),
+                  float(glb_setting("BACKUP_INTERVAL")))
 
 
 def _make_workers(params: Params, result_factory: Callable[[], Fold],
@@ -85,7 +92,11 @@ def _make_workers(params: Params, result_factory: Callable[[], Fold],
 def _create(params: Params, result_factory: Callable[[], Fold],
             bag_for: Callable[[int, int], Bag | None], index: int, count: int,
             members: list[int]) -> None:
-    make_worker(params, result_factory, bag_for(index, count), members)
+    w = make_worker(params, result_factory, bag_for(index, count), members)
+    if params.resilient and w.me != 0 and w.bag is not None:
+        # the first backup, counted: the computation does not start before place 0 has it
+        seq, consumed = w._snapshot()
+        async_at(0, _on_backup, w.me, seq, w.bag, w.result, consumed)
 
 
 def _start() -> None:
@@ -105,6 +116,7 @@ def _run(params: Params, result_factory: Callable[[], Fold],
     if here().id != 0:
         raise RuntimeError("GLB computations start at place 0")
     t0 = time.perf_counter()
+    s = install_store(Store(result_factory)) if params.resilient else None
     _make_workers(params, result_factory, bag_for)
     handler: GLBHandler | None = None
     state = malleable_state()
@@ -112,15 +124,19 @@ def _run(params: Params, result_factory: Callable[[], Fold],
         raise MalleabilityError(
             f"cannot make this GLB computation malleable: the program's handler is {state}")
     if malleable is not False and state is OrderState.UNDEFINED:
-        handler = GLBHandler(params, result_factory)
+        handler = GLBHandler(params, result_factory, s)
         define_malleable_handler(handler)
     elif malleable is None and state is not OrderState.UNDEFINED:
         log.info("GLB runs without malleability: the program's handler is already %s", state)
     t1 = time.perf_counter()
+    rounds = 1
     try:
-        with finish():
-            for p in places():
-                async_at(p, _start)
+        if s is None:
+            with finish():
+                for p in places():
+                    async_at(p, _start)
+        else:
+            rounds = _resilient_rounds(s)
     finally:
         if handler is not None:
             disable_malleable_handler()  # waits for an order under way; no more orders
@@ -128,23 +144,82 @@ def _run(params: Params, result_factory: Callable[[], Fold],
     total = result_factory()
     stats: list[PlaceStats] = []
     for p in places():
-        res, st = at(p, _collect)
+        try:
+            res, st = at(p, _collect)
+        except Exception as exc:  # noqa: BLE001 - a death shows as DeadPlaceError or a group
+            if s is None or not only_dead(exc):
+                raise
+            res, st = _collect_dead(s, p.id)
         total.fold(res)
         stats.append(st)
     if handler is not None:
         for res, st in handler.released:
             total.fold(res)
             stats.append(st)
+    recovered: list[int] = []
+    if s is not None:
+        total.fold(s.recovered_result)
+        recovered = list(s.recovered)
+        stats.extend(PlaceStats(p, died=True) for p in recovered)
     t3 = time.perf_counter()
     return GLBResult(total, t3 - t0, sorted(stats, key=lambda s: s.place),
                      [p.id for p in places()], params,
                      handler.orders if handler is not None else [],
-                     {"setup_s": t1 - t0, "compute_s": t2 - t1, "reduce_s": t3 - t2})
+                     {"setup_s": t1 - t0, "compute_s": t2 - t1, "reduce_s": t3 - t2},
+                     recovered, rounds)
+
+
+def _resilient_rounds(s: Store) -> int:
+    """Run rounds until one ends with no work anywhere (see ``glb._resilience``); returns
+    how many."""
+    rounds = 0
+    start: tuple[Callable[..., None], tuple[Any, ...]] = (_start, ())
+    while True:
+        rounds += 1
+        try:
+            with finish():
+                with s.phase:  # no order between the halt of a round and the next one's start
+                    members = live_members(s)
+                    with s.lock:
+                        s.known.update(members)
+                    for p in members:
+                        async_at(p, start[0], *start[1])
+        except Exception as exc:  # noqa: BLE001 - a finish fails with a MultipleException
+            if not only_dead(exc):
+                raise
+            log.warning("GLB: a place died (%s); recovering", exc)
+        with s.phase:
+            members = live_members(s)
+            reports, dead = halt_all(members)
+            live = set(members) - dead
+            orphans, work_left = s.reconcile(reports, live)
+            if not orphans and not work_left:
+                return rounds
+            w = _worker()
+            with w.lock:
+                w.mailbox.extend(orphans)
+            start = (_resume, (s.epoch, sorted(live)))
+
+
+def _collect_dead(s: Store, p: int) -> tuple[Fold, PlaceStats]:
+    """The final result of place ``p``, which died after the last round: its state in the
+    store (exact: the last halt installed it)."""
+    with s.lock:
+        b = s.backups.pop(p, None)
+        s.recovered.append(p)
+    res = s.result_factory()
+    if b is not None:
+        if b.result is not None:
+            res.fold(b.result)
+        if b.bag is not None:
+            b.bag.submit(res)
+    return res, PlaceStats(p, died=True)
 
 
 def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int | None = None,
                     w: int | None = None, l: int | None = None,  # noqa: E741
-                    z: int | None = None, malleable: bool | None = None) -> GLBResult:
+                    z: int | None = None, malleable: bool | None = None,
+                    resilient: bool | None = None) -> GLBResult:
     """Process ``initial`` with all places: the work starts at place 0 and spreads by stealing.
 
     Lifeline-based global load balancing (Saraswat et al., PPoPP 2011): random steals, then
@@ -163,17 +238,22 @@ def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int 
         z: hypercube dimensions (default ``GLB_Z``, else enough to reach every place).
         malleable: ``None`` (default): malleable if the program has not used its handler yet;
             ``True``: require it (MalleabilityError otherwise); ``False``: never.
+        resilient: survive the death of places other than 0 with the exact result (default
+            ``GLB_RESILIENT``, else off): work and partial results are backed up at place 0
+            and recovered (see ``glb._resilience``; costs one backup per place every
+            ``GLB_BACKUP_INTERVAL`` seconds and a hop through place 0 per steal).
 
     Returns:
         A :class:`GLBResult` with the folded result and per-place statistics.
 
     Raises:
-        MultipleException: a bag method raised at some place.
+        MultipleException: a bag method raised at some place, or (not resilient) a place
+            died (its members are then ``DeadPlaceError``).
         MalleabilityError: ``malleable=True`` and the program's handler is taken.
         ConfigurationError: a GLB_* variable is malformed.
         RuntimeError: called away from place 0.
     """
-    params = _params(type(initial), n, w, l, z)
+    params = _params(type(initial), n, w, l, z, resilient)
     ref = GlobalRef(initial)
     try:
         return _run(params, result_factory, _InitialAtZero(ref), malleable)
@@ -184,13 +264,14 @@ def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int 
 def compute_static(bag_factory: Callable[[int, int], Bag], result_factory: Callable[[], Fold],
                    *, n: int | None = None, w: int | None = None,
                    l: int | None = None, z: int | None = None,  # noqa: E741
-                   malleable: bool | None = None, bag_class: type | None = None) -> GLBResult:
+                   malleable: bool | None = None, bag_class: type | None = None,
+                   resilient: bool | None = None) -> GLBResult:
     """Process work that every place creates for itself, balancing it by stealing.
 
     Args:
         bag_factory: ``bag_factory(index, count)`` returns the bag of the place with that index
             among ``count`` places (picklable; it runs at each place).
-        result_factory, n, w, l, z, malleable: as for :func:`compute_dynamic`.
+        result_factory, n, w, l, z, malleable, resilient: as for :func:`compute_dynamic`.
         bag_class: the bag type, for the default ``n`` (optional).
 
     Returns:
@@ -199,7 +280,7 @@ def compute_static(bag_factory: Callable[[int, int], Bag], result_factory: Calla
     Raises:
         As :func:`compute_dynamic`.
     """
-    params = _params(bag_class, n, w, l, z)
+    params = _params(bag_class, n, w, l, z, resilient)
     return _run(params, result_factory, bag_factory, malleable)
 
 

@@ -13,6 +13,11 @@ REPLY_TIMEOUT  600.0    seconds GLB waits for a broadcast's answers (its message
                         place during a shrink or a grow) and, at most, for the answers to a
                         worker's own steal requests before it goes idle or leaves; a place
                         that dies is not waited for (``DeadPlaceError`` at once)
+RESILIENT      0        1: computations survive the death of places other than 0 with the
+                        exact result (``glb._resilience``); 0: a death fails the computation
+BACKUP_INTERVAL 1.0     seconds between two backups of a place's bag and partial result to
+                        place 0 in a resilient computation (less: less work redone after a
+                        death, more messages)
 =============  =======  ===================================================================
 """
 
@@ -37,6 +42,21 @@ def _positive_seconds(v: float) -> str | None:
     return None if v > 0 else "must be positive"
 
 
+def _flag(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected 0 or 1, got {raw!r}")
+
+
+def _any(v: Any) -> str | None:
+    return None
+
+
 GLB_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -46,6 +66,10 @@ GLB_SETTINGS: dict[str, Setting] = {
         Setting("Z", None, int, _positive, "dimensions of the lifeline hypercube"),
         Setting("REPLY_TIMEOUT", 600.0, float, _positive_seconds,
                 "seconds GLB waits for a broadcast's answers"),
+        Setting("RESILIENT", False, _flag, _any,
+                "1: survive the death of places other than 0 with the exact result"),
+        Setting("BACKUP_INTERVAL", 1.0, float, _positive_seconds,
+                "seconds between backups of a place's work in a resilient computation"),
     ]
 }
 
@@ -54,8 +78,8 @@ def glb_setting(name: str, value: Any = None) -> Any:
     """The GLB setting ``name``; see the module docstring.
 
     Args:
-        name: ``"N"``, ``"W"``, ``"L"``, ``"Z"`` (ints or ``None``) or ``"REPLY_TIMEOUT"``
-            (a float, seconds).
+        name: ``"N"``, ``"W"``, ``"L"``, ``"Z"`` (ints or ``None``), ``"REPLY_TIMEOUT"`` or
+            ``"BACKUP_INTERVAL"`` (floats, seconds), ``"RESILIENT"`` (a bool).
         value: an explicit value (a keyword argument of the caller), or ``None`` for the
             ``GLB_<name>`` environment variable, else the default.
 

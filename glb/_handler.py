@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from apgaspy import (
@@ -36,6 +37,7 @@ from apgaspy import (
 
 from ._config import glb_setting
 from ._fold import Fold
+from ._resilience import Store, only_dead
 from ._worker import (
     Params,
     PlaceStats,
@@ -51,7 +53,8 @@ __all__ = ["GLBHandler"]
 _SLICE_S = 0.1  # seconds between checks that the places yet to answer still live
 
 
-def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any) -> list[Any]:
+def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any,
+               skip_dead: bool = False) -> list[Any]:
     """Run ``fn(*args, reply)`` at each target on its immediate pool; wait for all answers.
 
     ``fn`` must answer through ``reply`` (a ``GlobalRef`` to a :class:`Replies`) exactly once,
@@ -61,6 +64,8 @@ def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any) -> list[
     Args:
         targets: place ids (not this place).
         fn: a module-level function, run as ``fn(*args, reply)``.
+        skip_dead: a resilient computation's wait: a target that dies is not waited for
+            (its state is recovered from place 0's store) instead of raising.
 
     Returns:
         The answers, in arrival order.
@@ -81,6 +86,15 @@ def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any) -> list[
         timeout = glb_setting("REPLY_TIMEOUT")
         deadline = time.monotonic() + timeout
         while not box.event.wait(_SLICE_S):
+            if skip_dead:
+                dead = _dead_targets(targets, box)
+                if dead:
+                    targets = [t for t in targets if t not in dead]
+                    with box.lock:
+                        box.expected -= len(dead)
+                        if len(box.values) >= box.expected:
+                            break
+                continue
             _check_targets(targets, box)
             if time.monotonic() >= deadline:
                 with box.lock:
@@ -90,6 +104,23 @@ def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any) -> list[
         return list(box.values)
     finally:
         ref.free()
+
+
+def _dead_targets(targets: list[int], box: Replies) -> set[int]:
+    """The targets that have not answered and died."""
+    with box.lock:
+        answered = set(box.senders)
+    dead = set()
+    for t in targets:
+        if t in answered:
+            continue
+        try:
+            place(t)
+        except DeadPlaceError:
+            dead.add(t)
+        except BadPlaceError:
+            pass
+    return dead
 
 
 def _check_targets(targets: list[int], box: Replies) -> None:
@@ -112,26 +143,36 @@ def _check_targets(targets: list[int], box: Replies) -> None:
 class GLBHandler(MalleableHandler):
     """The handler a GLB computation defines while it runs."""
 
-    def __init__(self, params: Params, result_factory: Callable[[], Fold]) -> None:
+    def __init__(self, params: Params, result_factory: Callable[[], Fold],
+                 store: Store | None = None) -> None:
         self.params = params
         self.result_factory = result_factory
         self.released: list[tuple[Fold, PlaceStats]] = []
         self.orders: list[tuple[str, list[int]]] = []
+        self.store = store  # a resilient computation's: orders wait while it recovers
+        self.phase: AbstractContextManager[Any] = \
+            store.phase if store is not None else nullcontext()
+        self.skip_dead = store is not None
 
     def _notify(self, phase: str, n: int, t0: int) -> None:
         notify_scheduler(f"{phase}TimeGLB;{n};{time.perf_counter_ns() - t0}")
 
     def pre_shrink(self, n: int) -> list[Place]:
         t0 = time.perf_counter_ns()
-        current = places()
-        leaving = current[-n:]  # the runtime never asks for place 0
-        continuing = [p.id for p in current if p not in leaving]
-        # continuing places stop choosing the leaving ones as victims or lifelines
-        _broadcast([p for p in continuing if p != 0], _on_members, continuing, False)
-        _worker().set_members(continuing)
-        # the leaving ones hand over their work and report their partial results
-        for res, stats in _broadcast([p.id for p in leaving], _on_leave, continuing):
-            self.released.append((res, stats))
+        with self.phase:
+            current = places()
+            leaving = current[-n:]  # the runtime never asks for place 0
+            continuing = [p.id for p in current if p not in leaving]
+            # continuing places stop choosing the leaving ones as victims or lifelines
+            _broadcast([p for p in continuing if p != 0], _on_members, continuing, False,
+                       skip_dead=self.skip_dead)
+            _worker().set_members(continuing)
+            # the leaving ones hand over their work and report their partial results (None:
+            # a place that a recovery took over meanwhile)
+            for answer in _broadcast([p.id for p in leaving], _on_leave, continuing,
+                                     skip_dead=self.skip_dead):
+                if answer is not None:
+                    self.released.append(answer)
         self._notify("preShrink", n, t0)
         return leaving
 
@@ -146,13 +187,25 @@ class GLBHandler(MalleableHandler):
 
     def post_grow(self, n: int, continued: list[Place], added: list[Place]) -> None:
         t0 = time.perf_counter_ns()
-        members = [p.id for p in places()]
-        with finish():
-            for p in added:
-                async_at(p, make_worker, self.params, self.result_factory, None, members)
-        new = {p.id for p in added}
-        _broadcast([p for p in members if p != 0 and p not in new], _on_members, members, False)
-        _broadcast(sorted(new), _on_members, members, True)
-        _worker().set_members(members)
+        with self.phase:
+            members = [p.id for p in places()]
+            epoch = self.store.epoch if self.store is not None else 0
+            try:
+                with finish():
+                    for p in added:
+                        async_at(p, make_worker, self.params, self.result_factory, None,
+                                 members, epoch)
+            except Exception as exc:  # noqa: BLE001 - a new place died: go on without it
+                if not (self.skip_dead and only_dead(exc)):
+                    raise
+                members = [p.id for p in places()]
+            new = {p.id for p in added} & set(members)
+            if self.store is not None:
+                with self.store.lock:
+                    self.store.known.update(new)
+            _broadcast([p for p in members if p != 0 and p not in new], _on_members, members,
+                       False, skip_dead=self.skip_dead)
+            _broadcast(sorted(new), _on_members, members, True, skip_dead=self.skip_dead)
+            _worker().set_members(members)
         self.orders.append(("grow", [p.id for p in added]))
         self._notify("postGrow", len(added), t0)

@@ -61,6 +61,7 @@ from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
 from ._lifeline import heir, lifeline_graph, steal_victim
+from ._resilience import HaltReport, _on_backup, _on_pass, _on_split, _retire, store
 
 __all__ = ["PlaceStats", "Worker", "Params"]
 
@@ -77,6 +78,8 @@ class Params:
     w: int
     l: int  # noqa: E741 - the paper's name
     z: int | None
+    resilient: bool = False
+    backup_interval: float = 1.0
 
 
 @dataclass
@@ -96,6 +99,8 @@ class PlaceStats:
         random_answers: loot sent to random thieves.
         busy_s: seconds spent in ``process``; idle_s: the rest of the computation's time.
         released: true for a place released by a shrink during the computation.
+        died: true for a place that died during a resilient computation (its work and
+            partial result were recovered; its other figures are lost with it).
     """
 
     place: int
@@ -111,6 +116,7 @@ class PlaceStats:
     busy_s: float = 0.0
     idle_s: float = 0.0
     released: bool = False
+    died: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The statistics as a plain dict (for JSON)."""
@@ -120,7 +126,8 @@ class PlaceStats:
 class Worker:
     """The GLB state of one place (one per place, found by messages through ``_worker()``)."""
 
-    def __init__(self, params: Params, result: Fold, bag: Bag | None, members: list[int]) -> None:
+    def __init__(self, params: Params, result: Fold, bag: Bag | None, members: list[int],
+                 epoch: int = 0) -> None:
         self.params = params
         self.result = result
         self.bag = bag
@@ -145,6 +152,16 @@ class Worker:
         self.stats = PlaceStats(self.me)
         self.started = time.perf_counter()
         self.joined = False  # has taken part (run, or joined by a grow): may register lifelines
+        # resilience (glb._resilience): the round, a halt, and what the store must know
+        self.resilient = params.resilient
+        self.epoch = epoch
+        self.halted = False
+        self.seq = 0  # number of this place's latest state sent to the store
+        self.consumed: set[Any] = set()  # records taken into this place's state
+        self.transfers = 0  # counter of this place's record ids
+        self.confirmed: dict[Any, bool] = {}  # the store's answers to this place's transfers
+        self.unconfirmed: list[tuple[Any, Bag]] = []  # transfers a halt cut short
+        self.backup_due = time.monotonic() + params.backup_interval
         self.set_members(members)
 
     # ------------------------------------------------------------------ membership
@@ -157,7 +174,7 @@ class Worker:
             self.buddies = graph.get(self.me, [])
             self.lifeline_thieves = [t for t in self.lifeline_thieves if t in self.members]
             self.activated &= set(self.buddies)
-            idle = self.joined and not self.active and not self.leaving
+            idle = self.joined and not self.active and not self.leaving and not self.halted
         if idle:
             self.register_lifelines()
 
@@ -178,15 +195,21 @@ class Worker:
         while True:
             self._merge_mailbox()
             bag = self.bag
-            while bag is not None and not bag.is_empty() and not self.leaving:
+            while bag is not None and not bag.is_empty() and not self.leaving \
+                    and not self.halted:
                 t = time.perf_counter()
                 bag.process(params.n, self.result)
                 stats.busy_s += time.perf_counter() - t
                 stats.process_calls += 1
                 stats.processed += params.n
                 self._distribute()
+                if self.resilient and time.monotonic() >= self.backup_due:
+                    self._backup()
                 self._merge_mailbox()
                 bag = self.bag
+            if self.halted:
+                self._stop()
+                return
             if self.leaving:
                 self._leave()
                 return
@@ -195,8 +218,8 @@ class Worker:
             with self.lock:
                 if self.mailbox:
                     continue  # lifeline loot arrived while we were stealing
-                if self.leaving:
-                    continue  # the loop's head hands everything over
+                if self.leaving or self.halted:
+                    continue  # the loop's head hands everything over, or stops
                 self.active = False
                 waiting = list(self.thieves)
                 self.thieves.clear()
@@ -231,7 +254,10 @@ class Worker:
             loot = bag.split(False) if bag is not None and bag.is_splittable() else None
             if loot is not None and loot.is_empty():
                 loot = None
-            if _answer(thief, attempt, loot):
+            if loot is not None and self.resilient:
+                self._give(thief, loot, "answer", attempt)
+                self.stats.random_answers += 1
+            elif _answer(thief, attempt, loot):
                 if loot is not None:
                     self.stats.random_answers += 1
             elif loot is not None and bag is not None:
@@ -246,6 +272,10 @@ class Worker:
                 with self.lock:
                     self.lifeline_thieves.insert(0, thief)
                 break
+            if self.resilient:
+                self._give(thief, loot, "deal", None)
+                self.stats.lifeline_answers += 1
+                continue
             try:
                 async_at(thief, _deal, loot, self.me)  # counted: it restarts the thief
                 self.stats.lifeline_answers += 1
@@ -277,7 +307,7 @@ class Worker:
         """
         for _ in range(self.params.w):
             with self.lock:
-                if self.mailbox or self.leaving:
+                if self.mailbox or self.leaving or self.halted:
                     return True
             victim = _pick_victim(self)
             if victim is None:
@@ -299,7 +329,7 @@ class Worker:
                 self.current = None
         self.await_answers(None)
         with self.lock:
-            return bool(self.mailbox) or self.leaving
+            return bool(self.mailbox) or self.leaving or self.halted
 
     def await_answers(self, attempt: int | None) -> None:
         """Wait for the answer to steal attempt ``attempt``, or (``None``) to every pending one.
@@ -318,6 +348,8 @@ class Worker:
         deadline = time.monotonic() + self.reply_timeout
 
         def done() -> bool:  # with the lock held
+            if self.halted:
+                return True  # the store takes over whatever answers are still due
             if attempt is None:
                 return not self.pending
             return attempt not in self.pending or bool(self.mailbox) or self.leaving
@@ -378,10 +410,13 @@ class Worker:
             self._absorb(bag)
         if self.bag is not None:
             self.bag.submit(self.result)
-            if not self.bag.is_empty():
+            bag, self.bag = self.bag, None
+            if not bag.is_empty():
                 dest = _heir(self)
-                async_at(dest, _deal, self.bag, self.me)  # counted: the work stays tracked
-            self.bag = None
+                if self.resilient:
+                    self._give(dest, bag, "deal", None)
+                else:
+                    async_at(dest, _deal, bag, self.me)  # counted: the work stays tracked
         self._report_left()
 
     def _report_left(self) -> None:
@@ -389,8 +424,120 @@ class Worker:
         if reply is not None:
             self.stats.released = True
             self.stats.idle_s = time.perf_counter() - self.started - self.stats.busy_s
-            immediate_async_at(reply.home, _deliver, reply, (self.result, self.stats), self.me)
+            if self.resilient:
+                with self.lock:
+                    consumed = frozenset(self.consumed)
+                left, self.bag = self.bag, None  # work of a halted place (see _on_leave)
+                if left is not None and left.is_empty():
+                    left = None
+                immediate_async_at(reply.home, _retire, self.me, self.result, self.stats,
+                                   consumed, left, reply)
+            else:
+                immediate_async_at(reply.home, _deliver, reply, (self.result, self.stats),
+                                   self.me)
             self.leave_reply = None
+
+    # ------------------------------------------------------------------ resilience
+    def _snapshot(self) -> tuple[int, frozenset]:
+        """Merge the mailbox and number this state: ``(seq, consumed)``.  Worker thread
+        only (or a halted worker); the bag and result are then this state."""
+        with self.lock:
+            loot, self.mailbox = self.mailbox, []
+            consumed = frozenset(self.consumed)
+            self.seq += 1
+            seq = self.seq
+        for bag in loot:
+            self._absorb(bag)
+        return seq, consumed
+
+    def _backup(self) -> None:
+        """Send this place's state to the store (an immediate message; not at place 0)."""
+        self.backup_due = time.monotonic() + self.params.backup_interval
+        if self.me == 0:
+            return
+        seq, consumed = self._snapshot()
+        immediate_async_at(0, _on_backup, self.me, seq, self.bag, self.result, consumed)
+
+    def new_record(self) -> tuple[int, int]:
+        """A new record id of this place: ``(place, counter)``."""
+        with self.lock:
+            self.transfers += 1
+            return (self.me, self.transfers)
+
+    def confirm(self, x: Any, send: Callable[[], Any]) -> bool | None:
+        """Send a transfer's record to the store with ``send`` and wait for its answer.
+
+        Returns:
+            The store's answer (False: this place was taken for dead, its backup with the
+            loot in it was taken over), or ``None`` when a recovery halted this place before
+            the answer came (the halt report hands the loot to the store).  Either way the
+            caller does not send the loot.
+
+        Raises:
+            TimeoutError: no answer within ``GLB_REPLY_TIMEOUT`` seconds.
+        """
+        send()
+        deadline = time.monotonic() + self.reply_timeout
+        with self.lock:
+            while x not in self.confirmed:
+                if self.halted:
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"GLB place({self.me}): place 0 did not record "
+                                       f"transfer {x} within {self.reply_timeout} s")
+                self.answered.wait(min(left, _POLL_S))
+            return self.confirmed.pop(x)
+
+    def _give(self, dest: int, loot: Bag, kind: str, attempt: int | None) -> None:
+        """Send ``loot``, just split off this place's bag, to ``dest``: first its record
+        (with this place's state after the split) to the store, then the loot itself
+        (worker thread; a deal inside a counted task).  A destination that is gone leaves the
+        record open: a recovery deals it again."""
+        x = self.new_record()
+        if self.me == 0:
+            store().record(x, loot, dest)
+        else:
+            seq, consumed = self._snapshot()
+            self.backup_due = time.monotonic() + self.params.backup_interval
+            bag, result = self.bag, self.result
+            answer = self.confirm(x, lambda: immediate_async_at(
+                0, _on_split, self.me, seq, bag, result, consumed, x, loot, dest))
+            if answer is None:
+                with self.lock:
+                    self.unconfirmed.append((x, loot))  # goes with the halt report
+                return
+            if not answer:
+                return  # taken for dead: the loot is in the backup a recovery took over
+        try:
+            if kind == "answer":
+                immediate_async_at(dest, _on_steal_answer, loot, attempt, self.me, x,
+                                   self.epoch)
+            else:
+                async_at(dest, _deal, loot, self.me, x, self.epoch)
+        except (BadPlaceError, DeadPlaceError):
+            log.info("GLB place(%d): loot %s for place(%d) stays with the store (the place is "
+                     "gone)", self.me, x, dest)
+
+    def _stop(self) -> None:
+        """The worker loop ends for a halt (the halting thread waits for this)."""
+        with self.lock:
+            self.active = False
+            waiting = list(self.thieves)
+            self.thieves.clear()
+            self.answered.notify_all()
+        _answer_all(waiting)
+
+    def _takes(self, x: Any, epoch: int) -> bool:
+        """Whether loot of record ``x`` from round ``epoch`` may enter this place's state
+        (lock held): not after this place was halted in that round, nor from an older round;
+        loot of a newer round waits in the mailbox for the resume.  Counts it as consumed."""
+        if x is None or not self.resilient:
+            return True
+        if epoch < self.epoch or (epoch == self.epoch and self.halted):
+            return False
+        self.consumed.add(x)
+        return True
 
     def finish_stats(self) -> PlaceStats:
         """Close this place's statistics at the end of the computation."""
@@ -456,15 +603,22 @@ def _on_steal_request(thief: int, attempt: int) -> None:
     _answer(thief, attempt, None)
 
 
-def _on_steal_answer(loot: Bag | None, attempt: int, victim: int) -> None:
+def _on_steal_answer(loot: Bag | None, attempt: int, victim: int, x: Any = None,
+                     epoch: int = 0) -> None:
     """A victim's answer to steal ``attempt`` (immediate pool): ``loot`` or ``None``.
 
     Loot is never dropped: whether it answers the attempt the worker waits for or an older
-    one, it goes to the mailbox, which the worker merges before anything else.
+    one, it goes to the mailbox, which the worker merges before anything else.  In a resilient
+    computation the loot is record ``x`` of round ``epoch`` in the store; a place that went
+    idle, or was halted, leaves it to the store (which deals it again).
     """
     w = _worker()
     with w.lock:
         w.pending.pop(attempt, None)
+        if loot is not None and x is not None and (
+                (not w.active and epoch == w.epoch) or not w._takes(x, epoch)):
+            w.answered.notify_all()
+            return
         if loot is not None:
             w.mailbox.append(loot)
             w.stats.steals_won += 1
@@ -474,6 +628,8 @@ def _on_steal_answer(loot: Bag | None, attempt: int, victim: int) -> None:
                 log.error("GLB place(%d): loot from place(%d) arrived after this place went "
                           "idle (steal attempt %d)", w.me, victim, attempt)
         w.answered.notify_all()
+    if x is not None and loot is not None and w.me == 0:
+        store().close(x)
 
 
 def _on_lifeline_request(thief: int) -> None:
@@ -483,26 +639,50 @@ def _on_lifeline_request(thief: int) -> None:
             w.lifeline_thieves.append(thief)
 
 
-def _deal(loot: Bag, giver: int) -> None:
-    """Lifeline loot (a counted task): becomes the worker if this place is idle."""
+def _deal(loot: Bag, giver: int, x: Any = None, epoch: int = 0) -> None:
+    """Lifeline loot (a counted task): becomes the worker if this place is idle.
+
+    In a resilient computation the loot is record ``x`` of round ``epoch`` in the store: loot
+    this place may not take (see ``Worker._takes``) is left to the store; loot of a newer round
+    than this halted place's waits in the mailbox for the resume; a leaving place passes it
+    on to its heir as a new record.
+    """
     w = _worker()
     with w.lock:
         w.activated.discard(giver)
-        w.stats.lifeline_loot += 1
-        if w.leaving:
-            forward = True
-        elif w.active:
+        leaving = w.leaving
+        if not leaving:
+            if not w._takes(x, epoch):
+                return
+            w.stats.lifeline_loot += 1
             w.mailbox.append(loot)
-            w.answered.notify_all()
-            return
-        else:
-            forward = False
-            w.active = w.joined = True
-            w.mailbox.append(loot)
-    if forward:
-        async_at(_heir(w), _deal, loot, w.me)
+            start = not w.active and not w.halted
+            if start:
+                w.active = w.joined = True
+            else:
+                w.answered.notify_all()
+    if leaving:
+        _pass_on(w, loot, x, epoch)
         return
-    w.run()
+    if x is not None and w.me == 0:
+        store().close(x)
+    if start:
+        w.run()
+
+
+def _pass_on(w: Worker, loot: Bag, x: Any, epoch: int) -> None:
+    """A leaving place forwards lifeline loot to its heir (counted), resilient or not."""
+    dest = _heir(w)
+    if x is None:
+        async_at(dest, _deal, loot, w.me)
+        return
+    y = w.new_record()
+    if not w.confirm(y, lambda: immediate_async_at(0, _on_pass, w.me, x, y, loot, dest)):
+        return  # x (or y, if the pass came first) is open in the store, which deals it
+    try:
+        async_at(dest, _deal, loot, w.me, y, epoch)
+    except (BadPlaceError, DeadPlaceError):
+        pass  # record y stays open: a recovery deals it again
 
 
 def _on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
@@ -514,7 +694,11 @@ def _on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
         w.members = sorted(continuing)
         running = w.active
         w.answered.notify_all()
-    if not running:  # idle: nothing to hand over (loot arriving later is forwarded)
+    if not running:  # idle: nothing to hand over (loot arriving later is forwarded) ...
+        if w.resilient:  # ... unless a recovery halted it and it was not resumed yet
+            w._merge_mailbox()
+            if w.bag is not None:
+                w.bag.submit(w.result)
         w._report_left()
 
 
@@ -535,6 +719,63 @@ def _worker() -> Worker:
     return _CURRENT["worker"]
 
 
+def _confirmed(x: Any, ok: bool) -> None:
+    """The store's answer to this place's transfer ``x`` (immediate pool)."""
+    w = _worker()
+    with w.lock:
+        w.confirmed[x] = ok
+        w.answered.notify_all()
+
+
+def _halt_request(reply: GlobalRef[Any]) -> None:
+    """Place 0 halts this place for a recovery (immediate pool): answer with the report."""
+    report = _halt()
+    immediate_async_at(reply.home, _deliver, reply, report, report.place)
+
+
+def _halt() -> HaltReport:
+    """Halt this place's worker for a recovery and report its exact state.
+
+    Runs on the immediate pool (the worker pool's thread may be the worker itself), so every
+    wait of the worker ends on ``halted``: a ``process`` call, a steal, a transfer's record.
+
+    The worker stops between two ``process`` calls; thieves are refused; answers still due
+    and loot of this round that arrives later are left to the store.
+    """
+    w = _worker()
+    with w.lock:
+        w.halted = True
+        w.answered.notify_all()
+        while w.active:
+            w.answered.wait(_POLL_S)
+        waiting = list(w.thieves)
+        w.thieves.clear()
+        w.lifeline_thieves.clear()
+        w.activated.clear()
+        w.pending.clear()
+        w.current = None
+    _answer_all(waiting)
+    seq, consumed = w._snapshot()
+    with w.lock:
+        unconfirmed, w.unconfirmed = w.unconfirmed, []
+    bag = w.bag
+    return HaltReport(w.me, seq, bag, w.result, consumed,
+                      bag is not None and not bag.is_empty(), unconfirmed)
+
+
+def _resume(epoch: int, members: list[int]) -> None:
+    """Start round ``epoch`` after a recovery (a counted task): the worker goes on."""
+    w = _worker()
+    with w.lock:
+        if w.leaving:
+            return  # a shrink released this place meanwhile; it handed everything over
+        w.epoch = epoch
+        w.halted = False
+        w.active = w.joined = True
+    w.set_members(members)
+    w.run()
+
+
 def install(worker: Worker) -> Worker:
     """Make ``worker`` this place's worker (the one messages reach)."""
     _CURRENT["worker"] = worker
@@ -542,9 +783,9 @@ def install(worker: Worker) -> Worker:
 
 
 def make_worker(params: Params, result_factory: Callable[[], Fold], bag: Bag | None,
-                members: list[int]) -> Worker:
-    """Create and install this place's worker."""
-    return install(Worker(params, result_factory(), bag, members))
+                members: list[int], epoch: int = 0) -> Worker:
+    """Create and install this place's worker (in round ``epoch`` of a resilient run)."""
+    return install(Worker(params, result_factory(), bag, members, epoch))
 
 
 @dataclass
