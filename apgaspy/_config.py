@@ -50,7 +50,12 @@ def _any(v: Any) -> str | None:
     return None
 
 
-def _bool(raw: Any) -> bool:
+def parse_bool(raw: Any) -> bool:
+    """A yes/no setting: a bool, or ``1/true/yes/on`` and ``0/false/no/off`` (any case).
+
+    Raises:
+        ValueError: any other value.
+    """
     if isinstance(raw, bool):
         return raw
     text = str(raw).strip().lower()
@@ -97,7 +102,7 @@ SETTINGS: dict[str, Setting] = {
                 "its host's resolved address, or the route towards remote peers)"),
         Setting("START_TIMEOUT", 60.0, float, _positive,
                 "seconds start-up and a grow wait for new places to start and report ready"),
-        Setting("SLURM", True, _bool, _any,
+        Setting("SLURM", True, parse_bool, _any,
                 "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,
                 "seconds a broken connection may stay down before its place is declared dead"),
@@ -105,7 +110,7 @@ SETTINGS: dict[str, Setting] = {
                 "seconds between transport heartbeats (a silent peer is dropped after 3 of them)"),
         Setting("SHUTDOWN_TIMEOUT", 10.0, float, _positive,
                 "seconds place 0 waits for the other places to say goodbye at shutdown"),
-        Setting("FORWARD_OUTPUT", True, _bool, _any,
+        Setting("FORWARD_OUTPUT", True, parse_bool, _any,
                 "forward print output of places other than 0 to place 0's stdout/stderr, in order"),
         Setting("LOG_LEVEL", "WARNING", _log_level, _any,
                 "level of the 'apgaspy' logger (DEBUG, INFO, WARNING, ERROR)"),

@@ -13,6 +13,6 @@ own table of :class:`Setting` rows and prefix, and reads it through the same hel
     retries = setting("RETRIES", table=MINE, prefix="MYEXT_")
 """
 
-from ._config import SETTINGS, Setting, setting
+from ._config import SETTINGS, Setting, parse_bool, setting
 
-__all__ = ["Setting", "SETTINGS", "setting"]
+__all__ = ["Setting", "SETTINGS", "setting", "parse_bool"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apgaspy.config import Setting, setting
+from apgaspy.config import Setting, parse_bool, setting
 
 __all__ = ["GLB_SETTINGS", "glb_setting"]
 
@@ -42,17 +42,6 @@ def _positive_seconds(v: float) -> str | None:
     return None if v > 0 else "must be positive"
 
 
-def _flag(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"expected 0 or 1, got {raw!r}")
-
-
 def _any(v: Any) -> str | None:
     return None
 
@@ -66,7 +55,7 @@ GLB_SETTINGS: dict[str, Setting] = {
         Setting("Z", None, int, _positive, "dimensions of the lifeline hypercube"),
         Setting("REPLY_TIMEOUT", 600.0, float, _positive_seconds,
                 "seconds GLB waits for a broadcast's answers"),
-        Setting("RESILIENT", False, _flag, _any,
+        Setting("RESILIENT", False, parse_bool, _any,
                 "1: survive the death of places other than 0 with the exact result"),
         Setting("BACKUP_INTERVAL", 1.0, float, _positive_seconds,
                 "seconds between backups of a place's work in a resilient computation"),

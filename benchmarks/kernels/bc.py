@@ -586,17 +586,25 @@ def graph_betweenness(graph: Graph, sources: npt.ArrayLike | None = None) -> np.
     """
     p = _plan(graph)
     bc = np.zeros(graph.N)
-    if sources is None:
-        src = p.sources
-    else:
-        src = np.asarray(sources, dtype=np.intp).ravel()
-        if len(src) and (src.min() < 0 or src.max() >= graph.N):
-            raise ValueError("a source is out of range [0, N)")
-        if len(np.unique(src)) != len(src):
-            raise ValueError("sources must be distinct")
-        src = src[p.outdeg[p.rank[src]] > 0]
-    _run_sources(p, src, bc)
+    src = _checked_sources(p, graph, sources)
+    _run_sources(p, src[p.outdeg[p.rank[src]] > 0] if sources is not None else src, bc)
     return bc
+
+
+def _checked_sources(p: _Plan, graph: Graph, sources: npt.ArrayLike | None) -> np.ndarray:
+    """The plan's sources, or ``sources`` as an index array after checking them.
+
+    Raises:
+        ValueError: a source is out of range or repeated.
+    """
+    if sources is None:
+        return p.sources
+    src = np.asarray(sources, dtype=np.intp).ravel()
+    if len(src) and (src.min() < 0 or src.max() >= graph.N):
+        raise ValueError("a source is out of range [0, N)")
+    if len(np.unique(src)) != len(src):
+        raise ValueError("sources must be distinct")
+    return src
 
 
 def shortest_path_edges(graph: Graph, sources: npt.ArrayLike | None = None) -> int:
@@ -619,14 +627,7 @@ def shortest_path_edges(graph: Graph, sources: npt.ArrayLike | None = None) -> i
         ValueError: a source is out of range or repeated.
     """
     p = _plan(graph)
-    if sources is None:
-        src = p.sources
-    else:
-        src = np.asarray(sources, dtype=np.intp).ravel()
-        if len(src) and (src.min() < 0 or src.max() >= graph.N):
-            raise ValueError("a source is out of range [0, N)")
-        if len(np.unique(src)) != len(src):
-            raise ValueError("sources must be distinct")
+    src = _checked_sources(p, graph, sources)
     total = 0
     for i in range(0, len(src), p.lanes):
         batch = p.rank[src[i : i + p.lanes]]
