@@ -34,13 +34,16 @@ from communicators.scheduler_side import SchedulerEndpoint
 from ._results import write_result
 
 SIZES = (1, 2, 4)
+# GLB's own phase notifications (a GLB job sends them besides the runtime's)
+_GLB_PHASES = ("preGrowTimeGLB", "postGrowTimeGLB", "preShrinkTimeGLB", "postShrinkTimeGLB")
 
 
 def _host(i: int) -> str:
     return f"127.0.1.{i}"
 
 
-def _one_run(initial: int) -> dict[str, Any]:
+def _one_run(initial: int, glb_depth: int | None = None,
+             sizes: Sequence[int] = SIZES) -> dict[str, Any]:
     sched = SchedulerEndpoint()
     with tempfile.TemporaryDirectory() as tmp:
         node_file = Path(tmp) / "nodes"
@@ -51,12 +54,14 @@ def _one_run(initial: int) -> dict[str, Any]:
         fresh = iter(range(initial + 1, 256))
         try:
             return measure_orders(
-                lambda: subprocess.Popen([sys.executable, "-m", "benchmarks._malleable_job"],
+                lambda: subprocess.Popen([sys.executable, "-m", "benchmarks._malleable_job",
+                                          *(["--glb", str(glb_depth)] if glb_depth else [])],
                                          env=env, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True,
                                          start_new_session=True),
                 sched, (_host(1), sched.port),
-                lambda n: [_host(next(fresh)) for _ in range(n)])
+                lambda n: [_host(next(fresh)) for _ in range(n)], sizes,
+                stop_timeout=600 if glb_depth else 60)
         finally:
             sched.close()
 
@@ -65,7 +70,7 @@ def measure_orders(start_job: Callable[[], subprocess.Popen[str]], sched: Schedu
                    job: tuple[str, int], new_hosts: Callable[[int], list[str]],
                    sizes: Sequence[int] = SIZES,
                    send: Callable[[tuple[str, int], str], list[str]] | None = None,
-                   ) -> dict[str, Any]:
+                   stop_timeout: float = 60) -> dict[str, Any]:
     """Start ``benchmarks/_malleable_job.py`` and time it: start until ``APGAS-Ready``, then
     a grow onto ``new_hosts(n)`` and a shrink of ``n`` hosts for each ``n`` of ``sizes``.
 
@@ -75,10 +80,13 @@ def measure_orders(start_job: Callable[[], subprocess.Popen[str]], sched: Schedu
         job: the job's order address (its first host, ``SCHEDULER_PORT``).
         new_hosts: the hosts of a grow of ``n``.
         send: sends an order and returns the reply lines (default ``sched.order``).
+        stop_timeout: seconds the job may take to end after the orders (a GLB job computes
+            on).
 
     Returns:
         ``{"ready_s": seconds, "orders": [{"kind", "hosts", "seen_s", "total_s",
-        "runtime_s", "handler_s"}, ...]}``, all in seconds.
+        "runtime_s", "handler_s"}, ...], "glb": the job's GLB run or None}``, all in
+        seconds.
 
     Raises:
         RuntimeError: an order was refused.
@@ -95,25 +103,25 @@ def measure_orders(start_job: Callable[[], subprocess.Popen[str]], sched: Schedu
             if reply:
                 raise RuntimeError(f"grow {n} failed: {reply}")
             orders.append({"kind": "grow", "hosts": n, "seen_s": time.monotonic() - t})
-            sched.wait_for("growTimeAPGAS")
+            sched.wait_for("growTimeAPGAS", skip=_GLB_PHASES)
             t = time.monotonic()
             reply = send(job, f"shrink {n}\n")
             if len(reply) != n or any(r.startswith("ERROR") for r in reply):
                 raise RuntimeError(f"shrink {n} failed: {reply}")
             orders.append({"kind": "shrink", "hosts": n, "seen_s": time.monotonic() - t})
-            sched.wait_for("shrinkTimeAPGAS")
-        out, _ = proc.communicate("stop\n", timeout=60)
-        sched.wait_for("APGAS-Disabled", timeout=10)
+            sched.wait_for("shrinkTimeAPGAS", skip=_GLB_PHASES)
+        out, _ = proc.communicate("stop\n", timeout=stop_timeout)
+        sched.wait_for("APGAS-Disabled", timeout=10, skip=_GLB_PHASES)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    reports = json.loads(out.strip().splitlines()[-1])["reports"]
-    for o, r in zip(orders, reports, strict=True):
+    final = json.loads(out.strip().splitlines()[-1])
+    for o, r in zip(orders, final["reports"], strict=True):
         o["total_s"] = r["total_ns"] / 1e9
         o["handler_s"] = r["handler_ns"] / 1e9
         o["runtime_s"] = (r["total_ns"] - r["handler_ns"]) / 1e9
-    return {"ready_s": ready_at - t0, "orders": orders}
+    return {"ready_s": ready_at - t0, "orders": orders, "glb": final.get("glb")}
 
 
 def summarize(runs: list[dict[str, Any]], sizes: Sequence[int] = SIZES) -> dict[str, Any]:
@@ -136,9 +144,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs to take the median of")
     parser.add_argument("--initial", type=int, default=2, help="hosts (places) at start")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
+    parser.add_argument("--glb", type=int, default=None, metavar="DEPTH",
+                        help="order a job that runs UTS of this depth on GLB (grow and shrink "
+                             "of 1 and 2 places during the run): GLB's handler share; writes "
+                             "malleability-glb.json")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.initial < 1:
         parser.error("--repeats and --initial must be at least 1")
+    if args.glb is not None and not 1 <= args.glb <= 20:
+        parser.error("--glb takes a UTS depth of 1 to 20")
+    if args.glb is not None:
+        runs = [_one_run(args.initial, args.glb, (1, 2)) for _ in range(args.repeats)]
+        wrong = [r["glb"] for r in runs if r["glb"]["correct"] is not True]
+        if wrong:
+            raise RuntimeError(f"UTS on GLB gave a wrong count while orders came: {wrong}")
+        summary = summarize(runs, (1, 2))
+        if not args.no_write:
+            path = write_result("malleability-glb", {
+                "params": vars(args), "median": summary, "runs": runs,
+                "reference_java_apgas": {
+                    "grow_3.8_places": {"total_s": 14.55, "glb_s": 0.46},
+                    "shrink_2.55_places": {"total_s": 7.41, "glb_s": 1.10},
+                    "source": "SPEC.md §4 (Finnerty et al. 2024, 48-core nodes)"},
+            })
+            print(f"wrote {path}")
+        return 0
     runs = [_one_run(args.initial) for _ in range(args.repeats)]
     summary = summarize(runs)
     if not args.no_write:

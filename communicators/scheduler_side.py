@@ -69,23 +69,35 @@ class SchedulerEndpoint:
             for line in data.decode("ascii", "replace").splitlines():
                 self.notifications.put((now, line))
 
-    def wait_for(self, prefix: str, timeout: float = 30) -> str:
+    def wait_for(self, prefix: str, timeout: float = 30, skip: tuple[str, ...] = ()) -> str:
         """The next notification line, which must start with ``prefix``.
+
+        Args:
+            prefix: what the line must start with.
+            timeout: seconds to wait (for all of it, skipped lines included).
+            skip: prefixes of lines to pass over (e.g. GLB's ``preGrowTimeGLB``).
 
         Raises:
             AssertionError: none arrived within ``timeout`` seconds, or another one came.
         """
-        return self.wait_for_timed(prefix, timeout)[1]
+        return self.wait_for_timed(prefix, timeout, skip)[1]
 
-    def wait_for_timed(self, prefix: str, timeout: float = 30) -> tuple[float, str]:
+    def wait_for_timed(self, prefix: str, timeout: float = 30,
+                       skip: tuple[str, ...] = ()) -> tuple[float, str]:
         """Like :meth:`wait_for`, with the arrival time (``time.monotonic()``)."""
-        try:
-            arrived, line = self.notifications.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no notification {prefix!r} within {timeout} s") from None
-        if not line.startswith(prefix):
-            raise AssertionError(f"expected a notification {prefix!r}, got {line!r}")
-        return arrived, line
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                arrived, line = self.notifications.get(
+                    timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no notification {prefix!r} within {timeout} s") \
+                    from None
+            if skip and line.startswith(skip) and not line.startswith(prefix):
+                continue
+            if not line.startswith(prefix):
+                raise AssertionError(f"expected a notification {prefix!r}, got {line!r}")
+            return arrived, line
 
     def order(self, job: tuple[str, int], payload: bytes | str, timeout: float = 60,
               source: str | None = None) -> list[str]:
