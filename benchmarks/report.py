@@ -82,6 +82,22 @@ def table() -> str:
                             f"{'Java APGAS 14.55 s for 3.8 places' if n == 2 else ''} | | {mc} |")
                 rows.append(f"| shrink {n} {unit} | {s['total_s']:.3f} s | "
                             f"{'Java APGAS 7.41 s for 2.55 places' if n == 2 else ''} | | {mc} |")
+    rs = _load("runtime_scale")
+    if rs:
+        rows.extend(_scale_rows(rs))
+    mg = _load("malleability-glb")
+    if mg:
+        mc = _machine(mg)
+        med, depth = mg["median"], mg["params"]["glb"]
+        java = {"grow": "Java: 0.46 s in GLB of 14.55 s, 3.8 places",
+                "shrink": "Java: 1.10 s in GLB of 7.41 s, 2.55 places"}
+        for n in (1, 2):
+            for kind in ("grow", "shrink"):
+                o = med[f"{kind}_{n}"]
+                rows.append(
+                    f"| {kind} {n} place{'s' if n > 1 else ''} during UTS d={depth} on GLB: "
+                    f"GLB handler's share | {o['handler_s']:.3f} s of {o['total_s']:.3f} s | "
+                    f"{java[kind] if n == 2 else ''} | | {mc} |")
     ke = _load("kernels")
     if ke:
         rows.extend(_kernel_rows(ke))
@@ -107,6 +123,73 @@ def table() -> str:
                             f" plain: {100 * res['overhead']:+.1f} % (medians of {runs}, "
                             f"interleaved) | | ≤ +10 % | {mc} |")
     return "\n".join(rows)
+
+
+def _met(flag: bool | None) -> str:
+    return {True: "met", False: "not met", None: "not measured"}[flag]
+
+
+def _scale_rows(rs: dict[str, Any]) -> list[str]:
+    """Two rows from ``runtime_scale.json`` (written by ``benchmarks.runtime_scale``): time to
+    ready and CPU per place from 8 (or the fewest places measured) to the most places, then
+    memory and file descriptors at the most places; the references are the issue's figures
+    and the targets its goals, both from the JSON, each judged there (met or not)."""
+    mc = _machine(rs)
+    figs = rs["places"]
+    counts = sorted(int(p) for p in figs)
+    lo = 8 if 8 in counts else counts[0]
+    hi = counts[-1]
+    a, b = figs[str(lo)], figs[str(hi)]
+    d, g, ref = rs["derived"], rs["goals"], rs["issue_figures"]
+    cpu_hi = b["cpu_s"]
+    ours = (f"ready {a['ready_s']:.2f} → {b['ready_s']:.1f} s ({a['ready_per_place_s']:.2f} → "
+            f"{b['ready_per_place_s']:.2f} s per place); one finish over all places "
+            f"{a['finish_s'] * 1e3:.0f} → {b['finish_s'] * 1e3:.0f} ms; CPU per place "
+            f"{a['cpu_per_place_s']:.2f} → {b['cpu_per_place_s']:.2f} s (MPI anchors "
+            f"{cpu_hi.get('anchor', 0):.0f} of {b['cpu_total_s']:.0f} CPU s at {hi})")
+    done = ref["finish_done_s"]
+    cpu_ref = ref["cpu_per_place_s"]
+    reference = (f"ready + finish {' / '.join(f'{v:g}' for v in done.values())} s at "
+                 f"{' / '.join(done)} places; CPU per place {cpu_ref.get('8', '?')} → "
+                 f"{cpu_ref.get('64', '?')} s [{ref['cite']}]")
+    ready, cpu = d["ready_64_vs_linear_from_8"], d["cpu_per_place_growth_8_to_64"]
+    bound = f" = {ready['bound_s']:.1f} s, ours {ready['ratio_to_linear']:.1f}× linear" \
+        if ready["met"] is not None else ""
+    growth = f", ours {cpu['ratio']:.1f}×" if cpu["met"] is not None else ""
+    target = (f"{g['ready_time_linear']['text']}{bound}: {_met(ready['met'])}; "
+              f"{g['cpu_per_place_constant']['text']} (taken as ≤ "
+              f"{g['cpu_per_place_constant']['max_ratio_64_to_8']:g}×){growth}: "
+              f"{_met(cpu['met'])} "
+              f"({g['ready_time_linear']['cite']})")
+    rows = [f"| runtime start-up, {lo} → {hi} places (embedded; ready: start until main "
+            f"runs) | {ours} | {reference} | {target} | {mc} |"]
+    mem, conn = d["memory_per_spawned_place"], d["connections_on_demand"]
+    r = b["rss_mb"]
+    kinds = b["fds_place0_kinds"]
+    ours = (f"{b['rss_per_spawned_place_mb']:.1f} MB RSS per spawned place (place "
+            f"{r.get('place', 0):.1f}, MPI anchor {r.get('anchor', 0):.1f}, Hydra proxy "
+            f"{r.get('proxy', 0):.1f}); {b['pss_per_place_mb']:.1f} MB PSS per place; place 0 "
+            f"holds {b['fds_place0']} fds ({kinds.get('tcp', 0)} TCP, {kinds.get('eventfd', 0)}"
+            f" eventfd), place 1 {b['fds_place1']} ({b['tcp_place1']} TCP at every count)")
+    fd_ref = ref["fds_place0"].get(str(hi))
+    reference = (f"{ref['rss_per_spawned_place_mb']:g} MB per spawned place, anchor "
+                 f"{ref['anchor_rss_mb']:g} MB" + (f"; {fd_ref} fds at place 0" if fd_ref else "")
+                 + f" [{ref['cite']}]")
+    target = (f"{g['memory_per_spawned_place']['text']}: {_met(mem['met'])}; "
+              f"{g['connections_on_demand']['text']}: {_met(conn['met'])} "
+              f"({g['memory_per_spawned_place']['cite']})")
+    rows.append(f"| memory and file descriptors, {hi} places | {ours} | {reference} | "
+                f"{target} | {mc} |")
+    return rows
+
+
+def scale_plot() -> str:
+    """A line pointing to the runtime-scale plot, when ``runtime_scale.png`` exists."""
+    if not (RESULTS_DIR / "runtime_scale.png").exists():
+        return ""
+    return ("Runtime start-up against places (`python -m benchmarks.runtime_scale --plot`):\n\n"
+            "![time to ready and CPU per place against places]"
+            "(benchmarks/results/runtime_scale.png)")
 
 
 def _seconds(x: float) -> str:
@@ -208,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     note = kernel_note()
     if note:
         text = f"{text}\n\n{note}"
+    picture = scale_plot()
+    if picture:
+        text = f"{text}\n\n{picture}"
     if args.print:
         print(text)
         return 0
