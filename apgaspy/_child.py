@@ -97,18 +97,18 @@ def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     from mpi4py import MPI
 
-    from ._launch import _TAG
+    from ._launch import _TAG, _sleepy_recv
 
     parent = MPI.Comm.Get_parent()
     answer: Any = None
     try:
-        pickle.dump(parent.recv(source=0, tag=_TAG), down)
+        pickle.dump(_sleepy_recv(parent, 0, _TAG), down)
         down.flush()
         answer = pickle.load(up)
     except (EOFError, OSError, pickle.UnpicklingError):
         answer = None  # the place died during the handshake
     parent.send(answer, dest=0, tag=_TAG)
-    table = parent.recv(source=0, tag=_TAG)
+    table = _sleepy_recv(parent, 0, _TAG, max_sleep=0.05)  # comes once every place started
     if answer is not None:
         try:
             pickle.dump(table, down)

@@ -165,6 +165,25 @@ def _sleepy_barrier(comm: Any) -> None:
         delay = min(delay * 2, 0.1)
 
 
+def _sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> Any:
+    """``comm.recv(source=source, tag=tag)`` (a pickled object) without spinning.
+
+    A blocking receive busy-polls in MPICH: with many places starting at once, every anchor
+    waiting for its place table burnt a core's worth of polling (issue 11's CPU per place
+    grew 3× from 8 to 64 places).  This probes (``MPI_Improbe``) with a sleep that doubles
+    from 0.1 ms to ``max_sleep`` seconds, then receives the matched message, whatever its
+    size.  A probe costs about as much as a poll of the progress engine, so a long wait
+    wants a long ``max_sleep`` (the anchor's wait for the place table: 50 ms).
+    """
+    delay = 0.0001
+    while True:
+        msg = comm.improbe(source=source, tag=tag)
+        if msg is not None:
+            return msg.recv()
+        time.sleep(delay)
+        delay = min(delay * 2, max_sleep)
+
+
 # ---------------------------------------------------------------------- start
 class Session:
     """How this process takes part in the computation (set by :func:`start`)."""
@@ -427,7 +446,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             info.Free()
             far = None if mpi_hosts[host] == "localhost" else toward
             inter.send((pid, host, rt.secret, prep, env, far), dest=0, tag=_TAG)
-            answer = inter.recv(source=0, tag=_TAG)
+            answer = _sleepy_recv(inter, 0, _TAG)
             results[pid] = (inter, answer)
             if answer is None:
                 failed[pid] = (host, "its process died while starting (see its stderr)")
