@@ -271,7 +271,7 @@ def test_slurm_mode_resizes_the_slurm_job_with_the_job(slurm_cluster, tmp_path, 
         assert squeue(cluster, main)[0] == 1
 
         # Grow onto the three idle nodes: nothing else can happen before N-Queens comes.
-        grown = wait_until(lambda: serve.events("grow_done", uts), 40, "the first grow")[0]
+        grown = wait_until(lambda: serve.events("grow_done", uts), 90, "the first grow")[0]
         assert grown["added"] == ["n2", "n3", "n4"] and grown["slurm_job"] == main
         check_holdings(serve, grow, grown, ["n1"])
         if grow == "expand":
