@@ -278,18 +278,38 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports on 127.0.0.1 that were free a moment ago."""
-    socks = []
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of source ports for outgoing connections (``ip_local_port_range``)."""
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            lo, hi = (int(x) for x in fh.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports that were free on every address a moment ago.
+
+    They are drawn below the ephemeral range: a port from ``bind(0)`` lies inside it, where
+    any outgoing connection of another test (ZeroMQ, MPI, ssh) may take it as its source port
+    before the daemon binds it ("Address already in use", seen once in a full-suite run).
+    """
+    lo, _ = _ephemeral_range()
+    low = 10000 if lo > 12000 else 1024
+    rng = secrets.SystemRandom()
+    ports: list[int] = []
+    while len(ports) < count:
+        port = rng.randrange(low, lo)
+        if port in ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
 
 
 def _listening(port: int) -> bool:
