@@ -5,7 +5,7 @@
 This script plays the scheduler (``communicators.scheduler_side``): it starts
 ``benchmarks/_malleable_job.py`` with ``NODE_FILE`` listing ``--initial`` logical hosts
 (127.0.1.x), times the job's start until its ``APGAS-Ready`` notification arrives, then sends
-grow and shrink orders of 1, 2 and 4 hosts over TCP.  Each order's time is split into the
+grow and shrink orders of 1, 2, 4 and 16 hosts over TCP.  Each order's time is split into the
 runtime's share and the handler's (the handler here does nothing, so its share is the cost
 of the calls); the order's whole time is what the job reports in its ``growTimeAPGAS`` /
 ``shrinkTimeAPGAS`` notification.  Results: ``benchmarks/results/malleability.json``.
@@ -33,7 +33,7 @@ from communicators.scheduler_side import SchedulerEndpoint
 
 from ._results import write_result
 
-SIZES = (1, 2, 4)
+SIZES = (1, 2, 4, 16)
 # GLB's own phase notifications (a GLB job sends them besides the runtime's)
 _GLB_PHASES = ("preGrowTimeGLB", "postGrowTimeGLB", "preShrinkTimeGLB", "postShrinkTimeGLB")
 
