@@ -42,6 +42,7 @@ from ._worker import (
     Params,
     PlaceStats,
     Replies,
+    _is_dead,
     _on_leave,
     _on_members,
     _worker,
@@ -110,17 +111,7 @@ def _dead_targets(targets: list[int], box: Replies) -> set[int]:
     """The targets that have not answered and died."""
     with box.lock:
         answered = set(box.senders)
-    dead = set()
-    for t in targets:
-        if t in answered:
-            continue
-        try:
-            place(t)
-        except DeadPlaceError:
-            dead.add(t)
-        except BadPlaceError:
-            pass
-    return dead
+    return {t for t in targets if t not in answered and _is_dead(t)}
 
 
 def _check_targets(targets: list[int], box: Replies) -> None:

@@ -362,17 +362,12 @@ def halt_all(members: list[int]) -> tuple[list[HaltReport], set[int]]:
     return reports, dead
 
 
-def _only_dead(exc: BaseException) -> bool:
-    """True when ``exc`` is a DeadPlaceError or a group made only of them."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_dead(e) for e in exc.exceptions)
-    return isinstance(exc, DeadPlaceError)
-
-
 def only_dead(exc: BaseException) -> bool:
     """True when ``exc`` says only that places died (a finish's ``MultipleException`` whose
     members are all :class:`apgaspy.DeadPlaceError`, or one such error)."""
-    return _only_dead(exc)
+    if isinstance(exc, BaseExceptionGroup):
+        return all(only_dead(e) for e in exc.exceptions)
+    return isinstance(exc, DeadPlaceError)
 
 
 def live_members(s: Store) -> list[int]:
