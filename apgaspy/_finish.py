@@ -316,20 +316,14 @@ class Finishes:
             self._complete(fin)
 
     def _task_failed(self, fin: Any, exc: BaseException, flags: int) -> None:
-        if isinstance(fin, RootFinish):
-            err = local_exception(exc, self.here)
-            with self.flock:
-                if flags & F_AT:
-                    fin.at_error = err
-                else:
-                    fin.exceptions.append(err)
-        else:
-            packed = pack_exception(exc, self.here)
-            with self.flock:
-                if flags & F_AT:
-                    fin.at_error = packed
-                else:
-                    fin.exceptions.append(packed)
+        # at home the exception is kept as is; elsewhere packed for the UPDATE to the home
+        err: Any = local_exception(exc, self.here) if isinstance(fin, RootFinish) \
+            else pack_exception(exc, self.here)
+        with self.flock:
+            if flags & F_AT:
+                fin.at_error = err
+            else:
+                fin.exceptions.append(err)
 
     def _complete(self, fin: Any) -> None:
         here = self.here
