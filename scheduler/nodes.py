@@ -144,6 +144,21 @@ def _popen(argv: Sequence[str], job: JobLaunch, env: Mapping[str, str]) -> subpr
                                 stdout=out, stderr=err, start_new_session=True)
 
 
+def source_towards(address: str) -> str:
+    """The local address this machine sends from towards ``address`` (the kernel's route
+    choice; a UDP socket is connected, no packet is sent): where a scheduler listens so that a
+    job on that host reaches it.  (``apgaspy.hosts`` has its own, IPv4 only: the scheduler
+    does not import the runtime.)
+
+    Raises:
+        OSError: no route to ``address``.
+    """
+    family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.connect((address, 9))
+        return str(s.getsockname()[0])
+
+
 class LocalNodes:
     """``n`` logical nodes of this machine: 127.0.1.1 … 127.0.1.n (1 ≤ n ≤ 254).
 
@@ -225,13 +240,7 @@ class SshHosts:
 
         Raises ``OSError`` when the first host does not resolve.
         """
-        if self.listen:
-            return self.listen
-        target = self.address(self._names[0])
-        family = socket.AF_INET6 if ipaddress.ip_address(target).version == 6 else socket.AF_INET
-        with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.connect((target, 9))  # UDP: no packet is sent, the kernel picks a route
-            return str(s.getsockname()[0])
+        return self.listen or source_towards(self.address(self._names[0]))
 
     def address(self, name: str) -> str:
         """The host's resolved address (``socket.gethostbyname``).

@@ -789,15 +789,20 @@ class Server:
     # ------------------------------------------------------------------------------ orders
 
     def _order_shrink(self, job: _Job, count: int, now: float) -> None:
-        job.busy = True
         job.releasing = count
+        self._send_order(job, "shrink", self._shrink_thread, count, now,
+                         count=count, nodes=list(job.nodes))
+
+    def _send_order(self, job: _Job, kind: str, thread: Any, arg: Any, now: float,
+                    **event: Any) -> None:
+        """Mark ``job`` busy with a new order, log ``<kind>_order`` and run
+        ``thread(job, seq, address, arg)`` on its own thread (the exchange with the job)."""
+        job.busy = True
         job.last_order_s = now
         job.order_seq += 1
-        seq = job.order_seq
-        address = (job.address, self.port)
-        self._event("shrink_order", job.job_id, count=count, nodes=list(job.nodes))
-        threading.Thread(target=self._shrink_thread, args=(job, seq, address, count),
-                         name=f"shrink-{job.job_id}", daemon=True).start()
+        self._event(f"{kind}_order", job.job_id, **event)
+        threading.Thread(target=thread, args=(job, job.order_seq, (job.address, self.port), arg),
+                         name=f"{kind}-{job.job_id}", daemon=True).start()
 
     def _shrink_thread(self, job: _Job, seq: int, address: tuple[str, int], count: int) -> None:
         t0 = time.monotonic()
@@ -859,14 +864,8 @@ class Server:
         self._free.difference_update(nodes)
         job.nodes.extend(nodes)
         job.allotment.append((now, tuple(job.nodes)))
-        job.busy = True
-        job.last_order_s = now
-        job.order_seq += 1
-        seq = job.order_seq
-        address = (job.address, self.port)
-        self._event("grow_order", job.job_id, added=nodes, nodes=list(job.nodes))
-        threading.Thread(target=self._grow_thread, args=(job, seq, address, nodes),
-                         name=f"grow-{job.job_id}", daemon=True).start()
+        self._send_order(job, "grow", self._grow_thread, nodes, now,
+                         added=nodes, nodes=list(job.nodes))
 
     def _grow_thread(self, job: _Job, seq: int, address: tuple[str, int],
                      nodes: list[str]) -> None:

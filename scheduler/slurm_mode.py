@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .nodes import JobLaunch, python_bin_dir
+from .nodes import JobLaunch, python_bin_dir, source_towards
 
 __all__ = [
     "GROW_MODES",
@@ -348,13 +348,7 @@ class SlurmNodes:
 
         Raises ``OSError`` when the first node's name does not resolve.
         """
-        if self.listen:
-            return self.listen
-        target = self.address(self._names[0])
-        family = socket.AF_INET6 if ipaddress.ip_address(target).version == 6 else socket.AF_INET
-        with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.connect((target, 9))  # UDP: no packet is sent, the kernel picks a route
-            return str(s.getsockname()[0])
+        return self.listen or source_towards(self.address(self._names[0]))
 
     def address(self, name: str) -> str:
         """The node's resolved address (``socket.gethostbyname``: the way a job resolves
