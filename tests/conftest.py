@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,18 @@ def kill_tree(pid: int) -> None:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``cond`` every 0.05 s until it is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
 
 
 def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:

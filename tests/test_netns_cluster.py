@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cluster import netns
+from conftest import alive
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent  # the environment the tests run in
@@ -57,14 +58,6 @@ def fresh(prefix: str) -> None:
 def namespaces() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
     return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 @pytest.mark.timeout(60)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, wait_gone
+from conftest import ROOT, alive, descendants, kill_tree, wait_gone, wait_until
 
 from scheduler import JobSpec
 from scheduler.control import ControlError, request
@@ -40,18 +40,6 @@ NQUEENS_13 = 73_712
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``cond`` every 0.05 s until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class PidWatch:

@@ -26,14 +26,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, wait_gone
+from conftest import ROOT, alive, descendants, kill_tree, wait_gone, wait_until
 
 from scheduler.control import ControlError, request
 from scheduler.server import job_of
@@ -71,18 +69,6 @@ if _MAP:
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``cond`` every 0.05 s until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def marked_pids(mark: str) -> list[int]:
