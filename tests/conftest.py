@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from cluster.netns import netns_cluster, netns_cluster_factory  # noqa: F401 - fixtures
-from cluster.slurm import slurm_cluster  # noqa: F401 - fixture
+from cluster.slurm import slurm_cluster, slurm_session  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"

@@ -404,6 +404,30 @@ class SlurmCluster:
         out = self.run("sinfo", "-h", "-N", "-o", "%N %t", timeout=10).stdout
         return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
 
+    def settle(self, timeout: float = 30.0) -> None:
+        """Cancel every job left over and wait until every node is ``idle`` again.
+
+        A job that just ended leaves its nodes ``comp`` (completing) until slurmd has run the
+        epilog and told slurmctld, which under load takes a few seconds; a test that counts
+        idle nodes starts only after that.  Raises ``ClusterError`` after ``timeout`` seconds,
+        naming the states seen last.
+        """
+        deadline = time.monotonic() + timeout
+        self._cancel_jobs(timeout)
+        states: dict[str, str] = {}
+        delay = 0.02
+        while True:
+            try:
+                states = self.node_states()
+            except (subprocess.SubprocessError, ValueError):
+                states = {}
+            if sorted(states) == sorted(self.nodes) and set(states.values()) == {"idle"}:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"nodes not idle after {timeout:.0f} s: {states}")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.2)
+
     # ---- starting (used by start_slurm)
 
     def _spawn(self, name: str, argv: list[str], log: Path) -> _Daemon:
@@ -790,7 +814,7 @@ def _start(c: SlurmCluster, deadline: float) -> None:
 if pytest is not None:
 
     @pytest.fixture(scope="session")
-    def slurm_cluster() -> Iterator[SlurmCluster]:
+    def slurm_session() -> Iterator[SlurmCluster]:
         """A local Slurm cluster for the test session (4 nodes, accounting); skips when
         ``unavailable()`` says why it cannot run; removes stale runs before starting."""
         reason = unavailable()
@@ -802,6 +826,13 @@ if pytest is not None:
             yield cluster
         finally:
             cluster.stop()
+
+    @pytest.fixture
+    def slurm_cluster(slurm_session: SlurmCluster) -> SlurmCluster:
+        """The session's Slurm cluster, settled for this test: no job of an earlier test is
+        left and every node is idle (not still completing an earlier job)."""
+        slurm_session.settle()
+        return slurm_session
 
 
 # --------------------------------------------------------------------------- CLI
