@@ -55,7 +55,7 @@ from ._finish import Finishes, RemoteFinish, _Detached
 from ._membership import Membership, PlaceInfo
 from ._messages import _PROTO, CTRL, IMMEDIATE, OUTPUT, TASK, UNCOUNTED, UPDATE, _dumps_msg
 from ._pool import Pool
-from ._serialization import dumps, loads
+from ._serialization import dumps_call, loads, loads_call
 from ._transport import Transport
 
 __all__ = ["Runtime", "runtime", "set_runtime"]
@@ -220,7 +220,7 @@ class Runtime:
             return
         if dest not in self.membership.table:
             raise self.membership.bad_place(dest)
-        body = dumps((fn, args, kwargs))
+        body = dumps_call(fn, args, kwargs)
         self._send(dest, _dumps_msg((IMMEDIATE if immediate else UNCOUNTED, body), _PROTO))
 
     def _run_uncounted(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
@@ -231,7 +231,7 @@ class Runtime:
 
     def _run_uncounted_body(self, body: bytes) -> None:
         try:
-            fn, args, kwargs = loads(body)
+            fn, args, kwargs = loads_call(body)
         except BaseException:  # noqa: BLE001
             log.exception("an uncounted task could not be unpickled at place(%d)", self.here)
             return

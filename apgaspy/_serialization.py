@@ -22,7 +22,7 @@ import cloudpickle
 
 from ._exceptions import RemoteError, RemoteTraceback
 
-__all__ = ["dumps", "loads", "PackedException", "pack_exception"]
+__all__ = ["dumps", "loads", "dumps_call", "loads_call", "PackedException", "pack_exception"]
 
 PROTOCOL = 5
 
@@ -77,14 +77,92 @@ class _Pickler(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
+# Exact types that plain pickle and cloudpickle write the same way (no function, class or
+# module inside that cloudpickle might send by value).
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
 def dumps(obj: Any) -> bytes:
-    """Pickle ``obj`` with cloudpickle (protocol 5); ``__main__``'s top-level names by name."""
+    """Pickle ``obj`` with cloudpickle (protocol 5); ``__main__``'s top-level names by name.
+
+    A value of a plain type (None, bool, int, float, complex, str, bytes) takes the C pickler
+    directly: the bytes are the same, without cloudpickle's Python-level set-up.
+    """
+    if type(obj) in _PLAIN:
+        return pickle.dumps(obj, PROTOCOL)
     buf = io.BytesIO()
     _Pickler(buf, protocol=PROTOCOL).dump(obj)
     return buf.getvalue()
 
 
 loads = pickle.loads
+
+# ---------------------------------------------------------------- task bodies
+#
+# A task body is ``dumps((fn, args, kwargs))``, except when ``fn`` goes by reference (a
+# function of an importable module, or a top-level function of a shared ``__main__``): then
+# it is ``_SPLIT`` ‖ length of fn's pickle (4 bytes, little-endian) ‖ fn's pickle (cached per
+# function: only its module and name) ‖ the pickle of ``(args, kwargs)`` (by the C pickler when
+# every argument is of a plain type, as for most tasks).  Both parts hold no object in common
+# that pickling one piece would have kept shared: a function sent by reference is looked up,
+# not rebuilt.  A pickle starts with the PROTO opcode (0x80), so the first byte tells them apart.
+
+_SPLIT = b"\x00"
+_FN_CACHE: dict[Any, bytes] = {}  # function sent by reference → its pickle
+_FN_CACHE_MAX = 4096
+_NO_ARGS = pickle.dumps(((), {}), PROTOCOL)
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
+
+
+def _by_reference(fn: Any) -> bool:
+    """True when ``dumps(fn)`` only names ``fn`` (a module and a qualified name)."""
+    if isinstance(fn, types.BuiltinFunctionType):
+        return True
+    if not isinstance(fn, types.FunctionType) or "<" in fn.__qualname__:
+        return False
+    if fn.__module__ == "__main__":
+        try:
+            return _main_is_shared() and _resolve_main(fn.__qualname__) is fn
+        except Exception:  # noqa: BLE001 - not reachable by name
+            return False
+    return bool(cloudpickle.cloudpickle._should_pickle_by_reference(fn))
+
+
+def dumps_call(fn: Any, args: tuple, kwargs: dict) -> bytes:
+    """The body of a task that runs ``fn(*args, **kwargs)`` (see :func:`loads_call`)."""
+    # Only functions that go by reference are cached: module-level ones, alive anyway.  A
+    # lambda or a bound method is never kept (it could hold large state alive).
+    ref = _FN_CACHE.get(fn) if type(fn) in _FUNCTION_TYPES else None
+    if ref is None and type(fn) in _FUNCTION_TYPES and _by_reference(fn):
+        ref = dumps(fn)
+        if len(_FN_CACHE) >= _FN_CACHE_MAX:
+            _FN_CACHE.clear()
+        _FN_CACHE[fn] = ref
+    if ref is None:
+        return dumps((fn, args, kwargs))
+    if not args and not kwargs:
+        rest = _NO_ARGS
+    elif all(type(a) in _PLAIN for a in args) and all(type(v) in _PLAIN
+                                                      for v in kwargs.values()):
+        rest = pickle.dumps((args, kwargs), PROTOCOL)
+    else:
+        rest = dumps((args, kwargs))
+    return b"".join((_SPLIT, len(ref).to_bytes(4, "little"), ref, rest))
+
+
+def loads_call(body: bytes) -> tuple[Any, tuple, dict]:
+    """``(fn, args, kwargs)`` of a task body made by :func:`dumps_call`.
+
+    Raises:
+        Exception: whatever unpickling raises (an unknown module, a missing name, ...).
+    """
+    if body[:1] != _SPLIT:
+        return loads(body)  # type: ignore[no-any-return]
+    n = int.from_bytes(body[1:5], "little")
+    view = memoryview(body)
+    fn = loads(view[5:5 + n])
+    args, kwargs = loads(view[5 + n:])
+    return fn, args, kwargs
 
 _HOST = socket.gethostname()
 
