@@ -283,7 +283,8 @@ class Finishes:
                 d[dest] = d.get(dest, 0) + 1
             fid = fin.fid
         try:
-            self.rt._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO))
+            # an async_at may leave with the tasks that follow it; an at's task leaves now
+            self.rt._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO), soon=not flags)
         except BaseException:
             with self.flock:
                 if isinstance(fin, RootFinish):
@@ -383,6 +384,7 @@ class Finishes:
             # A held lock, released by RootFinish.release: a tenth of an Event's cost.
             event = fin.event = _allocate_lock()
             event.acquire()
+        self.rt.transport.flush()  # tasks batched by send_soon leave before the wait
         pool = current_pool()
         with pool.blocking() if pool is not None else nullcontext():
             event.acquire()

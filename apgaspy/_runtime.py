@@ -186,17 +186,21 @@ class Runtime:
         self.transport.close(setting("CLOSE_LINGER"))
 
     # ================================================================== sending
-    def _send(self, dest: int, msg: bytes) -> None:
+    def _send(self, dest: int, msg: bytes, soon: bool = False) -> None:
+        """Send ``msg`` to ``dest``, opening the connection when it is the first message;
+        ``soon``: it may leave with a batch of the messages that follow (``send_soon``)."""
         if _testing.ACTIVE and _testing.delay_send(self, dest, msg):
             return  # test hook APGAS_TEST_DELAY (off by default): a delay thread sends it
+        transport = self.transport
+        send = transport.send_soon if soon else transport.send
         try:
-            self.transport.send(dest, msg)
+            send(dest, msg)
         except KeyError:
             info = self.membership.table.get(dest)
             if info is None:
                 raise self.membership.bad_place(dest) from None
-            self.transport.add_peer(dest, info.endpoint, watch=(self.here == 0))
-            self.transport.send(dest, msg)
+            transport.add_peer(dest, info.endpoint, watch=(self.here == 0))
+            send(dest, msg)
 
     def send_ctrl(self, dest: int, name: str, *args: Any) -> None:
         """Send control message ``name`` to ``dest`` (plain-pickled arguments)."""

@@ -117,7 +117,9 @@ _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
 def _by_reference(fn: Any) -> bool:
     """True when ``dumps(fn)`` only names ``fn`` (a module and a qualified name)."""
     if isinstance(fn, types.BuiltinFunctionType):
-        return True
+        # a module's function (len, math.sqrt); not a bound method such as ``lst.append``,
+        # whose pickle holds its object's state
+        return isinstance(fn.__self__, types.ModuleType)
     if not isinstance(fn, types.FunctionType) or "<" in fn.__qualname__:
         return False
     if fn.__module__ == "__main__":

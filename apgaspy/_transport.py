@@ -20,6 +20,14 @@ Sending needs no thread hop: the caller sends itself.  Sockets are not thread-sa
 destination has a lock; a caller that finds it taken leaves its message in the outbox and the
 holder sends it with its own (combining), so bursts from several threads go out as batches.
 
+Bursts from one thread (``send_soon``, used for ``async_at`` tasks) are batched too, as
+Nagle's algorithm does for TCP (RFC 896) but bounded in size and time: a message that follows
+the previous one to the same place within ``_BURST_S`` stays in the outbox, the batch leaves
+when it holds ``_BATCH`` messages, and the flusher thread sends what is left as soon as it gets
+the interpreter (at the latest after the sender's switch interval, 5 ms by default, or when the
+sender blocks: a thread that waits for a finish flushes first).  A lone message, or the first
+of a burst, leaves at once.
+
 Failure detection: every place watches its connection to place 0, and place 0 watches its
 connections to all places (ZeroMQ socket monitors plus ZMTP heartbeats, so a silent host is
 noticed too).  A connection that breaks and stays down for ``APGAS_DEAD_PLACE_TIMEOUT``
@@ -46,8 +54,10 @@ import logging
 import struct
 import threading
 import time
+from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from hashlib import blake2b
+from time import perf_counter as _perf_counter
 
 import zmq
 
@@ -56,6 +66,8 @@ __all__ = ["Transport"]
 log = logging.getLogger("apgaspy")
 
 _POLL_MS = 100
+_BURST_S = 100e-6  # a message this soon after the previous one to its place joins a batch
+_BATCH = 64  # messages in a batch before it leaves without waiting for the flusher
 _MAC_SIZE = 32
 _LEN = struct.Struct("<I")
 # pyzmq's constants are enums; plain ints skip the enum arithmetic on every call.
@@ -74,13 +86,15 @@ def _monitor_event(sock: zmq.Socket) -> int:
 
 
 class _Outbox:
-    __slots__ = ("queue", "lock", "socket", "closed")
+    __slots__ = ("queue", "lock", "socket", "closed", "last", "dirty")
 
     def __init__(self, sock: zmq.Socket) -> None:
         self.queue: collections.deque[bytes] = collections.deque()
         self.lock = threading.Lock()
         self.socket = sock
         self.closed = False
+        self.last = 0.0  # perf_counter() of the last send_soon
+        self.dirty = False  # holds messages that wait for the flusher
 
 
 class _Watch:
@@ -151,6 +165,10 @@ class Transport:
         self._running = False
         self._thread: threading.Thread | None = None
         self.dropped = 0  # batches that failed authentication
+        self._dirty: collections.deque[int] = collections.deque()  # places with held messages
+        self._flush_signal = _allocate_lock()  # released to wake the flusher
+        self._flush_signal.acquire()
+        self._flusher: threading.Thread | None = None
 
     # ------------------------------------------------------------------ signing
     def _seal(self, messages: list[bytes]) -> bytes:
@@ -257,6 +275,51 @@ class Transport:
         """
         self._outboxes[dest].queue.append(message)
 
+    def send_soon(self, dest: int, message: bytes) -> None:
+        """Send one message to ``dest``, possibly batched with the ones that follow it.
+
+        The message leaves at once unless it follows the previous ``send_soon`` to ``dest``
+        within ``_BURST_S``; then it leaves with its batch (see the module docstring), in
+        order with every other message to ``dest``.
+
+        Raises:
+            KeyError: there is no connection to ``dest``.
+        """
+        box = self._outboxes[dest]
+        box.queue.append(message)
+        now = _perf_counter()
+        burst = now - box.last < _BURST_S
+        box.last = now
+        if not burst or len(box.queue) >= _BATCH:
+            self.pump(dest)
+        elif not box.dirty:
+            box.dirty = True
+            self._dirty.append(dest)
+            if self._flush_signal.locked():
+                try:
+                    self._flush_signal.release()
+                except RuntimeError:  # another thread released it first
+                    pass
+
+    def flush(self) -> None:
+        """Send every batch that waits for the flusher (before the caller blocks)."""
+        dirty = self._dirty
+        while dirty:
+            try:
+                dest = dirty.popleft()
+            except IndexError:
+                return
+            box = self._outboxes.get(dest)
+            if box is not None:
+                box.dirty = False
+                self.pump(dest)
+
+    def _flush_loop(self) -> None:
+        signal = self._flush_signal
+        while self._running:
+            signal.acquire()
+            self.flush()
+
     def pump(self, dest: int) -> None:
         """Send what is queued for ``dest`` unless another thread is already doing it."""
         box = self._outboxes.get(dest)
@@ -281,6 +344,9 @@ class Transport:
         self._thread = threading.Thread(target=self._receive_loop, name="apgaspy-receiver",
                                         daemon=True)
         self._thread.start()
+        self._flusher = threading.Thread(target=self._flush_loop, name="apgaspy-flusher",
+                                         daemon=True)
+        self._flusher.start()
 
     def _wake(self) -> None:
         with self._wake_lock:
@@ -397,8 +463,14 @@ class Transport:
         linger (the last messages to a released place, which may have died since) would
         otherwise hold the context's termination, and the process, for its whole linger.
         """
+        self.flush()
         self._running = False
         self._wake()
+        if self._flush_signal.locked():
+            try:
+                self._flush_signal.release()  # the flusher sees _running and ends
+            except RuntimeError:
+                pass
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         with self._boxes_lock:

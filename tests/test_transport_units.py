@@ -1,0 +1,125 @@
+"""The transport's framing, MAC and batching, and the task-body encoding, on real ZeroMQ
+sockets inside one process (no places started)."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from hashlib import blake2b
+
+import pytest
+import zmq
+
+from apgaspy._serialization import dumps_call, loads_call
+from apgaspy._transport import _BATCH, Transport
+
+KEY = os.urandom(32)
+
+
+class Inbox:
+    """Collects what a transport receives."""
+
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, m: memoryview) -> None:
+        with self.cond:
+            self.messages.append(bytes(m))
+            self.cond.notify_all()
+
+    def wait_for(self, n: int, timeout: float) -> list[bytes]:
+        with self.cond:
+            self.cond.wait_for(lambda: len(self.messages) >= n, timeout)
+            return list(self.messages)
+
+
+@pytest.fixture
+def pair():
+    inbox = Inbox()
+    rx = Transport(KEY, "127.0.0.1", inbox, lambda p: None)
+    tx = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None)
+    rx.start()
+    tx.start()
+    tx.add_peer(1, rx.endpoint)
+    yield tx, rx, inbox
+    tx.close(0.5)
+    rx.close(0.5)
+
+
+@pytest.mark.timeout(30)
+def test_a_burst_arrives_whole_and_in_order_without_a_flush(pair):
+    tx, rx, inbox = pair
+    n = 5 * _BATCH + 7  # whole batches and a tail that only the flusher sends
+    for i in range(n):
+        tx.send_soon(1, i.to_bytes(4, "little"))
+    got = inbox.wait_for(n, 10)
+    assert [int.from_bytes(m, "little") for m in got] == list(range(n))
+    assert rx.dropped == 0
+
+
+@pytest.mark.timeout(30)
+def test_the_tail_of_a_burst_leaves_while_the_sender_computes(pair):
+    """The sender never blocks: the flusher must send the tail within its switch interval."""
+    tx, _, inbox = pair
+    for i in range(10):
+        tx.send_soon(1, bytes([i]))
+    t = time.monotonic()
+    while len(inbox.messages) < 10 and time.monotonic() - t < 5:
+        math.factorial(2000)  # pure Python, holds the interpreter between switches
+    assert len(inbox.messages) == 10
+    assert time.monotonic() - t < 1.0
+
+
+@pytest.mark.timeout(30)
+def test_immediate_sends_keep_their_order_with_batched_ones(pair):
+    tx, _, inbox = pair
+    for i in range(100):
+        (tx.send if i % 7 == 0 else tx.send_soon)(1, bytes([i]))
+    tx.flush()
+    assert [m[0] for m in inbox.wait_for(100, 10)] == list(range(100))
+
+
+@pytest.mark.timeout(30)
+def test_forged_and_truncated_frames_are_dropped_unread(pair):
+    _, rx, inbox = pair
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.connect(rx.endpoint)
+    body = (5).to_bytes(4, "little") + b"hello"
+    good = blake2b(body, key=KEY, digest_size=32).digest() + body
+    sock.send(blake2b(body, key=b"x" * 32, digest_size=32).digest() + body)  # wrong key
+    sock.send(good[:-1])  # truncated: the MAC fails
+    sock.send(good[:20])  # shorter than a MAC
+    bad_len = (99).to_bytes(4, "little") + b"hello"  # a length past the end, signed
+    sock.send(blake2b(bad_len, key=KEY, digest_size=32).digest() + bad_len)
+    sock.send(good)
+    sock.close()
+    ctx.term()
+    assert inbox.wait_for(1, 10) == [b"hello"]
+    assert rx.dropped == 4
+
+
+def _plain(a, b=0):
+    return a + b
+
+
+def test_task_bodies_round_trip():
+    # a module-level function by reference, with plain, empty and rich arguments
+    for args, kwargs in [((), {}), ((1, 2.5), {"b": "x"}), (([1, 2], {3}), {})]:
+        body = dumps_call(_plain, args, kwargs)
+        assert body[:1] == b"\x00"
+        assert loads_call(body) == (_plain, args, kwargs)
+    # a lambda and a bound method travel by value as one pickle
+    fn, args, kwargs = loads_call(dumps_call(lambda x: x * 3, (2,), {}))
+    assert fn(*args) == 6
+    data = [1]
+    assert loads_call(dumps_call(data.copy, (), {}))[0]() == [1]
+    data.append(2)  # a bound method's pickle holds its object: never reused
+    body = dumps_call(data.copy, (), {})
+    assert body[:1] == b"\x80" and loads_call(body)[0]() == [1, 2]
+    # built-in functions go by reference
+    assert loads_call(dumps_call(len, ("four",), {}))[0] is len
