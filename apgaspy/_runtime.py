@@ -91,12 +91,12 @@ class Runtime:
 
     Args:
         here: this place's id.
-        secret: the job's 32-byte HMAC key.
+        secret: the job's 32-byte MAC key.
         bind_host: the IP address to bind the transport to.
 
     Attributes:
         here: this place's id.
-        secret: the job's HMAC key (handed to places this one spawns).
+        secret: the job's MAC key (handed to places this one spawns).
         flock: the lock shared by the rooms (see the module docstring).
         membership: the membership room (:class:`~apgaspy._membership.Membership`).
         control: the control room (:class:`~apgaspy._control.Control`).

@@ -85,6 +85,31 @@ def _monitor_event(sock: zmq.Socket) -> int:
     return int(struct.unpack("=hi", frames[0][:6])[0])
 
 
+def _max_sockets(ctx: zmq.Context) -> int:
+    """How many sockets the context may open: as many as file descriptors allow.
+
+    ZeroMQ's default of 1,023 sockets per context would cap place 0, which holds a socket and
+    a monitor per place, near 500 places.  The soft limit on open files is first raised to the
+    hard one (as a server that expects many connections does; it never lowers anything), then
+    the context gets that many sockets, up to libzmq's own limit (``zmq.SOCKET_LIMIT``).
+    """
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    except (ImportError, OSError, ValueError):  # not POSIX, or not allowed: keep the default
+        return 1023
+    limit = ctx.get(zmq.SOCKET_LIMIT)
+    if soft == resource.RLIM_INFINITY:
+        return int(limit)
+    return max(1023, min(int(soft), limit))
+
+
 class _Outbox:
     __slots__ = ("queue", "lock", "socket", "closed", "last", "dirty")
 
@@ -146,6 +171,7 @@ class Transport:
         self._connect_grace = connect_grace
         self._heartbeat_ms = max(1, int(heartbeat * 1000))
         self._ctx = zmq.Context(io_threads=1)
+        self._ctx.set(zmq.MAX_SOCKETS, _max_sockets(self._ctx))
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
         self._pull.setsockopt(zmq.LINGER, 0)

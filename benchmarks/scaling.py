@@ -2,6 +2,7 @@
 
     python -m benchmarks.scaling [--places 1,2] [--repeats 3] [--label NAME] [--plot]
                                  [--resilient] [--benchmarks uts,nqueens,bc,pi]
+                                 [--size nqueens=16,bc=14]
 
 For each benchmark, the sequential kernel (one bag, ``glb.process_all``, no places) gives
 T_seq; each place count P runs ``python -m benchmarks.<name> --json --places P`` and takes the
@@ -41,20 +42,49 @@ from ._results import RESULTS_DIR, write_result
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _sequential(name: str) -> tuple[list[str], Callable[[], Any]]:
-    """(benchmark arguments, the sequential run) of a benchmark configuration."""
+DEFAULT_SIZES = {"uts": 13, "nqueens": 15, "bc": 13, "pi": 2 * 10**9}
+"""Problem size per benchmark: UTS depth, N-Queens board, BC scale, Pi points."""
+
+
+def _sequential(name: str, size: int | None = None) -> tuple[list[str], Callable[[], Any]]:
+    """(benchmark arguments, the sequential run) of a benchmark at ``size`` (default
+    :data:`DEFAULT_SIZES`)."""
     from .kernels.bc import betweenness
     from .kernels.nqueens import count_solutions
     from .kernels.pi import estimate_pi
     from .kernels.uts import count_nodes
 
+    n = DEFAULT_SIZES[name] if size is None else size
     configs: dict[str, tuple[list[str], Callable[[], Any]]] = {
-        "uts": (["uts", "--depth", "13"], lambda: count_nodes(19, 13)),
-        "nqueens": (["nqueens", "-N", "15"], lambda: count_solutions(15)),
-        "bc": (["bc", "--scale", "13"], lambda: betweenness(13)),
-        "pi": (["pi", "--samples", "2e9"], lambda: estimate_pi(2 * 10**9)),
+        "uts": (["uts", "--depth", str(n)], lambda: count_nodes(19, n)),
+        "nqueens": (["nqueens", "-N", str(n)], lambda: count_solutions(n)),
+        "bc": (["bc", "--scale", str(n)], lambda: betweenness(n)),
+        "pi": (["pi", "--samples", str(n)], lambda: estimate_pi(n)),
     }
     return configs[name]
+
+
+def _sizes(text: str) -> dict[str, int]:
+    """``--size`` as a dict: ``"nqueens=16,bc=14"`` → ``{"nqueens": 16, "bc": 14}``.
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown benchmark or a size that is not a positive
+            number (``2e9`` is accepted).
+    """
+    out: dict[str, int] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, _, value = item.partition("=")
+        if name not in DEFAULT_SIZES:
+            raise argparse.ArgumentTypeError(f"unknown benchmark {name!r} in --size")
+        try:
+            n = int(float(value))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"--size {name}= needs a number, got {value!r}") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"--size {name}= must be positive")
+        out[name] = n
+    return out
 
 
 def _glb_seconds(args: list[str], places: int) -> float:
@@ -71,12 +101,12 @@ def _glb_seconds(args: list[str], places: int) -> float:
 
 
 def measure(names: list[str], place_counts: list[int], repeats: int,
-            resilient: bool = False) -> dict[str, Any]:
+            resilient: bool = False, sizes: dict[str, int] | None = None) -> dict[str, Any]:
     """Interleaved runs; returns name -> {seq_s, P -> {seconds, speedup, efficiency}} (and,
     with ``resilient``, P -> resilient -> {seconds, runs_s, overhead})."""
     out: dict[str, Any] = {}
     for name in names:
-        args, seq = _sequential(name)
+        args, seq = _sequential(name, (sizes or {}).get(name))
         seq()  # warm up (graph generation, caches)
         runs: dict[Any, list[float]] = {"seq": [], **{p: [] for p in place_counts}}
         res_runs: dict[int, list[float]] = {p: [] for p in place_counts}
@@ -144,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="suffix of the result files")
     parser.add_argument("--plot", action="store_true", help="also write a PNG plot")
     parser.add_argument("--no-write", action="store_true", help="do not write files")
+    parser.add_argument("--size", type=_sizes, default={},
+                        help="problem sizes, e.g. nqueens=16,bc=14 (defaults: UTS depth 13, "
+                             "N-Queens 15, BC scale 13, Pi 2e9 points)")
     parser.add_argument("--resilient", action="store_true",
                         help="also run every point with resilient GLB, interleaved, and report "
                              "its cost")
@@ -158,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--places takes integers, got {args.places!r}")
     if not counts or counts[0] < 1:
         parser.error("--places must be positive")
-    figures = measure(names, counts, args.repeats, args.resilient)
+    figures = measure(names, counts, args.repeats, args.resilient, args.size)
     if args.no_write:
         return 0
     name = "scaling" + (f"-{args.label}" if args.label else "")

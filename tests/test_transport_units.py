@@ -123,3 +123,14 @@ def test_task_bodies_round_trip():
     assert body[:1] == b"\x80" and loads_call(body)[0]() == [1, 2]
     # built-in functions go by reference
     assert loads_call(dumps_call(len, ("four",), {}))[0] is len
+
+
+def test_the_context_may_open_as_many_sockets_as_file_descriptors(pair):
+    import resource
+
+    tx, _, _ = pair
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == hard  # raised to the hard limit when the transport started
+    expected = min(soft, tx._ctx.get(zmq.SOCKET_LIMIT)) if soft != resource.RLIM_INFINITY \
+        else tx._ctx.get(zmq.SOCKET_LIMIT)
+    assert tx._ctx.get(zmq.MAX_SOCKETS) == max(1023, expected)
