@@ -167,10 +167,15 @@ class Runtime:
             from ._output import install_forwarding
 
             self._streams = install_forwarding(self)
+        elif self.here == 0 and setting("FORWARD_OUTPUT"):
+            from ._output import install_line_streams
+
+            self._streams = install_line_streams()
         self.transport.start()
 
     def flush_output(self) -> None:
-        """Push buffered print output of this place to place 0 (no-op on place 0)."""
+        """Push buffered print output of this place to place 0 (at place 0: write the
+        calling thread's unfinished line)."""
         for stream in self._streams:
             stream.flush()
 

@@ -169,3 +169,32 @@ def test_a_death_reaches_every_room_of_the_runtime():
         assert other.done and not rt.finishes.roots
     finally:
         rt.close()
+
+
+def test_place_0_lines_never_interleave():
+    """print() writes text and newline in two calls; another thread's line must not land
+    between them (it did: "Hello from place(0)Hello from place(1)")."""
+    import io
+
+    from apgaspy._output import _LineStream
+
+    original = io.StringIO()
+    stream = _LineStream(original)
+    started, go = threading.Event(), threading.Event()
+
+    def a():
+        stream.write("Hello from place(0)")
+        started.set()
+        go.wait(5)
+        stream.write("\n")
+        stream.write("tail")
+
+    t = threading.Thread(target=a)
+    t.start()
+    started.wait(5)
+    stream.write("Hello from place(1)\n")  # the receiver thread's forwarded line
+    go.set()
+    t.join(5)
+    assert original.getvalue() == "Hello from place(1)\nHello from place(0)\n"
+    stream.flush_all()  # a thread's unfinished line is written when the runtime closes
+    assert original.getvalue().endswith("\ntail")
