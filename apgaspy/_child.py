@@ -64,12 +64,17 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         os._exit(0)
     code = 1
     try:
+        from . import _launch
+
+        _launch.PLACE_IMPORTING_MAIN = place_id
         try:
             multiprocessing.spawn.prepare(prep)
         except BaseException:
             logging.getLogger("apgaspy").exception(
                 "place(%d) could not import the program's main module", place_id)
             raise
+        finally:
+            _launch.PLACE_IMPORTING_MAIN = None
         set_runtime(rt)
         rt.start(table)
         rt.membership.report_ready()

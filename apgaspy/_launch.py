@@ -54,6 +54,11 @@ __all__ = ["start", "stop", "serve", "spawn_places"]
 
 log = logging.getLogger("apgaspy")
 
+PLACE_IMPORTING_MAIN: int | None = None
+"""Set by a spawned place (``_child``) to its id while it imports the program's main module:
+a main module that starts a computation at import would otherwise make the place start one
+of its own (and hang in MPI start-up)."""
+
 _TAG = 4711
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
 _FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
@@ -212,6 +217,11 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
     reset()
     if _RUNTIME is not None:
         raise ApgasError("the apgaspy runtime is already running in this process")
+    if PLACE_IMPORTING_MAIN is not None:
+        raise ApgasError(
+            f"place({PLACE_IMPORTING_MAIN}) imports the program's main module, and the module "
+            f"starts a computation at import: put the apgaspy.run() (or session()) call under "
+            f"'if __name__ == \"__main__\":', as multiprocessing requires")
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
     if MPI.Comm.Get_parent() != MPI.COMM_NULL:
         raise ApgasError("a spawned place cannot start a runtime of its own")

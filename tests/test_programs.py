@@ -155,3 +155,23 @@ def test_missing_process_manager_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(ApgasError, match="pip install mpich"):
         _launch._ensure_process_manager()
+
+
+@pytest.mark.timeout(90)
+def test_a_main_module_without_a_guard_fails_fast_and_says_why(tmp_path):
+    """Spawned places import the main module (as multiprocessing does); one that starts a
+    computation at import used to hang for ever.  Now each place refuses, and place 0's run()
+    raises StartupError naming the places."""
+    prog = tmp_path / "unguarded.py"
+    prog.write_text("from apgaspy import places, run\n\n\n"
+                    "def main():\n    return len(places())\n\n\n"
+                    "print(run(main))\n")
+    t = time.monotonic()
+    r = run_program(prog, 3, "spawn", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert time.monotonic() - t < 30
+    assert "StartupError: 2 place(s) did not start" in r.stderr, r.stderr
+    for p in (1, 2):
+        assert (f"place({p}) imports the program's main module, and the module starts a "
+                f"computation at import") in r.stderr, r.stderr
+    assert "if __name__ == \"__main__\":" in r.stderr
