@@ -24,15 +24,12 @@ if TYPE_CHECKING:
 __all__ = ["install_forwarding", "install_line_streams", "uninstall_forwarding"]
 
 
-class _ForwardingStream(io.TextIOBase):
-    """A text stream that sends complete lines (and, on flush, everything) to place 0."""
+class _Stream(io.TextIOBase):
+    """A text stream standing in for ``original`` (``sys.stdout`` or ``sys.stderr``)."""
 
-    def __init__(self, rt: Runtime, number: int, original: Any) -> None:
+    def __init__(self, original: Any) -> None:
         super().__init__()
-        self._rt = rt
-        self._number = number
         self._original = original
-        self._parts: list[str] = []
         self._lock = threading.Lock()
 
     @property
@@ -45,12 +42,26 @@ class _ForwardingStream(io.TextIOBase):
     def fileno(self) -> int:
         return self._original.fileno()
 
+    @staticmethod
+    def _check(text: Any) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+
+
+class _ForwardingStream(_Stream):
+    """A text stream that sends complete lines (and, on flush, everything) to place 0."""
+
+    def __init__(self, rt: Runtime, number: int, original: Any) -> None:
+        super().__init__(original)
+        self._rt = rt
+        self._number = number
+        self._parts: list[str] = []
+
     def isatty(self) -> bool:
         return False
 
     def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._check(text)
         with self._lock:
             self._parts.append(text)
             if "\n" in text:
@@ -74,7 +85,7 @@ class _ForwardingStream(io.TextIOBase):
             self._original.flush()
 
 
-class _LineStream(io.TextIOBase):
+class _LineStream(_Stream):
     """Place 0's ``sys.stdout``/``sys.stderr``: every thread's text leaves in whole lines.
 
     ``print`` writes its text and its newline in two calls, so a line that a task of place 0
@@ -86,31 +97,18 @@ class _LineStream(io.TextIOBase):
     """
 
     def __init__(self, original: Any) -> None:
-        super().__init__()
-        self._original = original
-        self._lock = threading.Lock()
+        super().__init__(original)
         self._parts: dict[int, list[str]] = {}  # thread id → its unfinished line
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._original, "encoding", "utf-8")
 
     @property
     def buffer(self) -> Any:
         return self._original.buffer
 
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self._original.fileno()
-
     def isatty(self) -> bool:
         return bool(self._original.isatty())
 
     def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._check(text)
         me = threading.get_ident()
         cut = text.rfind("\n")
         with self._lock:

@@ -63,18 +63,21 @@ class _Pickler(cloudpickle.Pickler):
     """
 
     def reducer_override(self, obj: Any) -> Any:
-        if (
-            isinstance(obj, (types.FunctionType, type))
-            and getattr(obj, "__module__", None) == "__main__"
-            and "<" not in obj.__qualname__
-            and _main_is_shared()
-        ):
-            try:
-                if _resolve_main(obj.__qualname__) is obj:
-                    return (_resolve_main, (obj.__qualname__,))
-            except Exception:  # noqa: BLE001 - not reachable by name: by value
-                pass
+        if (isinstance(obj, (types.FunctionType, type))
+                and getattr(obj, "__module__", None) == "__main__" and _main_by_name(obj)):
+            return (_resolve_main, (obj.__qualname__,))
         return super().reducer_override(obj)
+
+
+def _main_by_name(obj: Any) -> bool:
+    """True when ``obj``, a function or class of ``__main__``, goes by name: it is a top-level
+    name of a main module that every place has imported."""
+    if "<" in obj.__qualname__ or not _main_is_shared():
+        return False
+    try:
+        return _resolve_main(obj.__qualname__) is obj
+    except Exception:  # noqa: BLE001 - not reachable by name: by value
+        return False
 
 
 # Exact types that plain pickle and cloudpickle write the same way (no function, class or
@@ -115,33 +118,32 @@ _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
 
 
 def _by_reference(fn: Any) -> bool:
-    """True when ``dumps(fn)`` only names ``fn`` (a module and a qualified name)."""
+    """True when ``dumps(fn)`` only names ``fn`` (a module and a qualified name); ``fn`` is a
+    plain or a built-in function."""
     if isinstance(fn, types.BuiltinFunctionType):
         # a module's function (len, math.sqrt); not a bound method such as ``lst.append``,
         # whose pickle holds its object's state
         return isinstance(fn.__self__, types.ModuleType)
-    if not isinstance(fn, types.FunctionType) or "<" in fn.__qualname__:
-        return False
     if fn.__module__ == "__main__":
-        try:
-            return _main_is_shared() and _resolve_main(fn.__qualname__) is fn
-        except Exception:  # noqa: BLE001 - not reachable by name
-            return False
-    return bool(cloudpickle.cloudpickle._should_pickle_by_reference(fn))
+        return _main_by_name(fn)
+    return "<" not in fn.__qualname__ and bool(
+        cloudpickle.cloudpickle._should_pickle_by_reference(fn))
 
 
 def dumps_call(fn: Any, args: tuple, kwargs: dict) -> bytes:
     """The body of a task that runs ``fn(*args, **kwargs)`` (see :func:`loads_call`)."""
     # Only functions that go by reference are cached: module-level ones, alive anyway.  A
     # lambda or a bound method is never kept (it could hold large state alive).
-    ref = _FN_CACHE.get(fn) if type(fn) in _FUNCTION_TYPES else None
-    if ref is None and type(fn) in _FUNCTION_TYPES and _by_reference(fn):
+    if type(fn) not in _FUNCTION_TYPES:
+        return dumps((fn, args, kwargs))
+    ref = _FN_CACHE.get(fn)
+    if ref is None:
+        if not _by_reference(fn):
+            return dumps((fn, args, kwargs))
         ref = dumps(fn)
         if len(_FN_CACHE) >= _FN_CACHE_MAX:
             _FN_CACHE.clear()
         _FN_CACHE[fn] = ref
-    if ref is None:
-        return dumps((fn, args, kwargs))
     if not args and not kwargs:
         rest = _NO_ARGS
     elif all(type(a) in _PLAIN for a in args) and all(type(v) in _PLAIN

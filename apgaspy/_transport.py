@@ -97,11 +97,10 @@ def _max_sockets(ctx: zmq.Context) -> int:
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY:
-            hard = 1 << 20
-        if soft != resource.RLIM_INFINITY and soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
+        target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
     except (ImportError, OSError, ValueError):  # not POSIX, or not allowed: keep the default
         return 1023
     limit = ctx.get(zmq.SOCKET_LIMIT)
@@ -426,7 +425,7 @@ class Transport:
                 self._update_watches(items, monitors)
             if monitors:
                 now = time.monotonic()
-                if now >= next_check or len(ready) > 1 or ready and ready[0][0] is not pull:
+                if now >= next_check:  # a dead timeout is seconds: every 50 ms is enough
                     next_check = now + 0.05
                     self._check_watches(items, monitors, now)
         # The loop owns the sockets it polls; close them here.

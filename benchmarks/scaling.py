@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._cli import positive_int
+from ._cli import float_count, positive_int
 from ._results import RESULTS_DIR, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,14 +76,7 @@ def _sizes(text: str) -> dict[str, int]:
         name, _, value = item.partition("=")
         if name not in DEFAULT_SIZES:
             raise argparse.ArgumentTypeError(f"unknown benchmark {name!r} in --size")
-        try:
-            n = int(float(value))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"--size {name}= needs a number, got {value!r}") from None
-        if n < 1:
-            raise argparse.ArgumentTypeError(f"--size {name}= must be positive")
-        out[name] = n
+        out[name] = float_count(value)  # raises ArgumentTypeError saying what it expected
     return out
 
 

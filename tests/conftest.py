@@ -69,6 +69,23 @@ def kill_tree(pid: int) -> None:
             pass
 
 
+def shut_down_server(proc: subprocess.Popen[Any], control: Path) -> None:
+    """Ask a running ``python -m scheduler serve`` to shut down over its control socket and
+    wait up to 20 s for it to exit (the caller kills what is left)."""
+    from scheduler.control import ControlError, request
+
+    if proc.poll() is not None:
+        return
+    try:
+        request(control, {"op": "shutdown"}, timeout_s=30)
+    except ControlError:
+        pass
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll ``cond`` every 0.05 s until it is truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, wait_gone, wait_until
+from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_gone, wait_until
 
 from scheduler import JobSpec
-from scheduler.control import ControlError, request
+from scheduler.control import request
 from scheduler.nodes import LocalNodes
 from scheduler.server import Server, job_of
 
@@ -124,15 +124,7 @@ class Serve:
 
     def close(self) -> set[int]:
         """Shut down (kill if it does not end); return every pid seen below the server."""
-        if self.proc.poll() is None:
-            try:
-                request(self.control, {"op": "shutdown"}, timeout_s=30)
-            except ControlError:
-                pass
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
+        shut_down_server(self.proc, self.control)
         seen = self.watch.stop()
         if self.proc.poll() is None:
             kill_tree(self.proc.pid)

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, wait_gone, wait_until
+from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_gone, wait_until
 
-from scheduler.control import ControlError, request
+from scheduler.control import request
 from scheduler.server import job_of
 
 PY = sys.executable
@@ -168,15 +168,7 @@ class Serve:
     def close(self) -> None:
         """Shut down (kill if it does not end), cancel its Slurm jobs if any are left, and
         kill (by pid) every process left that carries the marker or was seen below it."""
-        if self.proc.poll() is None:
-            try:
-                request(self.control, {"op": "shutdown"}, timeout_s=30)
-            except ControlError:
-                pass
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
+        shut_down_server(self.proc, self.control)
         self._stop.set()
         self._watch.join(timeout=5)
         if self.proc.poll() is None:

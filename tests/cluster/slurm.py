@@ -410,23 +410,20 @@ class SlurmCluster:
         A job that just ended leaves its nodes ``comp`` (completing) until slurmd has run the
         epilog and told slurmctld, which under load takes a few seconds; a test that counts
         idle nodes starts only after that.  Raises ``ClusterError`` after ``timeout`` seconds,
-        naming the states seen last.
+        with the tail of slurmctld's log.
         """
         deadline = time.monotonic() + timeout
         self._cancel_jobs(timeout)
-        states: dict[str, str] = {}
-        delay = 0.02
-        while True:
-            try:
-                states = self.node_states()
-            except (subprocess.SubprocessError, ValueError):
-                states = {}
-            if sorted(states) == sorted(self.nodes) and set(states.values()) == {"idle"}:
-                return
-            if time.monotonic() > deadline:
-                raise ClusterError(f"nodes not idle after {timeout:.0f} s: {states}")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.2)
+        self._wait("every node idle in sinfo", self._all_idle, deadline, None,
+                   [self.workdir / "log" / "slurmctld.log"])
+
+    def _all_idle(self) -> bool:
+        """True when sinfo lists exactly this cluster's nodes, every one ``idle``."""
+        try:
+            states = self.node_states()
+        except (subprocess.SubprocessError, ValueError):
+            return False
+        return sorted(states) == sorted(self.nodes) and set(states.values()) == {"idle"}
 
     # ---- starting (used by start_slurm)
 
@@ -799,11 +796,7 @@ def _start(c: SlurmCluster, deadline: float) -> None:
             if d.proc is not None and d.proc.poll() is not None:
                 raise ClusterError(f"{d.name} exited with status {d.proc.returncode}"
                                    + c._logs([log / f"{d.name}.out", log / f"{d.name}.log"]))
-        try:
-            states = c.node_states()
-        except (subprocess.SubprocessError, ValueError):
-            return False
-        return sorted(states) == sorted(c.nodes) and set(states.values()) == {"idle"}
+        return c._all_idle()
 
     c._wait("all nodes idle in sinfo", all_idle, deadline, slurmctld,
             [log / "slurmctld.log", *(log / f"slurmd-{n}.log" for n in c.nodes)])
