@@ -1,5 +1,8 @@
-"""Entry point of a place started with ``MPI_Comm_spawn`` (``python -m apgaspy._child``).
+"""Entry point of a place started with ``MPI_Comm_spawn`` (``python -P …/apgaspy/_child.py``).
 
+The file runs as a script, not as ``-m apgaspy._child``, so that the MPI process imports
+nothing of apgaspy: the place, forked from it, imports the package; the anchor keeps only the
+interpreter, mpi4py and MPICH until the handshake is over, and then becomes a tiny waiter.
 The spawned MPI process forks before it initializes MPI::
 
     MPI_Comm_spawn ─► anchor (MPI process)          place (plain process, never touches MPI)
@@ -8,33 +11,87 @@ The spawned MPI process forks before it initializes MPI::
                        │ ◄─────────────────────────── endpoint and pid
                        │ send endpoint to parent,
                        │ recv table ────────────────► joins the computation, serves tasks
-                       │ MPI_Comm_disconnect
+                       │ MPI_Comm_disconnect, MPI_Finalize
+                       │ exec a small waiter ("apgaspy-anchor" in its argv)
                        │ waitpid(place) ... (no CPU)    ... until shutdown, release or crash
-                       └ MPI_Finalize, exit 0  ◄──────── exits
+                       └ exit 0  ◄────────────────────── exits
 
 Why: MPICH's process manager (Hydra) ends the whole job, place 0 included, when one of its
 processes dies abnormally, even with ``-disable-auto-cleanup``.  With an anchor in between,
 Hydra only ever sees clean exits, so a crashed place becomes a :class:`DeadPlaceError` that
 the program can handle, and a released place's process exits on its own.  The place dies with
 its anchor (``PR_SET_PDEATHSIG``), so nothing is left behind if the anchor is killed.
+
+Memory (issue 11): the anchor used to keep what it had loaded for MPI, about 38 MB RSS per
+place; once MPI is finalized it replaces its image (``execv``, same pid, so Hydra and the
+place's ``PR_SET_PDEATHSIG`` see no change) with a small waiter (:func:`_become_waiter`):
+1.7 MB RSS.  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
+(MPI-4.0 §11.2.2); Hydra only looks at how it exits.
 """
 
 from __future__ import annotations
 
-import ctypes
-import logging
-import multiprocessing.spawn
 import os
 import pickle
 import signal
-import socket
 import sys
+import time
 from typing import Any, BinaryIO
 
 _PR_SET_PDEATHSIG = 1
+TAG = 4711
+"""The MPI tag of the spawn handshake (place 0 ↔ anchor)."""
+ANCHOR_MARK = "apgaspy-anchor"
+"""In the waiting anchor's argv, so tools (and tests) can tell it from the place."""
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_WAITER = """\
+import os, signal, sys
+child = int(sys.argv[2])
+def forward(signum, frame):
+    try:
+        os.kill(child, signum)
+    except ProcessLookupError:
+        pass
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, forward)
+try:
+    os.waitpid(child, 0)
+except ChildProcessError:
+    pass
+os._exit(0)
+"""
+
+
+def sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> Any:
+    """``comm.recv(source=source, tag=tag)`` (a pickled object) without spinning.
+
+    A blocking receive busy-polls in MPICH: with many places starting at once, every anchor
+    waiting for its place table burnt a core's worth of polling (issue 11's CPU per place
+    grew 3× from 8 to 64 places).  This probes (``MPI_Improbe``) with a sleep that doubles
+    from 0.1 ms to ``max_sleep`` seconds, then receives the matched message, whatever its
+    size.  A probe costs about as much as a poll of the progress engine, so a long wait
+    wants a long ``max_sleep`` (the anchor's wait for the place table: 50 ms).
+
+    Args:
+        comm: an mpi4py communicator (place 0's intercommunicator to an anchor, or back).
+        source: the rank to receive from; tag: the MPI tag.
+        max_sleep: the longest sleep between probes, in seconds.
+
+    Returns:
+        The received object.  Raises what ``mpi4py`` raises (``MPI.Exception``).
+    """
+    delay = 0.0001
+    while True:
+        msg = comm.improbe(source=source, tag=tag)
+        if msg is not None:
+            return msg.recv()
+        time.sleep(delay)
+        delay = min(delay * 2, max_sleep)
 
 
 def _die_with_parent() -> None:
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -44,6 +101,10 @@ def _die_with_parent() -> None:
 
 def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     """The place process: never uses MPI."""
+    import logging
+    import multiprocessing.spawn
+    import socket
+
     from ._hosts import choose_address
     from ._logging import configure_logging
     from ._runtime import Runtime, set_runtime
@@ -97,23 +158,21 @@ def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
         except ProcessLookupError:  # the place has already ended
             pass
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in _FORWARDED:
         signal.signal(sig, forward)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     from mpi4py import MPI
 
-    from ._launch import _TAG, _sleepy_recv
-
     parent = MPI.Comm.Get_parent()
     answer: Any = None
     try:
-        pickle.dump(_sleepy_recv(parent, 0, _TAG), down)
+        pickle.dump(sleepy_recv(parent, 0, TAG), down)
         down.flush()
         answer = pickle.load(up)
     except (EOFError, OSError, pickle.UnpicklingError):
         answer = None  # the place died during the handshake
-    parent.send(answer, dest=0, tag=_TAG)
-    table = _sleepy_recv(parent, 0, _TAG, max_sleep=0.05)  # comes once every place started
+    parent.send(answer, dest=0, tag=TAG)
+    table = sleepy_recv(parent, 0, TAG, max_sleep=0.05)  # comes once every place started
     if answer is not None:
         try:
             pickle.dump(table, down)
@@ -121,22 +180,71 @@ def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
         except OSError:
             pass
     parent.Disconnect()
-    while True:
+    MPI.Finalize()
+    down.close()
+    up.close()
+    _become_waiter(child)
+
+
+def _gnu_tail() -> str | None:
+    """The path of a GNU ``tail`` (it has ``--pid``), or ``None``."""
+    import shutil
+    import subprocess
+
+    path = shutil.which("tail")
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, timeout=5,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if b"GNU coreutils" in out else None
+
+
+def _become_waiter(child: int) -> None:
+    """Replace this process (MPI finalized) with a small one that ends when the place ends.
+
+    GNU ``tail --pid`` (1.7 MB RSS) where there is one: ``SIGCHLD`` ignored, which ``execv``
+    keeps, lets the kernel reap the place, so ``tail`` sees it gone (within 0.1 s); a place
+that ended before is reaped here.  A signal
+    from Hydra ends ``tail`` and ``PR_SET_PDEATHSIG`` the place with it.  Elsewhere an
+    interpreter started with ``-I -S`` (about 9 MB) waits and forwards SIGINT, SIGTERM and
+    SIGHUP.  ``apgaspy-anchor`` is in the argv of both (``argv[0]`` for ``tail``).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # A signal that arrives before the waiter is in place kills the anchor, and
+    # PR_SET_PDEATHSIG the place with it: the same as an anchor killed at any time.
+    tail = _gnu_tail()
+    try:
+        if tail is not None:
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+            # A place that ended before that is a zombie, which SIG_IGN does not reap and
+            # tail would take for alive: reap it here (and then there is nothing to wait for).
+            try:
+                if os.waitpid(child, os.WNOHANG)[0] != 0:
+                    os._exit(0)
+            except ChildProcessError:  # reaped by the kernel already
+                os._exit(0)
+            os.execv(tail, [ANCHOR_MARK, f"--pid={child}", "-s", "0.1", "-f", os.devnull])
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _WAITER, ANCHOR_MARK,
+                                  str(child)])
+    except OSError:  # nothing to exec: wait here, with everything loaded
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         try:
             os.waitpid(child, 0)
-            break
         except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-    MPI.Finalize()
-    os._exit(0)
+            pass
+        os._exit(0)
 
 
 def main() -> None:
     """Fork into anchor and place; never returns."""
     if "mpi4py.MPI" in sys.modules:
         sys.exit("apgaspy._child must fork before MPI starts")
+    if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m
+        sys.path.insert(0, os.getcwd())
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     anchor = os.getpid()
@@ -144,7 +252,11 @@ def main() -> None:
     if child == 0:
         os.close(down_w)
         os.close(up_r)
-        _place(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), anchor)
+        if __name__ == "__main__":  # the script: the place is the package's own module
+            from apgaspy._child import _place as place
+        else:
+            place = _place
+        place(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), anchor)
     else:
         os.close(down_r)
         os.close(up_w)

@@ -12,12 +12,12 @@ Two ways to start:
   before the others, and MPICH's Hydra kills the whole group when one exits without
   finalizing.  Separate spawns let a shrink end any one of them.)
 
-A spawned place runs :mod:`apgaspy._child`: it receives its id, host, the secret and the
-parent's ``multiprocessing`` preparation data over the intercommunicator, binds its socket,
-answers with its endpoint, receives the table of places, disconnects from its parent (so that
-it can later finalize and exit alone) and imports the user's main module the way
-``multiprocessing``'s spawn start method does (as ``__mp_main__``, same working directory and
-``sys.path``), so functions and classes of the program resolve at every place.
+A spawned place runs :mod:`apgaspy._child` (as a script): it receives its id, host, the
+secret and the parent's ``multiprocessing`` preparation data over the intercommunicator,
+binds its socket, answers with its endpoint, receives the table of places, and imports the
+user's main module the way ``multiprocessing``'s spawn start method does (as
+``__mp_main__``, same working directory and ``sys.path``), so functions and classes of the
+program resolve at every place.  Its MPI anchor disconnects and finalizes after the handshake.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from ._child import TAG as _TAG
+from ._child import sleepy_recv as _sleepy_recv
 from ._config import setting
 from ._exceptions import ApgasError, MalleabilityError, StartupError
 from ._hosts import (
@@ -59,7 +61,7 @@ PLACE_IMPORTING_MAIN: int | None = None
 a main module that starts a computation at import would otherwise make the place start one
 of its own (and hang in MPI start-up)."""
 
-_TAG = 4711
+_CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
 _FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
 _NOT_FORWARDED = ("APGAS_HOST",)  # an address of place 0's machine, meaningless elsewhere
@@ -168,25 +170,6 @@ def _sleepy_barrier(comm: Any) -> None:
     while not req.Test():
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
-
-
-def _sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> Any:
-    """``comm.recv(source=source, tag=tag)`` (a pickled object) without spinning.
-
-    A blocking receive busy-polls in MPICH: with many places starting at once, every anchor
-    waiting for its place table burnt a core's worth of polling (issue 11's CPU per place
-    grew 3× from 8 to 64 places).  This probes (``MPI_Improbe``) with a sleep that doubles
-    from 0.1 ms to ``max_sleep`` seconds, then receives the matched message, whatever its
-    size.  A probe costs about as much as a poll of the progress engine, so a long wait
-    wants a long ``max_sleep`` (the anchor's wait for the place table: 50 ms).
-    """
-    delay = 0.0001
-    while True:
-        msg = comm.improbe(source=source, tag=tag)
-        if msg is not None:
-            return msg.recv()
-        time.sleep(delay)
-        delay = min(delay * 2, max_sleep)
 
 
 # ---------------------------------------------------------------------- start
@@ -452,7 +435,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             info = MPI.Info.Create()
             info.Set("host", mpi_hosts[host])
             info.Set("wdir", os.getcwd())
-            inter = MPI.COMM_SELF.Spawn(sys.executable, ["-m", "apgaspy._child"], 1, info)
+            inter = MPI.COMM_SELF.Spawn(sys.executable, ["-P", _CHILD_SCRIPT], 1, info)
             info.Free()
             far = None if mpi_hosts[host] == "localhost" else toward
             inter.send((pid, host, rt.secret, prep, env, far), dest=0, tag=_TAG)

@@ -131,11 +131,24 @@ def descendants(parents: Mapping[int, int], root: int) -> list[int]:
     return out
 
 
+def _spawned_role(cmdline: list[str]) -> str | None:
+    """``"anchor"`` for the waiting anchor, ``"child"`` for ``apgaspy/_child.py`` (a place,
+    or an anchor still in its MPI handshake), else ``None``."""
+    if "apgaspy-anchor" in cmdline:
+        return "anchor"
+    text = " ".join(cmdline)
+    if "apgaspy/_child.py" in text or "apgaspy._child" in text:
+        return "child"
+    return None
+
+
 def classify(cmdline: list[str], parent_cmdline: list[str], is_root: bool) -> str:
     """The role of one process of an embedded apgaspy job.
 
-    ``python -m apgaspy._child`` is both the MPI anchor (started by Hydra's proxy) and, forked
-    from it, the place (see ``apgaspy/_child.py``), so the parent tells them apart.
+    A spawned place is two processes (see ``apgaspy/_child.py``): Hydra's proxy starts
+    ``python -P …/apgaspy/_child.py``, which forks the place and, after the MPI handshake,
+    becomes the waiting anchor (``apgaspy-anchor`` in its argv); so the place is the
+    ``_child.py`` process whose parent is one too, or is the anchor.
 
     Args:
         cmdline: the process's command line.
@@ -148,8 +161,11 @@ def classify(cmdline: list[str], parent_cmdline: list[str], is_root: bool) -> st
     """
     if is_root:
         return "place0"
-    if "apgaspy._child" in cmdline:
-        return "place" if "apgaspy._child" in parent_cmdline else "anchor"
+    role = _spawned_role(cmdline)
+    if role == "anchor":
+        return "anchor"
+    if role == "child":
+        return "place" if _spawned_role(parent_cmdline) is not None else "anchor"
     first = os.path.basename(cmdline[0]) if cmdline else ""
     if first == "hydra_pmi_proxy":
         return "proxy"

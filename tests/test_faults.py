@@ -291,7 +291,8 @@ def test_place_killed_while_starting_is_a_startup_error():
 
 
 def _is_place_process(pid: int) -> bool:
-    """A place: an ``apgaspy._child`` process whose parent (its anchor) is one too."""
+    """A place: an ``apgaspy/_child.py`` process whose parent is its anchor (``_child.py``
+    during the handshake, ``apgaspy-anchor`` after it)."""
     def cmdline(p: int) -> bytes:
         try:
             with open(f"/proc/{p}/cmdline", "rb") as fh:
@@ -306,7 +307,9 @@ def _is_place_process(pid: int) -> bool:
         except (OSError, ValueError, IndexError):
             return 0
 
-    return b"apgaspy._child" in cmdline(pid) and b"apgaspy._child" in cmdline(parent(pid))
+    anchor = cmdline(parent(pid))
+    return (b"apgaspy/_child.py" in cmdline(pid)
+            and (b"apgaspy/_child.py" in anchor or b"\0apgaspy-anchor\0" in anchor))
 
 
 # ---------------------------------------------------------------------- notifications

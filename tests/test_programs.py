@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import secrets
+import shutil
 import time
 from pathlib import Path
 
@@ -54,9 +55,28 @@ def test_stress_random_trees(mode, places, seed):
 def test_no_process_left_behind(mode):
     r = run_program("pids.py", 3, mode, timeout=60)
     assert r.returncode == 0, r.stderr
-    pids = [int(p) for p in r.json_lines()[0]["pids"].values()]
+    report = r.json_lines()[0]
+    pids = [int(p) for p in report["pids"].values()]
     assert len(set(pids)) == 3
-    assert wait_gone(pids, 10) == []
+    anchors = [a[0] for pid, a in report["anchors"].items() if pid != "0"]
+    assert wait_gone(pids + (anchors if mode == "spawn" else []), 10) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_spawned_place_anchor_waits_small():
+    """Issue 11's memory per place: after the MPI handshake a spawned place's anchor has
+    finalized MPI and become GNU tail --pid (argv[0] apgaspy-anchor), about 2 MB RSS, where
+    it kept 38 MB of interpreter, apgaspy and MPICH before."""
+    if shutil.which("tail") is None:
+        pytest.skip("no tail on PATH: the anchor waits as a small interpreter instead")
+    r = run_program("pids.py", 3, "spawn", timeout=60)
+    assert r.returncode == 0, r.stderr
+    anchors = r.json_lines()[0]["anchors"]
+    for pid in ("1", "2"):
+        _, argv, rss_kb = anchors[pid]
+        assert argv[0] == "apgaspy-anchor" and argv[1].startswith("--pid="), argv
+        assert rss_kb < 4096, anchors  # tail: 1.7-1.8 MB here
+    assert "apgaspy-anchor" not in anchors["0"][1]  # place 0 is the program itself
 
 
 @pytest.mark.parametrize("mode", MODES)

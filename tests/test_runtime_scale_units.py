@@ -70,11 +70,14 @@ def test_descendants_walks_the_tree_from_the_root():
 
 
 def test_roles_of_the_job_processes():
-    child = ["/v/bin/python", "-m", "apgaspy._child"]
+    child = ["/v/bin/python", "-P", "/v/lib/python3.11/site-packages/apgaspy/_child.py"]
+    waiter = ["/v/bin/python", "-I", "-S", "-c", "import os", "apgaspy-anchor", "12"]
     proxy = ["/v/bin/hydra_pmi_proxy", "--control-port", "vm:1"]
     assert classify(["python", "prog.py"], ["bash"], True) == "place0"
-    assert classify(child, proxy, False) == "anchor"
+    assert classify(child, proxy, False) == "anchor"  # still in its MPI handshake
     assert classify(child, child, False) == "place"
+    assert classify(waiter, proxy, False) == "anchor"
+    assert classify(child, waiter, False) == "place"
     assert classify(proxy, ["mpiexec", "-pmi_args"], False) == "proxy"
     assert classify(["mpiexec", "-pmi_args", "1"], ["python"], False) == "process_manager"
     assert classify([], ["python"], False) == "other"
