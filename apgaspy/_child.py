@@ -150,16 +150,21 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             os._exit(code)
 
 
-def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
-    """The MPI process: relays the handshake, then waits for the place to end."""
+def _forward_to(child: int) -> Any:
+    """A signal handler that sends the signal on to ``child`` (the place)."""
     def forward(signum: int, _frame: Any) -> None:
         try:
             os.kill(child, signum)
         except ProcessLookupError:  # the place has already ended
             pass
 
+    return forward
+
+
+def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
+    """The MPI process: relays the handshake, then waits for the place to end."""
     for sig in _FORWARDED:
-        signal.signal(sig, forward)
+        signal.signal(sig, _forward_to(child))
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     from mpi4py import MPI
 
@@ -207,16 +212,22 @@ def _become_waiter(child: int) -> None:
 
     GNU ``tail --pid`` (1.7 MB RSS) where there is one: ``SIGCHLD`` ignored, which ``execv``
     keeps, lets the kernel reap the place, so ``tail`` sees it gone (within 0.1 s); a place
-that ended before is reaped here.  A signal
-    from Hydra ends ``tail`` and ``PR_SET_PDEATHSIG`` the place with it.  Elsewhere an
-    interpreter started with ``-I -S`` (about 9 MB) waits and forwards SIGINT, SIGTERM and
-    SIGHUP.  ``apgaspy-anchor`` is in the argv of both (``argv[0]`` for ``tail``).
+    that ended before is reaped here.  ``tail`` cannot forward signals, and if one ended it,
+    Hydra would see an abnormal exit and kill the whole job, place 0 included (MPICH does
+    that even after ``MPI_Finalize``): so SIGINT, SIGTERM and SIGHUP are ignored (also kept
+    by ``execv``).  The place still gets every signal sent to it (a batch system signals
+    every process of the job) and its anchor ends when it ends; SIGKILL of the anchor ends
+    the job, as it always did.  Elsewhere an interpreter started with ``-I -S`` (about 9 MB)
+    waits and forwards SIGINT, SIGTERM and SIGHUP, then exits 0.  ``apgaspy-anchor`` is in
+    the argv of both (``argv[0]`` for ``tail``).
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    # A signal that arrives before the waiter is in place kills the anchor, and
-    # PR_SET_PDEATHSIG the place with it: the same as an anchor killed at any time.
     tail = _gnu_tail()
+    # Ignored from here: through execv, until the Python waiter installs its handlers; for
+    # good with tail (an exit on a signal would end the job, see the docstring).
+    for sig in _FORWARDED:
+        signal.signal(sig, signal.SIG_IGN)
     try:
         if tail is not None:
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -232,6 +243,8 @@ that ended before is reaped here.  A signal
                                   str(child)])
     except OSError:  # nothing to exec: wait here, with everything loaded
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for sig in _FORWARDED:
+            signal.signal(sig, _forward_to(child))
         try:
             os.waitpid(child, 0)
         except ChildProcessError:

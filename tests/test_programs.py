@@ -79,6 +79,22 @@ def test_a_spawned_place_anchor_waits_small():
     assert "apgaspy-anchor" not in anchors["0"][1]  # place 0 is the program itself
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_to_a_waiting_anchor_does_not_end_the_job(sig):
+    """The waiting anchor ignores TERM, INT and HUP: ended by one, it would be an abnormal
+    exit, and MPICH's Hydra would kill every process of the job, place 0 included (it did,
+    rc -9, before the anchor ignored them)."""
+    r = run_program("signal_anchor.py", 3, "spawn", sig, timeout=60)
+    assert r.returncode == 0, r.stderr
+    report = r.json_lines()[0]
+    if shutil.which("tail") is not None:
+        assert report["anchor"] == "apgaspy-anchor"
+    assert report["place2"] == "alive" and report["places"] == [0, 1, 2]
+    assert "BAD TERMINATION" not in r.stdout + r.stderr
+    assert wait_gone([report["anchor_pid"]], 10) == []
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_main_raising_ends_everything(mode):
     r = run_program("main_raises.py", 3, mode, timeout=60)

@@ -18,7 +18,9 @@ def parent():
     while True:
         with open(f"/proc/{ppid}/cmdline", "rb") as fh:
             argv = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
-        if not any(a.endswith("_child.py") for a in argv) or time.monotonic() > deadline:
+        if argv and not any(a.endswith("_child.py") for a in argv):  # empty: in execve
+            break
+        if time.monotonic() > deadline:
             break
         time.sleep(0.02)
     with open(f"/proc/{ppid}/status", encoding="ascii", errors="replace") as fh:
