@@ -102,6 +102,9 @@ SETTINGS: dict[str, Setting] = {
                 "its host's resolved address, or the route towards remote peers)"),
         Setting("START_TIMEOUT", 60.0, float, _positive,
                 "seconds start-up and a grow wait for new places to start and report ready"),
+        Setting("SPAWN_CONCURRENCY", None, int, _positive,
+                "MPI_Comm_spawn calls place 0 has in flight at once (default: twice its cores, "
+                "at least 4); a new place's MPI start-up spins while it waits for place 0"),
         Setting("SLURM", True, parse_bool, _any,
                 "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from conftest import ROOT, run_program, wait_gone
+from conftest import ROOT, env_for, run_program, wait_gone
 
 MODES = ["spawn", "mpiexec"]
 
@@ -60,6 +60,17 @@ def test_no_process_left_behind(mode):
     assert len(set(pids)) == 3
     anchors = [a[0] for pid, a in report["anchors"].items() if pid != "0"]
     assert wait_gone(pids + (anchors if mode == "spawn" else []), 10) == []
+
+
+@pytest.mark.timeout(60)
+def test_spawns_one_at_a_time():
+    """APGAS_SPAWN_CONCURRENCY=1: place 0 spawns the 3 places one after the other; every place
+    starts, and the bad value 0 is refused by name."""
+    r = run_program("pids.py", 4, "spawn", env=env_for(4, APGAS_SPAWN_CONCURRENCY="1"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.json_lines()[0]["pids"]) == ["0", "1", "2", "3"]
+    r = run_program("pids.py", 2, "spawn", env=env_for(2, APGAS_SPAWN_CONCURRENCY="0"))
+    assert r.returncode != 0 and "APGAS_SPAWN_CONCURRENCY" in r.stderr, r.stderr
 
 
 @pytest.mark.timeout(60)
