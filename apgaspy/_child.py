@@ -25,7 +25,7 @@ its anchor (``PR_SET_PDEATHSIG``), so nothing is left behind if the anchor is ki
 Memory (issue 11): the anchor used to keep what it had loaded for MPI, about 38 MB RSS per
 place; once MPI is finalized it replaces its image (``execv``, same pid, so Hydra and the
 place's ``PR_SET_PDEATHSIG`` see no change) with a small waiter (:func:`_become_waiter`):
-1.7 MB RSS.  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
+about 1.8 MB RSS.  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
 (MPI-4.0 §11.2.2); Hydra only looks at how it exits.
 """
 
@@ -210,7 +210,7 @@ def _gnu_tail() -> str | None:
 def _become_waiter(child: int) -> None:
     """Replace this process (MPI finalized) with a small one that ends when the place ends.
 
-    GNU ``tail --pid`` (1.7 MB RSS) where there is one: ``SIGCHLD`` ignored, which ``execv``
+    GNU ``tail --pid`` (about 1.8 MB RSS) where there is one: ``SIGCHLD`` ignored, which ``execv``
     keeps, lets the kernel reap the place, so ``tail`` sees it gone (within 0.1 s); a place
     that ended before is reaped here.  ``tail`` cannot forward signals, and if one ended it,
     Hydra would see an abnormal exit and kill the whole job, place 0 included (MPICH does

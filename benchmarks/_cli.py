@@ -20,7 +20,7 @@ from typing import Any
 
 from apgaspy import places, run
 
-__all__ = ["Benchmark", "Outcome", "main", "positive_int", "float_count"]
+__all__ = ["Benchmark", "Outcome", "main", "positive_int", "float_count", "place_counts"]
 
 
 def positive_int(text: str) -> int:
@@ -43,6 +43,24 @@ def float_count(text: str) -> int:
     if not value.is_integer() or value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole positive number, got {text!r}")
     return int(value)
+
+
+def place_counts(parser: argparse.ArgumentParser, text: str, minimum: int,
+                 why: str = "") -> list[int]:
+    """The place counts of a comma-separated ``--places`` value, sorted, without repeats.
+
+    Args:
+        parser: the command's parser; its ``error`` ends the program (exit 2) on bad input.
+        text: the option's text, e.g. ``"1,2,4"``.
+        minimum: the smallest count allowed; why: why (shown in the error), or nothing.
+    """
+    try:
+        counts = sorted({int(p) for p in text.split(",")})
+    except ValueError:
+        parser.error(f"--places takes integers, got {text!r}")
+    if not counts or counts[0] < minimum:
+        parser.error(f"--places must be at least {minimum}{why}")
+    return counts
 
 
 @dataclass

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._cli import positive_int
+from ._cli import place_counts, positive_int
 from ._procfs import descendants, ppid_map, read_cmdline
 from ._results import RESULTS_DIR, write_result
 
@@ -443,12 +443,7 @@ def main(argv: list[str] | None = None) -> int:
              _title(data["machine"].get("cores")))
         print(f"wrote {png}")
         return 0
-    try:
-        counts = sorted({int(p) for p in args.places.split(",")})
-    except ValueError:
-        parser.error(f"--places takes integers, got {args.places!r}")
-    if not counts or counts[0] < 2:
-        parser.error("--places must be at least 2 (place 1 is asked for its descriptors)")
+    counts = place_counts(parser, args.places, 2, " (place 1 is asked for its descriptors)")
     subreaper = _become_subreaper()
     runs: dict[int, list[dict[str, Any]]] = {p: [] for p in counts}
     raws: dict[int, list[dict[str, Any]]] = {p: [] for p in counts}

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._cli import float_count, positive_int
+from ._cli import float_count, place_counts, positive_int
 from ._results import RESULTS_DIR, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,12 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in ("uts", "nqueens", "bc", "pi")]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
-    try:
-        counts = sorted({int(p) for p in args.places.split(",")})
-    except ValueError:
-        parser.error(f"--places takes integers, got {args.places!r}")
-    if not counts or counts[0] < 1:
-        parser.error("--places must be positive")
+    counts = place_counts(parser, args.places, 1)
     figures = measure(names, counts, args.repeats, args.resilient, args.size)
     if args.no_write:
         return 0
