@@ -16,6 +16,7 @@ from ._finish import RootFinish, finish_stack, local_exception
 from ._logging import configure_logging
 from ._messages import F_AT
 from ._place import Place
+from ._pool import current_pool
 from ._runtime import runtime
 from ._serialization import loads
 
@@ -269,6 +270,9 @@ def at(p: Place | int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         finally:
             stack.pop()
     else:
+        if current_pool() is None and dest in rt.membership.table:
+            # not a worker (a worker blocks with compensation): wait on this thread's inbox
+            fin.inbox = rt.transport.inbox()
         rt.finishes.spawn(dest, fn, args, kwargs, fin=fin, flags=F_AT)
     rt.finishes.wait_root(fin)
     errors: list[Exception] = ([fin.at_error] if fin.at_error is not None else [])

@@ -117,14 +117,16 @@ class RootFinish:
     All methods that change counts are called with the runtime's finish lock held.
 
     Attributes:
-        fid: (home, seq) once the finish has spawned a remote task, else ``None``.
+        fid: (home, seq) once the finish has spawned a remote task, else ``None``;
+            (home, seq, endpoint) when its waiting thread receives its UPDATEs on an inbox of
+            its own (``inbox``, see ``Transport.inbox``).
         exceptions: exceptions collected so far (``Exception`` objects).
         result: for ``at``: the pickled return value of the called function, or ``None``.
         at_error: for ``at``: the called function's own exception, or ``None``.
     """
 
     __slots__ = ("fid", "counts", "nonzero", "exceptions", "event", "result", "at_error",
-                 "here", "failed")
+                 "here", "failed", "inbox")
 
     def __init__(self, here: int) -> None:
         self.here = here
@@ -136,6 +138,7 @@ class RootFinish:
         self.result: bytes | None = None
         self.at_error: Exception | None = None
         self.failed = False
+        self.inbox: Any = None  # the waiting thread's transport inbox, or None
 
     def add(self, place: int, delta: int) -> bool:
         """Apply ``delta`` to ``counts[place]``; return True when the finish became done."""
@@ -275,7 +278,8 @@ class Finishes:
         with self.flock:
             if isinstance(fin, RootFinish):
                 if fin.fid is None:
-                    fin.fid = (here, next(self._seq))
+                    fin.fid = ((here, next(self._seq)) if fin.inbox is None
+                               else (here, next(self._seq), fin.inbox.endpoint))
                     self.roots[fin.fid[1]] = fin
                 fin.add(dest, 1)
             else:
@@ -344,7 +348,14 @@ class Finishes:
             return
         if self.rt._streams:
             self.rt.flush_output()
-        home = fin.fid[0]
+        fid = fin.fid
+        home = fid[0]
+        dest: Any = home
+        if len(fid) == 3:  # the waiting thread's inbox at the home
+            dest = (home, fid[2])
+            transport = self.rt.transport
+            if not transport.has_peer(dest) and home in self.membership.table:
+                transport.add_peer(dest, fid[2])
         with self.flock:
             d = fin.deltas
             d[here] = d.get(here, 0) - 1
@@ -357,12 +368,12 @@ class Finishes:
                 _PROTO,
             )
             try:
-                self.rt.transport.post(home, msg)
+                self.rt.transport.post(dest, msg)
                 posted = True
             except KeyError:
                 posted = False
         if posted:
-            self.rt.transport.pump(home)
+            self.rt.transport.pump(dest)
         else:
             try:
                 self.rt._send(home, msg)
@@ -378,13 +389,22 @@ class Finishes:
     def wait_root(self, fin: RootFinish) -> None:
         """Complete the body of ``fin`` (the calling thread) and wait for all its tasks."""
         with self.flock:
+            if fin.failed:  # a place it waited on died before the body ended
+                return
             if fin.add(self.here, -1):
                 self._release_root(fin)
                 return
-            # A held lock, released by RootFinish.release: a tenth of an Event's cost.
-            event = fin.event = _allocate_lock()
-            event.acquire()
+            inbox = fin.inbox
+            if inbox is not None:  # the UPDATEs come to this thread's inbox (at)
+                fin.event = inbox
+            else:
+                # A held lock, released by RootFinish.release: a tenth of an Event's cost.
+                event = fin.event = _allocate_lock()
+                event.acquire()
         self.rt.transport.flush()  # tasks batched by send_soon leave before the wait
+        if inbox is not None:
+            self.rt.transport.wait_inbox(inbox, lambda: fin.nonzero == 0)
+            return
         pool = current_pool()
         with pool.blocking() if pool is not None else nullcontext():
             event.acquire()

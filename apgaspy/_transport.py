@@ -16,6 +16,11 @@ How a message travels (``async_at(q, f)`` at place p; ``at`` is the same plus th
     receiver thread ◄════ [MAC | len UPDATE(+result)] ◄══ worker ends f, its place is
       finish counts hit zero ─► waiting thread wakes      quiescent for that finish: flush
 
+An ``at`` called outside the worker pool waits on an inbox of its calling thread instead (a
+PULL socket of its own, :meth:`Transport.inbox`): the finish id carries the inbox's endpoint,
+every place sends that finish's UPDATEs there, and the calling thread handles them itself, so
+no receiver thread has to wake it.
+
 Sending needs no thread hop: the caller sends itself.  Sockets are not thread-safe, so each
 destination has a lock; a caller that finds it taken leaves its message in the outbox and the
 holder sends it with its own (combining), so bursts from several threads go out as batches.
@@ -75,6 +80,7 @@ _POLL_MS = 100
 _BURST_S = 100e-6  # a message this soon after the previous one to its place joins a batch
 _BATCH = 64  # messages in a batch before it leaves without waiting for the flusher
 _MAC_SIZE = 32
+_MAX_INBOXES = 64  # threads with an inbox of their own (see Transport.inbox)
 _LEN = struct.Struct("<I")
 # pyzmq's constants are enums; plain ints skip the enum arithmetic on every call.
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -125,6 +131,33 @@ class _Outbox:
         self.closed = False
         self.last = 0.0  # perf_counter() of the last send_soon
         self.dirty = False  # holds messages that wait for the flusher
+
+
+class _Inbox:
+    """A thread's own PULL socket, on which it waits for the answers of its ``at`` calls.
+
+    ``release`` (the waker a :class:`~apgaspy._finish.RootFinish` calls when it is done)
+    wakes the owner through an inproc pair when another thread completes the finish.
+    """
+
+    __slots__ = ("socket", "endpoint", "items", "wake_tx", "wake_lock", "owner")
+
+    def __init__(self, socket: zmq.Socket, endpoint: str, wake_rx: zmq.Socket,
+                 wake_tx: zmq.Socket) -> None:
+        self.socket = socket
+        self.endpoint = endpoint
+        self.items: list[tuple[zmq.Socket, int]] = [(socket, _POLLIN), (wake_rx, _POLLIN)]
+        self.wake_tx = wake_tx
+        self.wake_lock = threading.Lock()
+        self.owner = threading.get_ident()
+
+    def release(self) -> None:
+        """Wake the owner's :meth:`Transport.wait_inbox` (no-op on the owner's thread)."""
+        if threading.get_ident() == self.owner:
+            return
+        with self.wake_lock:
+            if not self.wake_tx.closed:
+                self.wake_tx.send(b"", _NOBLOCK)
 
 
 class _Watch:
@@ -200,6 +233,10 @@ class Transport:
         self._flush_signal = _allocate_lock()  # released to wake the flusher
         self._flush_signal.acquire()
         self._flusher: threading.Thread | None = None
+        self._bind_host = bind_host
+        self._local = threading.local()  # .inbox: the calling thread's _Inbox
+        self._inboxes: list[_Inbox] = []
+        self._inbox_sockets: list[zmq.Socket] = []
 
     # ------------------------------------------------------------------ signing
     def _seal(self, messages: list[bytes]) -> bytes:
@@ -241,6 +278,9 @@ class Transport:
         """Open the connection to ``place`` at ``endpoint`` (a ``tcp://`` address).
 
         Args:
+            place: a place id, or ``(place, endpoint)`` for the inbox of one of its threads
+                (:meth:`inbox`); such a connection closes with the place's
+                (:meth:`remove_peer`).
             watch: monitor the connection and report its loss through ``on_peer_lost``.
         """
         with self._boxes_lock:
@@ -261,13 +301,23 @@ class Transport:
             self._wake()
 
     def remove_peer(self, place: int, linger_s: float = 5.0) -> None:
-        """Close the connection to ``place``; queued messages get ``linger_s`` seconds to go."""
+        """Close the connection to ``place``; queued messages get ``linger_s`` seconds to go.
+
+        The connections to the inboxes of ``place`` (keys ``(place, endpoint)``, see
+        :meth:`add_peer`) close with it.
+        """
         with self._boxes_lock:
             box = self._outboxes.pop(place, None)
+            extra = [self._outboxes.pop(k) for k in list(self._outboxes)
+                     if type(k) is tuple and k[0] == place]
         self._unwatch.append(place)
         self._wake()
-        if box is None:
-            return
+        for b in extra:
+            self._close_box(b, place, linger_s)
+        if box is not None:
+            self._close_box(box, place, linger_s)
+
+    def _close_box(self, box: _Outbox, place: int, linger_s: float) -> None:
         with box.lock:
             # A sender that found the lock taken left its message in the queue for the holder;
             # if this is the holder now, send it first ('fin' markers travel this way).
@@ -367,6 +417,57 @@ class Transport:
                     box.socket.send(self._seal(frames))
             finally:
                 lock.release()
+
+    # ------------------------------------------------------------------ inboxes
+    def inbox(self) -> _Inbox | None:
+        """The calling thread's own inbox (made on first use), or ``None`` past
+        ``_MAX_INBOXES`` threads.
+
+        A thread that waits for the answer of an ``at`` receives it on its own PULL socket
+        and handles it itself, instead of the receiver thread handling it and waking the
+        waiter: the wake-up of one thread less on the round trip (issue 11).  The places that
+        answer send every UPDATE of that finish there (the finish id carries the endpoint), so
+        the UPDATEs of one place to the finish stay in order.
+        """
+        box = getattr(self._local, "inbox", None)
+        if box is not None or not self._running:
+            return box
+        with self._boxes_lock:
+            if len(self._inboxes) >= _MAX_INBOXES:
+                return None
+            sock = self._ctx.socket(zmq.PULL)
+            sock.setsockopt(zmq.RCVHWM, 0)
+            sock.setsockopt(zmq.LINGER, 0)
+            port = sock.bind_to_random_port(f"tcp://{self._bind_host}")
+            addr = f"inproc://apgaspy-inbox-{id(self)}-{len(self._inboxes)}"
+            wake_rx = self._ctx.socket(zmq.PAIR)
+            wake_rx.bind(addr)
+            wake_tx = self._ctx.socket(zmq.PAIR)
+            wake_tx.connect(addr)
+            box = _Inbox(sock, f"tcp://{self._bind_host}:{port}", wake_rx, wake_tx)
+            self._inboxes.append(box)
+            self._inbox_sockets += [sock, wake_rx]
+        self._local.inbox = box
+        return box
+
+    def wait_inbox(self, box: _Inbox, done: Callable[[], bool]) -> None:
+        """Handle the messages of the calling thread's inbox until ``done()`` is true.
+
+        ``done`` is checked before each wait and after each message or wake-up
+        (:meth:`_Inbox.release`).
+
+        Raises:
+            zmq.ZMQError: the transport closed meanwhile.
+        """
+        items = box.items
+        sock = box.socket
+        zmq_poll = zmq.zmq_poll
+        while not done():
+            for s, _ in zmq_poll(items, _POLL_MS):
+                if s is sock:
+                    self._deliver(sock.recv(_NOBLOCK))
+                else:
+                    s.recv(_NOBLOCK)
 
     # ------------------------------------------------------------------ receiving
     def start(self) -> None:
@@ -512,6 +613,14 @@ class Transport:
                 box.closed = True
                 box.socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
                 box.socket.close()
+        with self._boxes_lock:
+            for box in self._inboxes:
+                with box.wake_lock:
+                    box.wake_tx.close(0)
+            for sock in self._inbox_sockets:
+                sock.close(0)
+            self._inboxes.clear()
+            self._inbox_sockets.clear()
         with self._wake_lock:
             self._wake_tx.close(0)
         self._wake_rx.close(0)

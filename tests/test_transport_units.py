@@ -134,3 +134,61 @@ def test_the_context_may_open_as_many_sockets_as_file_descriptors(pair):
     expected = min(soft, tx._ctx.get(zmq.SOCKET_LIMIT)) if soft != resource.RLIM_INFINITY \
         else tx._ctx.get(zmq.SOCKET_LIMIT)
     assert tx._ctx.get(zmq.MAX_SOCKETS) == max(1023, expected)
+
+
+@pytest.mark.timeout(30)
+def test_a_callers_inbox_receives_on_the_calling_thread_in_order(pair, monkeypatch):
+    """A thread's inbox (the ``at`` path of issue 11): messages sent to ``(place, endpoint)``
+    arrive on the inbox, not on the receiver thread, and are handled by the thread that waits,
+    in the order they were sent."""
+    tx, rx, inbox = pair
+    seen: list[tuple[int, int]] = []
+    rx._on_message = lambda m: seen.append((int.from_bytes(m, "little"),
+                                            threading.get_ident()))
+    box = rx.inbox()
+    assert box is not None and rx.inbox() is box  # one per thread, made once
+    tx.add_peer((1, box.endpoint), box.endpoint)
+    for i in range(50):
+        tx.send((1, box.endpoint), i.to_bytes(4, "little"))
+    rx.wait_inbox(box, lambda: len(seen) == 50)
+    assert [v for v, _ in seen] == list(range(50))
+    assert {t for _, t in seen} == {threading.get_ident()}
+    assert inbox.messages == []  # nothing came through the receiver thread
+    # another thread gets an inbox of its own
+    other: list = []
+    t = threading.Thread(target=lambda: other.append(rx.inbox()))
+    t.start()
+    t.join()
+    assert other[0] is not None and other[0] is not box and other[0].endpoint != box.endpoint
+
+
+@pytest.mark.timeout(30)
+def test_a_release_from_another_thread_wakes_the_inbox(pair, monkeypatch):
+    """A finish completed by another thread (a local task, a death) wakes the waiting thread
+    at once: with a one-minute poll timeout, a lost wake-up would hang this test."""
+    _, rx, _ = pair
+    monkeypatch.setattr("apgaspy._transport._POLL_MS", 60_000)
+    box = rx.inbox()
+    done = threading.Event()
+
+    def complete() -> None:
+        time.sleep(0.2)
+        done.set()
+        box.release()
+
+    threading.Thread(target=complete).start()
+    t0 = time.monotonic()
+    rx.wait_inbox(box, done.is_set)
+    assert done.is_set() and time.monotonic() - t0 < 20
+    box.release()  # on the owner's own thread: nothing to wake, nothing queued
+    assert rx._inboxes == [box]
+
+
+def test_removing_a_place_closes_its_inbox_connections(pair):
+    tx, rx, _ = pair
+    box = rx.inbox()
+    tx.add_peer((1, box.endpoint), box.endpoint)
+    tx.add_peer((2, box.endpoint), box.endpoint)
+    tx.remove_peer(1, linger_s=0)
+    assert not tx.has_peer(1) and not tx.has_peer((1, box.endpoint))
+    assert tx.has_peer((2, box.endpoint))  # another place's inbox connection stays

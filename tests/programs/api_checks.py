@@ -328,6 +328,54 @@ def many_tasks(n):
     assert sum(at(p, lambda: c.n) for p in places()) == 3000
 
 
+def inbox_keys():
+    """The connections this place holds to the inboxes of other places' threads."""
+    from apgaspy._runtime import runtime
+
+    return sorted(k for k in runtime().transport._outboxes if isinstance(k, tuple))
+
+
+def my_inbox():
+    from apgaspy._runtime import runtime
+
+    box = getattr(runtime().transport._local, "inbox", None)
+    return None if box is None else box.endpoint
+
+
+def back_home_later(ref):
+    time.sleep(0.2)  # completes after the at's own UPDATE arrived: the last event is local
+    ref.get().append("home")
+
+
+@check
+def at_answers_on_the_callers_inbox(n):
+    """Issue 11: an at called outside the worker pool gets its answers on an inbox of the
+    calling thread, from every place that takes part; a worker's at does not make one."""
+    p = places()[-1]
+    ref = GlobalRef([])
+
+    def body():
+        async_at(0, back_home_later, ref)  # completes the finish at home, on a worker
+        for q in places():
+            async_at(q, lambda: None)
+        return here().id
+
+    assert at(p, body) == p.id and ref.get() == ["home"]
+    mine = my_inbox()
+    if p.id != 0:
+        assert mine is not None
+        for q in places()[1:]:
+            assert at(q, inbox_keys) == [(0, mine)], (q, at(q, inbox_keys))
+    # a plain thread of the program gets an inbox of its own
+    out = []
+    t = threading.Thread(target=lambda: out.append((at(p, lambda: 7), my_inbox())))
+    t.start()
+    t.join()
+    assert out[0][0] == 7 and (p.id == 0 or out[0][1] not in (None, mine)), out
+    # a task (a worker of the pool) waits with compensation, not on an inbox
+    assert at(p, lambda: (at(0, lambda: 1), my_inbox())) == (1, None)
+
+
 def main():
     n = len(places())
     failed = 0
