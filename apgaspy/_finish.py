@@ -43,6 +43,11 @@ above::
     receiver: _on_update ◄═ UPDATE(fid, p, deltas, exceptions, result, at_error) ══
       apply the deltas; all zero ─► _release_root ─► wait_root returns
 
+An ``at`` called outside the worker pool gives its finish the fid (h, seq, endpoint) of the
+calling thread's inbox (``Transport.inbox``): every place sends that finish's UPDATEs there,
+and the waiting thread runs ``_on_update`` itself (``wait_root`` → ``Transport.wait_inbox``);
+a release from another thread (a local task, a death) wakes it through the inbox.
+
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
 TASK is entered in :attr:`Finishes.remotes` inline, for speed, then runs

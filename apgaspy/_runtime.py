@@ -22,7 +22,8 @@ kind        fields                                         handled by
 TASK        fid, flags, body                               worker pool (counted in finish ``fid``)
 UNCOUNTED   body                                           worker pool, no finish
 IMMEDIATE   body                                           immediate pool, no finish
-UPDATE      fid, src, deltas, exceptions, result, at_error  receiver thread, at the finish's home
+UPDATE      fid, src, deltas, exceptions, result, at_error  receiver thread at the finish's home,
+                                                           or the thread that waits in ``at``
 CTRL        src, name, args                                receiver thread (or a control thread)
 OUTPUT      stream (1 or 2), text                          place 0's stdout/stderr
 ==========  =============================================  =====================================
