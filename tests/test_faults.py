@@ -113,6 +113,20 @@ def test_finish_over_all_places_fails_with_dead_place_error():
 
 
 @pytest.mark.timeout(60)
+def test_a_place_dying_during_the_finish_body_fails_the_finish_when_the_body_ends():
+    """The death is known while the body still runs (the finish fails then); when the body
+    ends, the finish raises at once.  Before the fix, wait_root counted the body's end into
+    the cleared counts of the failed finish and waited for ever."""
+    r, events, _ = _run("finish-body")
+    rep = _report(r, events)
+    assert r.returncode == 0, r.stderr
+    assert rep["errors"] == [["DeadPlaceError", 2]]
+    assert rep["known_after"] < DETECT_S and rep["waited"] < 1.0, rep
+    assert rep["places"] == [0, 1]
+    _assert_nothing_left(events)
+
+
+@pytest.mark.timeout(60)
 def test_at_a_dying_place_raises_dead_place_error():
     r, events, elapsed = _run("at")
     rep = _report(r, events)

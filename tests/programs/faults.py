@@ -161,6 +161,25 @@ def phase_finish(pids):
          freed_after=freed_after)
 
 
+def phase_finish_body(pids):
+    """The victim dies while the finish's body still runs: when the body ends, the finish
+    (failed meanwhile) raises at once."""
+    victim = max(pids)
+    errors, t_kill, body_end = [], 0.0, 0.0
+    try:
+        with finish():
+            async_at(victim, time.sleep, 60)
+            kill(pids[victim])
+            t_kill = time.monotonic()
+            while victim in [p.id for p in places()] and time.monotonic() - t_kill < 30:
+                time.sleep(0.05)  # the body runs on until the death is known
+            body_end = time.monotonic()
+    except MultipleException as group:
+        errors = leaves(group)
+    emit(phase="finish-body", errors=errors, known_after=body_end - t_kill,
+         waited=time.monotonic() - body_end, places=[p.id for p in places()])
+
+
 # ---------------------------------------------------------------------- at
 def _at_report(victim):
     t = time.monotonic()
@@ -331,6 +350,8 @@ def main(phase):
     pids = start()
     if phase == "finish":
         phase_finish(pids)
+    elif phase == "finish-body":
+        phase_finish_body(pids)
     elif phase == "at":
         phase_at(pids)
     elif phase == "shrink-released":
