@@ -283,8 +283,9 @@ class Finishes:
         with self.flock:
             if isinstance(fin, RootFinish):
                 if fin.fid is None:
-                    fin.fid = ((here, next(self._seq)) if fin.inbox is None
-                               else (here, next(self._seq), fin.inbox.endpoint))
+                    fin.fid = (here, next(self._seq))
+                    if fin.inbox is not None:
+                        fin.fid += (fin.inbox.endpoint,)
                     self.roots[fin.fid[1]] = fin
                 fin.add(dest, 1)
             else:
@@ -408,7 +409,7 @@ class Finishes:
                 event.acquire()
         self.rt.transport.flush()  # tasks batched by send_soon leave before the wait
         if inbox is not None:
-            self.rt.transport.wait_inbox(inbox, lambda: fin.nonzero == 0)
+            self.rt.transport.wait_inbox(inbox, lambda: fin.done)
             return
         pool = current_pool()
         with pool.blocking() if pool is not None else nullcontext():

@@ -133,31 +133,50 @@ class _Outbox:
         self.dirty = False  # holds messages that wait for the flusher
 
 
+class _Waker:
+    """An inproc PAIR pair that wakes a thread polling ``rx`` from any other thread."""
+
+    __slots__ = ("rx", "_tx", "_lock")
+
+    def __init__(self, ctx: zmq.Context, addr: str) -> None:
+        self.rx = ctx.socket(zmq.PAIR)
+        self.rx.bind(addr)
+        self._tx = ctx.socket(zmq.PAIR)
+        self._tx.connect(addr)
+        self._lock = threading.Lock()  # the sending socket is shared by the waking threads
+
+    def wake(self) -> None:
+        """Make ``rx`` readable (once more); nothing after :meth:`close`."""
+        with self._lock:
+            if not self._tx.closed:
+                self._tx.send(b"", _NOBLOCK)
+
+    def close(self) -> None:
+        with self._lock:
+            self._tx.close(0)
+        self.rx.close(0)
+
+
 class _Inbox:
     """A thread's own PULL socket, on which it waits for the answers of its ``at`` calls.
 
     ``release`` (the waker a :class:`~apgaspy._finish.RootFinish` calls when it is done)
-    wakes the owner through an inproc pair when another thread completes the finish.
+    wakes the owner through its :class:`_Waker` when another thread completes the finish.
     """
 
-    __slots__ = ("socket", "endpoint", "items", "wake_tx", "wake_lock", "owner")
+    __slots__ = ("socket", "endpoint", "items", "waker", "owner")
 
-    def __init__(self, socket: zmq.Socket, endpoint: str, wake_rx: zmq.Socket,
-                 wake_tx: zmq.Socket) -> None:
+    def __init__(self, socket: zmq.Socket, endpoint: str, waker: _Waker) -> None:
         self.socket = socket
         self.endpoint = endpoint
-        self.items: list[tuple[zmq.Socket, int]] = [(socket, _POLLIN), (wake_rx, _POLLIN)]
-        self.wake_tx = wake_tx
-        self.wake_lock = threading.Lock()
+        self.items: list[tuple[zmq.Socket, int]] = [(socket, _POLLIN), (waker.rx, _POLLIN)]
+        self.waker = waker
         self.owner = threading.get_ident()
 
     def release(self) -> None:
         """Wake the owner's :meth:`Transport.wait_inbox` (no-op on the owner's thread)."""
-        if threading.get_ident() == self.owner:
-            return
-        with self.wake_lock:
-            if not self.wake_tx.closed:
-                self.wake_tx.send(b"", _NOBLOCK)
+        if threading.get_ident() != self.owner:
+            self.waker.wake()
 
 
 class _Watch:
@@ -217,12 +236,7 @@ class Transport:
         self.endpoint = f"tcp://{bind_host}:{port}"
         self._outboxes: dict[int, _Outbox] = {}
         self._boxes_lock = threading.Lock()
-        wake_addr = f"inproc://apgaspy-wake-{id(self)}"
-        self._wake_rx = self._ctx.socket(zmq.PAIR)
-        self._wake_rx.bind(wake_addr)
-        self._wake_tx = self._ctx.socket(zmq.PAIR)
-        self._wake_tx.connect(wake_addr)
-        self._wake_lock = threading.Lock()
+        self._waker = _Waker(self._ctx, f"inproc://apgaspy-wake-{id(self)}")
         self._new_watches: collections.deque[_Watch] = collections.deque()
         self._unwatch: collections.deque[int] = collections.deque()
         self._watches: dict[int, _Watch] = {}
@@ -236,7 +250,6 @@ class Transport:
         self._bind_host = bind_host
         self._local = threading.local()  # .inbox: the calling thread's _Inbox
         self._inboxes: list[_Inbox] = []
-        self._inbox_sockets: list[zmq.Socket] = []
 
     # ------------------------------------------------------------------ signing
     def _seal(self, messages: list[bytes]) -> bytes:
@@ -307,14 +320,11 @@ class Transport:
         :meth:`add_peer`) close with it.
         """
         with self._boxes_lock:
-            box = self._outboxes.pop(place, None)
-            extra = [self._outboxes.pop(k) for k in list(self._outboxes)
-                     if type(k) is tuple and k[0] == place]
+            boxes = [self._outboxes.pop(k) for k in list(self._outboxes)
+                     if k == place or (type(k) is tuple and k[0] == place)]
         self._unwatch.append(place)
         self._wake()
-        for b in extra:
-            self._close_box(b, place, linger_s)
-        if box is not None:
+        for box in boxes:
             self._close_box(box, place, linger_s)
 
     def _close_box(self, box: _Outbox, place: int, linger_s: float) -> None:
@@ -376,11 +386,14 @@ class Transport:
         elif not box.dirty:
             box.dirty = True
             self._dirty.append(dest)
-            if self._flush_signal.locked():
-                try:
-                    self._flush_signal.release()
-                except RuntimeError:  # another thread released it first
-                    pass
+            self._wake_flusher()
+
+    def _wake_flusher(self) -> None:
+        if self._flush_signal.locked():
+            try:
+                self._flush_signal.release()
+            except RuntimeError:  # another thread released it first
+                pass
 
     def flush(self) -> None:
         """Send every batch that waits for the flusher (before the caller blocks)."""
@@ -439,14 +452,9 @@ class Transport:
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.LINGER, 0)
             port = sock.bind_to_random_port(f"tcp://{self._bind_host}")
-            addr = f"inproc://apgaspy-inbox-{id(self)}-{len(self._inboxes)}"
-            wake_rx = self._ctx.socket(zmq.PAIR)
-            wake_rx.bind(addr)
-            wake_tx = self._ctx.socket(zmq.PAIR)
-            wake_tx.connect(addr)
-            box = _Inbox(sock, f"tcp://{self._bind_host}:{port}", wake_rx, wake_tx)
+            waker = _Waker(self._ctx, f"inproc://apgaspy-inbox-{id(self)}-{len(self._inboxes)}")
+            box = _Inbox(sock, f"tcp://{self._bind_host}:{port}", waker)
             self._inboxes.append(box)
-            self._inbox_sockets += [sock, wake_rx]
         self._local.inbox = box
         return box
 
@@ -481,9 +489,7 @@ class Transport:
         self._flusher.start()
 
     def _wake(self) -> None:
-        with self._wake_lock:
-            if not self._wake_tx.closed:
-                self._wake_tx.send(b"", zmq.NOBLOCK)
+        self._waker.wake()
 
     def _deliver(self, frame: bytes) -> None:
         messages = self._open(frame)
@@ -502,7 +508,7 @@ class Transport:
         log.warning("dropped a message that failed authentication (%s): not unpickled", why)
 
     def _receive_loop(self) -> None:
-        pull, wake = self._pull, self._wake_rx
+        pull, wake = self._pull, self._waker.rx
         # zmq_poll itself, not zmq.Poller: the Poller rebuilds its list and a dict per call.
         items: list[tuple[zmq.Socket, int]] = [(pull, _POLLIN), (wake, _POLLIN)]
         monitors: dict[zmq.Socket, _Watch] = {}
@@ -598,11 +604,7 @@ class Transport:
         self.flush()
         self._running = False
         self._wake()
-        if self._flush_signal.locked():
-            try:
-                self._flush_signal.release()  # the flusher sees _running and ends
-            except RuntimeError:
-                pass
+        self._wake_flusher()  # the flusher sees _running and ends
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         with self._boxes_lock:
@@ -614,16 +616,11 @@ class Transport:
                 box.socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
                 box.socket.close()
         with self._boxes_lock:
-            for box in self._inboxes:
-                with box.wake_lock:
-                    box.wake_tx.close(0)
-            for sock in self._inbox_sockets:
-                sock.close(0)
+            for inbox in self._inboxes:
+                inbox.waker.close()
+                inbox.socket.close(0)
             self._inboxes.clear()
-            self._inbox_sockets.clear()
-        with self._wake_lock:
-            self._wake_tx.close(0)
-        self._wake_rx.close(0)
+        self._waker.close()
         self._pull.close(0)
         ender = threading.Thread(target=self._ctx.term, name="apgaspy-zmq-term", daemon=True)
         ender.start()
