@@ -44,22 +44,6 @@ TAG = 4711
 ANCHOR_MARK = "apgaspy-anchor"
 """In the waiting anchor's argv, so tools (and tests) can tell it from the place."""
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_WAITER = """\
-import os, signal, sys
-child = int(sys.argv[2])
-def forward(signum, frame):
-    try:
-        os.kill(child, signum)
-    except ProcessLookupError:
-        pass
-for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(sig, forward)
-try:
-    os.waitpid(child, 0)
-except ChildProcessError:
-    pass
-os._exit(0)
-"""
 
 
 def sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> Any:
@@ -161,6 +145,20 @@ def _forward_to(child: int) -> Any:
     return forward
 
 
+def _wait_for(child: int) -> None:
+    """Forward SIGINT, SIGTERM and SIGHUP to ``child``, wait until it ends, exit 0.
+
+    The waiter of :func:`_become_waiter` where there is no GNU ``tail`` (this script run
+    again as ``python -I -S _child.py apgaspy-anchor <pid>``), and its last resort."""
+    for sig in _FORWARDED:
+        signal.signal(sig, _forward_to(child))
+    try:
+        os.waitpid(child, 0)
+    except ChildProcessError:  # not (or no longer) a child of this process
+        pass
+    os._exit(0)
+
+
 def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
     """The MPI process: relays the handshake, then waits for the place to end."""
     for sig in _FORWARDED:
@@ -217,8 +215,9 @@ def _become_waiter(child: int) -> None:
     that even after ``MPI_Finalize``): so SIGINT, SIGTERM and SIGHUP are ignored (also kept
     by ``execv``).  The place still gets every signal sent to it (a batch system signals
     every process of the job) and its anchor ends when it ends; SIGKILL of the anchor ends
-    the job, as it always did.  Elsewhere an interpreter started with ``-I -S`` (about 9 MB)
-    waits and forwards SIGINT, SIGTERM and SIGHUP, then exits 0.  ``apgaspy-anchor`` is in
+    the job, as it always did.  Elsewhere this script, run again by an interpreter started
+    with ``-I -S`` (:func:`_wait_for`, 11.5 MB RSS), waits and forwards SIGINT, SIGTERM and
+    SIGHUP, then exits 0.  ``apgaspy-anchor`` is in
     the argv of both (``argv[0]`` for ``tail``).
     """
     sys.stdout.flush()
@@ -239,21 +238,18 @@ def _become_waiter(child: int) -> None:
             except ChildProcessError:  # reaped by the kernel already
                 os._exit(0)
             os.execv(tail, [ANCHOR_MARK, f"--pid={child}", "-s", "0.1", "-f", os.devnull])
-        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _WAITER, ANCHOR_MARK,
-                                  str(child)])
+        os.execv(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__),
+                                  ANCHOR_MARK, str(child)])
     except OSError:  # nothing to exec: wait here, with everything loaded
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for sig in _FORWARDED:
-            signal.signal(sig, _forward_to(child))
-        try:
-            os.waitpid(child, 0)
-        except ChildProcessError:
-            pass
-        os._exit(0)
+        _wait_for(child)
 
 
 def main() -> None:
-    """Fork into anchor and place; never returns."""
+    """Fork into anchor and place; never returns.  Run as ``_child.py apgaspy-anchor <pid>``:
+    the anchor's waiter where there is no GNU ``tail`` (:func:`_wait_for`)."""
+    if sys.argv[1:2] == [ANCHOR_MARK]:
+        _wait_for(int(sys.argv[2]))
     if "mpi4py.MPI" in sys.modules:
         sys.exit("apgaspy._child must fork before MPI starts")
     if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m

@@ -90,6 +90,48 @@ def test_a_spawned_place_anchor_waits_small():
     assert "apgaspy-anchor" not in anchors["0"][1]  # place 0 is the program itself
 
 
+@pytest.mark.timeout(30)
+def test_the_python_anchor_waiter_forwards_signals_and_ends_with_its_place():
+    """Where there is no GNU tail, the anchor runs _child.py again as its waiter
+    (``python -I -S _child.py apgaspy-anchor <pid>``): it forwards SIGTERM to the place and
+    exits 0 when the place has ended."""
+    import signal
+    import subprocess
+    import sys
+
+    script = ROOT / "apgaspy" / "_child.py"
+    code = ("import os, sys, time\n"
+            "child = os.fork()\n"
+            "if child == 0:\n"
+            "    time.sleep(60)\n"
+            "    os._exit(0)\n"
+            "print(child, flush=True)\n"
+            f"os.execv(sys.executable, [sys.executable, '-I', '-S', {str(script)!r}, "
+            "'apgaspy-anchor', str(child)])\n")
+    waiter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    place = int(waiter.stdout.readline())
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the waiter catches SIGTERM
+            status = Path(f"/proc/{waiter.pid}/status").read_text()
+            caught = int(next(ln for ln in status.splitlines() if ln.startswith("SigCgt:"))
+                         .split()[1], 16)
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.02)
+        assert "apgaspy-anchor" in Path(f"/proc/{waiter.pid}/cmdline").read_text()
+        os.kill(waiter.pid, signal.SIGTERM)
+        assert waiter.wait(10) == 0  # forwarded, then the place ended and so did the waiter
+        assert wait_gone([place], 5) == []
+    finally:
+        for pid in (place, waiter.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        waiter.wait(5)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_signal_to_a_waiting_anchor_does_not_end_the_job(sig):
