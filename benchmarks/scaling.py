@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                              "its cost")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.benchmarks.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ("uts", "nqueens", "bc", "pi")]
+    unknown = [n for n in names if n not in DEFAULT_SIZES]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
     counts = place_counts(parser, args.places, 1)

@@ -137,7 +137,7 @@ def test_the_context_may_open_as_many_sockets_as_file_descriptors(pair):
 
 
 @pytest.mark.timeout(30)
-def test_a_callers_inbox_receives_on_the_calling_thread_in_order(pair, monkeypatch):
+def test_a_callers_inbox_receives_on_the_calling_thread_in_order(pair):
     """A thread's inbox (the ``at`` path of issue 11): messages sent to ``(place, endpoint)``
     arrive on the inbox, not on the receiver thread, and are handled by the thread that waits,
     in the order they were sent."""
