@@ -113,7 +113,7 @@ def current_finish() -> RootFinish | RemoteFinish:
         )
     return stack[-1]
 
-FID = tuple  # (home place id, sequence number at home)
+FID = tuple  # (home place id, sequence number at home[, endpoint of the waiting inbox])
 
 
 class RootFinish:
@@ -352,16 +352,11 @@ class Finishes:
                 log.error("a task of a failed finish raised:%s", pe.tb)
             fin.exceptions.clear()
             return
-        if self.rt._streams:
+        if self.rt.output_dirty:
             self.rt.flush_output()
         fid = fin.fid
         home = fid[0]
-        dest: Any = home
-        if len(fid) == 3:  # the waiting thread's inbox at the home
-            dest = (home, fid[2])
-            transport = self.rt.transport
-            if not transport.has_peer(dest) and home in self.membership.table:
-                transport.add_peer(dest, fid[2])
+        dest = self.update_dest(fid)
         with self.flock:
             d = fin.deltas
             d[here] = d.get(here, 0) - 1
@@ -370,7 +365,8 @@ class Finishes:
                 return
             del self.remotes[fin.fid]
             msg = _dumps_msg(
-                (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error),
+                (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error,
+                 self.rt.output_seq if dest is not home else 0),
                 _PROTO,
             )
             try:
@@ -385,6 +381,20 @@ class Finishes:
                 self.rt._send(home, msg)
             except ApgasError:
                 log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
+
+    def update_dest(self, fid: FID) -> Any:
+        """Where the tasks of finish ``fid`` send their UPDATEs: its home place, or, for the
+        finish of an ``at`` (a third element, the endpoint), the inbox of the thread that
+        waits at the home, as ``(home, endpoint)``; that connection opens on first use while
+        the home is a place."""
+        home = fid[0]
+        if len(fid) != 3:
+            return home
+        dest = (home, fid[2])
+        transport = self.rt.transport
+        if not transport.has_peer(dest) and home in self.membership.table:
+            transport.add_peer(dest, fid[2])
+        return dest
 
     def _release_root(self, fin: RootFinish) -> None:
         # flock held
@@ -418,7 +428,11 @@ class Finishes:
     # ================================================================== receiving
     def _on_update(self, fid: Any, src: int, deltas: dict[int, int],
                    excs: list[PackedException], result: bytes | None,
-                   at_error: PackedException | None) -> None:
+                   at_error: PackedException | None, output_seq: int = 0) -> None:
+        # output_seq: the print output ``src`` had sent to place 0 before this UPDATE to an
+        # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
+        if output_seq:
+            self.rt.wait_output(src, output_seq)
         errors = [pe.unpack() for pe in excs]
         at_exc = at_error.unpack() if at_error is not None else None
         with self.flock:

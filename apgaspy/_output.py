@@ -64,6 +64,7 @@ class _ForwardingStream(_Stream):
         self._check(text)
         with self._lock:
             self._parts.append(text)
+            self._rt.output_dirty = True
             if "\n" in text:
                 self._send_locked()
         return len(text)

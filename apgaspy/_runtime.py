@@ -22,10 +22,10 @@ kind        fields                                         handled by
 TASK        fid, flags, body                               worker pool (counted in finish ``fid``)
 UNCOUNTED   body                                           worker pool, no finish
 IMMEDIATE   body                                           immediate pool, no finish
-UPDATE      fid, src, deltas, exceptions, result, at_error  receiver thread at the finish's home,
-                                                           or the thread that waits in ``at``
+UPDATE      fid, src, deltas, exceptions, result,          receiver thread at the finish's home,
+            at_error, output_seq                           or the thread that waits in ``at``
 CTRL        src, name, args                                receiver thread (or a control thread)
-OUTPUT      stream (1 or 2), text                          place 0's stdout/stderr
+OUTPUT      stream (1 or 2), text, src, seq                place 0's stdout/stderr
 ==========  =============================================  =====================================
 
 ``body`` is the cloudpickled ``(fn, args, kwargs)``; it is unpickled by the worker that runs it,
@@ -45,6 +45,7 @@ import itertools
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -147,6 +148,18 @@ class Runtime:
         )
         self.forward_output = setting("FORWARD_OUTPUT") and here != 0
         self._streams: list[Any] = []
+        # True when a task's end must flush output: something was written to a forwarding
+        # stream since the last flush_output, or always with place 0's line streams (a task
+        # that printed complete lines flushes the original stream).  Checked at each task's
+        # end instead of calling the streams' flush (issue 11).
+        self.output_dirty = False
+        self._always_flush = False
+        # OUTPUT messages this place sent to place 0 so far; an UPDATE to an inbox carries it
+        self.output_seq = 0
+        self._output_lock = threading.Lock()
+        # at place 0: the last OUTPUT written, per place (wait_output)
+        self._output_written: dict[int, int] = {}
+        self._output_cond = threading.Condition(threading.Lock())
 
     @property
     def table(self) -> dict[int, PlaceInfo]:
@@ -172,11 +185,13 @@ class Runtime:
             from ._output import install_line_streams
 
             self._streams = install_line_streams()
+            self._always_flush = self.output_dirty = True
         self.transport.start()
 
     def flush_output(self) -> None:
         """Push buffered print output of this place to place 0 (at place 0: write the
         calling thread's unfinished line)."""
+        self.output_dirty = self._always_flush  # before flushing: a later write sets it again
         for stream in self._streams:
             stream.flush()
 
@@ -213,8 +228,33 @@ class Runtime:
         self._send(dest, _dumps_msg((CTRL, self.here, name, args), _PROTO))
 
     def send_output(self, stream: int, text: str) -> None:
-        """Send print output to place 0."""
-        self._send(0, _dumps_msg((OUTPUT, stream, text), _PROTO))
+        """Send print output to place 0 (counted in :attr:`output_seq` once it left)."""
+        with self._output_lock:
+            seq = self.output_seq + 1
+            self._send(0, _dumps_msg((OUTPUT, stream, text, self.here, seq), _PROTO))
+            self.output_seq = seq
+
+    def wait_output(self, src: int, seq: int) -> None:
+        """At place 0: wait until the receiver has written output ``seq`` of place ``src``.
+
+        An UPDATE to the inbox of a thread that waits in ``at`` travels on another connection
+        than the print output of the place that sends it, which place 0's receiver writes.
+        The UPDATE names the last output sent before it, and the waiting thread handles it
+        only once that output is written, so what the tasks of an ``at`` printed appears before
+        the ``at`` returns.  Gives up, leaving the output to come later, once ``src`` is dead
+        or after ``APGAS_DEAD_PLACE_TIMEOUT`` seconds.
+        """
+        written = self._output_written
+        if written.get(src, 0) >= seq or threading.current_thread() is self.transport._thread:
+            return  # written, or on the receiver itself (which writes it later)
+        deadline = time.monotonic() + setting("DEAD_PLACE_TIMEOUT")
+        with self._output_cond:
+            while written.get(src, 0) < seq:
+                left = deadline - time.monotonic()
+                if left <= 0 or src in self.membership.dead:
+                    log.debug("output %d of place(%d) did not arrive; not waiting", seq, src)
+                    return
+                self._output_cond.wait(min(left, 0.1))
 
     # ================================================================== uncounted tasks
     def spawn_uncounted(self, dest: int, fn: Callable[..., Any], args: tuple, kwargs: dict,
@@ -280,12 +320,16 @@ class Runtime:
             else:
                 handler(src, *args)
         elif kind == OUTPUT:
-            stream = sys.stdout if msg[1] == 1 else sys.stderr
+            _, number, text, src, seq = msg
+            stream = sys.stdout if number == 1 else sys.stderr
             try:
-                stream.write(msg[2])
+                stream.write(text)
                 stream.flush()
             except (OSError, ValueError):
                 pass
+            with self._output_cond:
+                self._output_written[src] = seq
+                self._output_cond.notify_all()
         else:
             log.error("unknown message kind %r", kind)
 

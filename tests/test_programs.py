@@ -208,6 +208,27 @@ def test_stranger_gets_no_code_run(program_factory, tmp_path):
     assert "failed authentication" in result.stderr
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_what_an_at_task_prints_is_written_before_the_at_returns(mode):
+    """Since ``at`` waits on an inbox of its thread (issue 11), the UPDATE no longer shares a
+    connection with the output that place 0's receiver writes; now the UPDATE names the last
+    output sent before it and waits for it to be written.  Before, 32 of 300 lines came late."""
+    r = run_program("at_output_order.py", 3, mode, timeout=90)
+    assert r.returncode == 0, r.stderr
+    lines = r.lines
+    where = {line: n for n, line in enumerate(lines)}
+    assert len(where) == len(lines) == 60 * (2 * 2 + 3 + 1), r.stdout
+    late = []
+    for i in range(60):
+        for p in (1, 2):
+            if where[f"remote {i} at {p}"] > where[f"local {i} after {p}"]:
+                late.append(f"remote {i} at {p}")
+        for q in (0, 2):  # place 0 writes its own; place 2 is where the at ran
+            if where[f"fan {i} from {q}"] > where[f"local {i} after fan"]:
+                late.append(f"fan {i} from {q}")
+    assert late == []
+
+
 def test_bad_configuration_is_reported():
     r = run_program(ROOT / "examples" / "hello.py", 2, "spawn",
                     env={**os.environ, "APGAS_PLACES": "two"}, timeout=30)

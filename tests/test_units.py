@@ -101,6 +101,79 @@ def test_pool_logs_and_survives_task_errors(caplog):
     assert "ZeroDivisionError" in caplog.text
 
 
+def test_a_pool_takes_queued_tasks_and_counts_its_threads_idle_again():
+    """A worker takes a queued task without counting itself idle (issue 11: one lock per task
+    in a burst, not three); after a burst every thread is idle again and nothing pending."""
+    pool = Pool("test", parallelism=2, max_threads=4)
+    done = []
+    finished = threading.Event()
+    for i in range(2000):
+        pool.submit(done.append, i)
+    pool.submit(finished.set)
+    assert finished.wait(10)
+    deadline = time.monotonic() + 5
+    while (pool.pending or pool._idle != pool._threads) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(done) == list(range(2000))
+    assert pool.pending == 0 and pool._idle == pool._threads == 2
+    pool.close()
+
+
+def test_forwarded_output_is_flushed_at_a_tasks_end_only_when_written():
+    """``Runtime.output_dirty`` says a task's end must flush (issue 11: checking it costs
+    less than calling the streams' flush for every task)."""
+    import io
+    import os
+
+    from apgaspy._output import _ForwardingStream
+    from apgaspy._runtime import Runtime
+
+    rt = Runtime(1, os.urandom(32), "127.0.0.1")
+    try:
+        sent = []
+        rt.send_output = lambda number, text: sent.append((number, text))
+        rt._streams = [_ForwardingStream(rt, 1, io.StringIO()),
+                       _ForwardingStream(rt, 2, io.StringIO())]
+        assert not rt.output_dirty
+        rt._streams[1].write("partial")
+        assert rt.output_dirty and sent == []
+        rt.flush_output()
+        assert sent == [(2, "partial")] and not rt.output_dirty
+        rt._streams[0].write("a line\n")  # sent at once; the flag stays until the next flush
+        assert sent[-1] == (1, "a line\n") and rt.output_dirty
+    finally:
+        rt._streams = []
+        rt.close()
+
+
+def test_an_inbox_update_waits_until_the_output_sent_before_it_is_written(capsys):
+    """An UPDATE to an ``at``'s inbox names the output its place sent before it; place 0
+    handles it once the receiver wrote that output, and stops waiting for a dead place."""
+    import os
+
+    from apgaspy._messages import _PROTO, OUTPUT, _dumps_msg
+    from apgaspy._runtime import Runtime
+
+    rt = Runtime(0, os.urandom(32), "127.0.0.1")
+    try:
+        waited = threading.Event()
+        waiter = threading.Thread(target=lambda: (rt.wait_output(1, 2), waited.set()))
+        waiter.start()
+        rt._on_message(_dumps_msg((OUTPUT, 1, "first\n", 1, 1), _PROTO))
+        assert not waited.wait(0.3)
+        rt._on_message(_dumps_msg((OUTPUT, 1, "second\n", 1, 2), _PROTO))
+        assert waited.wait(5)
+        waiter.join(5)
+        assert capsys.readouterr().out == "first\nsecond\n"
+        rt.wait_output(1, 1)  # already written: returns at once
+        rt.membership.dead.add(2)
+        t = time.monotonic()
+        rt.wait_output(2, 1)  # nothing will come from a dead place
+        assert time.monotonic() - t < 1
+    finally:
+        rt.close()
+
+
 def test_exceptions_travel_with_traceback_and_place():
     try:
         raise KeyError("lost")
