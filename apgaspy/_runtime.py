@@ -327,9 +327,10 @@ class Runtime:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-            with self._output_cond:
-                self._output_written[src] = seq
-                self._output_cond.notify_all()
+            finally:  # written or not, an at waiting for it goes on (wait_output)
+                with self._output_cond:
+                    self._output_written[src] = seq
+                    self._output_cond.notify_all()
         else:
             log.error("unknown message kind %r", kind)
 
