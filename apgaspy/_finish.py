@@ -46,7 +46,10 @@ above::
 An ``at`` called outside the worker pool gives its finish the fid (h, seq, endpoint) of the
 calling thread's inbox (``Transport.inbox``): every place sends that finish's UPDATEs there,
 and the waiting thread runs ``_on_update`` itself (``wait_root`` → ``Transport.wait_inbox``);
-a release from another thread (a local task, a death) wakes it through the inbox.
+a release from another thread (a local task, a death) wakes it through the inbox.  Such an
+UPDATE also carries ``output_seq``, the last print output its place sent to place 0's receiver
+before it; the waiting thread handles it once that output is written
+(``Runtime.wait_output``), so what the ``at``'s place printed appears before ``at`` returns.
 
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
