@@ -359,7 +359,13 @@ class Finishes:
             self.rt.flush_output()
         fid = fin.fid
         home = fid[0]
-        dest = self.update_dest(fid)
+        dest: Any = home
+        to_inbox = len(fid) == 3  # the waiting thread's inbox at the home (an at)
+        if to_inbox:
+            dest = (home, fid[2])
+            transport = self.rt.transport
+            if not transport.has_peer(dest) and home in self.membership.table:
+                transport.add_peer(dest, fid[2])
         with self.flock:
             d = fin.deltas
             d[here] = d.get(here, 0) - 1
@@ -369,7 +375,7 @@ class Finishes:
             del self.remotes[fin.fid]
             msg = _dumps_msg(
                 (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error,
-                 self.rt.output_seq if dest is not home else 0),
+                 self.rt.output_seq if to_inbox else 0),
                 _PROTO,
             )
             try:
@@ -384,20 +390,6 @@ class Finishes:
                 self.rt._send(home, msg)
             except ApgasError:
                 log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
-
-    def update_dest(self, fid: FID) -> Any:
-        """Where the tasks of finish ``fid`` send their UPDATEs: its home place, or, for the
-        finish of an ``at`` (a third element, the endpoint), the inbox of the thread that
-        waits at the home, as ``(home, endpoint)``; that connection opens on first use while
-        the home is a place."""
-        home = fid[0]
-        if len(fid) != 3:
-            return home
-        dest = (home, fid[2])
-        transport = self.rt.transport
-        if not transport.has_peer(dest) and home in self.membership.table:
-            transport.add_peer(dest, fid[2])
-        return dest
 
     def _release_root(self, fin: RootFinish) -> None:
         # flock held

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -238,8 +239,6 @@ def all_nodes_grantable(cluster: Any) -> bool:
     after the ``expand`` case, so its first grow came after its job ended (in about one run
     of four, with this session's code and with the code before it alike).
     """
-    import re
-
     res = cluster.run("salloc", "--no-shell", f"--nodes={len(cluster.nodes)}", "--exclusive",
                       "--immediate=1", "--job-name=apgaspy-probe", check=False, timeout=30)
     match = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
