@@ -306,7 +306,8 @@ def test_place_killed_while_starting_is_a_startup_error():
 
 def _is_place_process(pid: int) -> bool:
     """A place: an ``apgaspy/_child.py`` process whose parent is its anchor (``_child.py``
-    during the handshake, ``apgaspy-anchor`` after it)."""
+    during the handshake, then a waiter with the argument ``apgaspy-anchor``: argv[0] of GNU
+    ``tail --pid``, or a later argument of the ``python -I -S`` fallback)."""
     def cmdline(p: int) -> bytes:
         try:
             with open(f"/proc/{p}/cmdline", "rb") as fh:
@@ -323,7 +324,7 @@ def _is_place_process(pid: int) -> bool:
 
     anchor = cmdline(parent(pid))
     return (b"apgaspy/_child.py" in cmdline(pid)
-            and (b"apgaspy/_child.py" in anchor or b"\0apgaspy-anchor\0" in anchor))
+            and (b"apgaspy/_child.py" in anchor or b"apgaspy-anchor" in anchor.split(b"\0")))
 
 
 # ---------------------------------------------------------------------- notifications
