@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ._cli import positive_int
 from ._results import write_result
 
@@ -285,6 +287,71 @@ def measure(repeats: int, quick: bool) -> dict[str, Any]:
     return out
 
 
+def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
+    """What the UTS kernel could reach if it did nothing but its numpy SHA-1 passes.
+
+    Times one pass of the lane-parallel SHA-1 (``benchmarks.kernels.uts``) over ``LANES``
+    child messages that need only their child count (rounds 76-79 skipped, the cheapest
+    pass), counts the numpy calls in a pass, times one such call alone on ``LANES`` uint32
+    lanes, and turns the best pass into nodes per second for the seed 19, d = 11 tree: it
+    hashes 4,130,071 messages (one per node of the d = 10 tree; the leaves below budget-1
+    nodes are counted, not hashed) for 16,526,523 nodes.  Bag handling, child counts and the
+    passes that need whole digests are left out, so the real kernel is slower than this.
+
+    Args:
+        repeats: passes timed (≥ 1); the best is kept (the least disturbed by other work).
+
+    Returns:
+        ``lanes``, ``ufunc_calls_per_pass``, ``best_pass_s``, ``best_ufunc_s`` (one
+        ``bitwise_xor`` of two arrays over ``lanes`` lanes), ``ns_per_lane_per_call`` (the
+        pass's average), ``hashed_messages``, ``nodes``, ``bound_nodes_per_s`` (seconds,
+        counts, nodes per second) and ``pass_s_for_46m`` (the pass time 46.2 M nodes/s, the
+        target of issue 11, would need).
+    """
+    from .kernels import uts
+
+    lanes = uts.LANES
+    sha = uts._Sha1Lanes(lanes)
+    for i in range(6):
+        sha.w[i][:lanes] = np.arange(lanes, dtype=np.uint32) * np.uint32(2654435761 + i)
+    names = ("_xor", "_and", "_or", "_add", "_shl", "_shr")
+    saved = {name: getattr(uts, name) for name in names}
+    calls = 0
+
+    def counting(f: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return f(*args)
+        return call
+
+    try:
+        for name in names:
+            setattr(uts, name, counting(saved[name]))
+        sha.compress(lanes, 0, uts._CHILD_TEMPLATE)
+    finally:
+        for name in names:
+            setattr(uts, name, saved[name])
+    best_pass = best_call = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sha.compress(lanes, 0, uts._CHILD_TEMPLATE)
+        best_pass = min(best_pass, time.perf_counter() - t)
+    a = np.arange(lanes, dtype=np.uint32)
+    b, out = a * np.uint32(3), np.empty_like(a)
+    for _ in range(repeats * 50):
+        t = time.perf_counter()
+        np.bitwise_xor(a, b, out)
+        best_call = min(best_call, time.perf_counter() - t)
+    hashed, nodes = 4_130_071, 16_526_523
+    return {"lanes": lanes, "ufunc_calls_per_pass": calls, "best_pass_s": best_pass,
+            "best_ufunc_s": best_call,
+            "ns_per_lane_per_call": best_pass / (calls * lanes) * 1e9,
+            "hashed_messages": hashed, "nodes": nodes,
+            "bound_nodes_per_s": nodes / (hashed / lanes * best_pass),
+            "pass_s_for_46m": nodes / 46.2e6 / (hashed / lanes)}
+
+
 def _si(x: float) -> str:
     """``x`` per second as a short string (k, M, G)."""
     for scale, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
@@ -309,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
                           for u, v in f["per_s_median"].items())
         print(f"{name:18}{f['median_s']:10.4f}{f['best_s']:10.4f}{ref['value']:9.3f}  "
               f"{'yes' if ref['same_work'] else 'no':9}  {rates}")
+    bound = uts_hash_bound()
+    print(f"UTS SHA-1 passes alone: {_si(bound['bound_nodes_per_s'])} nodes/s "
+          f"({bound['ufunc_calls_per_pass']} numpy calls a pass of {bound['lanes']} lanes, "
+          f"{bound['best_pass_s'] * 1e3:.2f} ms; one call {bound['best_ufunc_s'] * 1e6:.2f} µs)")
     if not args.no_write:
         path = write_result("kernels", {
             "params": vars(args),
@@ -319,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                      "given only for the same work, and it is never a same-run ratio.",
             "kernel_notes": KERNEL_NOTES,
             "kernels": figures,
+            "uts_hash_bound": bound,
         })
         print(f"wrote {path}")
     return 0

@@ -236,6 +236,14 @@ def _kernel_rows(ke: dict[str, Any]) -> list[str]:
         t = f.get("target")
         target = f"{t['text']} ({t['cite']})" if t else ""
         rows.append(f"| {f['label']} | {ours} | {cell} | {target} | {mc} |")
+        bound = ke.get("uts_hash_bound")
+        if f["kernel"] == "uts" and bound:
+            rows.append(
+                f"| UTS d=11 bound: the numpy SHA-1 passes alone, 1 core | "
+                f"{_rate(bound['bound_nodes_per_s'], 'nodes/s')} "
+                f"({bound['ufunc_calls_per_pass']:,} numpy calls a pass of "
+                f"{bound['lanes']:,} lanes, {bound['best_pass_s'] * 1e3:.2f} ms; 46.2 M "
+                f"nodes/s needs {bound['pass_s_for_46m'] * 1e3:.2f} ms) | | | {mc} |")
     return rows
 
 

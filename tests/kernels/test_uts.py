@@ -259,3 +259,24 @@ def test_stack_stays_bounded() -> None:
         peak = max(peak, len(bag))
     assert result.value() == SEED19[9]
     assert peak <= 9 * uts.LANES
+
+
+def test_the_hash_bound_counts_the_numpy_calls_of_a_pass_and_restores_the_kernel():
+    """benchmarks.kernels_speed.uts_hash_bound: a pass of the cheapest kind (child counts
+    only, rounds 76-79 skipped) is 1,277 numpy calls, the bound follows from the best pass,
+    and the kernel's ufuncs are the real ones again afterwards (hashes still bit-exact)."""
+    from benchmarks.kernels_speed import uts_hash_bound
+
+    b = uts_hash_bound(repeats=1)
+    assert b["lanes"] == uts.LANES == 16384
+    assert b["ufunc_calls_per_pass"] == 1277
+    assert b["hashed_messages"] == uts.count_nodes(19, 10) == 4_130_071
+    assert b["bound_nodes_per_s"] == pytest.approx(
+        16_526_523 / (4_130_071 / 16384 * b["best_pass_s"]))
+    assert b["pass_s_for_46m"] == pytest.approx(16_526_523 / 46.2e6 / (4_130_071 / 16384))
+    assert uts._xor is np.bitwise_xor and uts._add is np.add
+    parent = hashlib.sha1(b"x").digest()
+    words = np.array(struct.unpack(">5I", parent), dtype=np.uint32).reshape(5, 1)
+    got = uts.sha1_children(words, np.array([7], dtype=np.uint32))
+    want = struct.unpack(">5I", hashlib.sha1(parent + struct.pack(">I", 7)).digest())
+    assert tuple(int(w) for w in got[:, 0]) == want
