@@ -35,6 +35,7 @@ from communicators.scheduler_side import SchedulerEndpoint
 
 from ._results import write_result
 from .malleability import measure_orders, summarize
+from .references import pick
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 SIZES = (1, 2)
@@ -143,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     netns, slurm = _cluster_modules()
-    result: dict[str, Any] = {"params": vars(args)}
+    result: dict[str, Any] = {"params": vars(args),
+                              **pick("java_apgas_ready", "java_apgas_grow", "java_apgas_shrink")}
     if not args.no_hosts:
         reason = netns.unavailable()
         if reason:

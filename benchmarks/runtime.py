@@ -32,6 +32,7 @@ from apgaspy import async_at, at, finish, place, run
 
 from ._results import write_result
 from ._tasks import noop
+from .references import pick
 
 
 def _measure(round_trip: Callable[[], Any], burst: Callable[[int], None], rounds: int,
@@ -166,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             "apgaspy": ours,
             "mpi4py_futures": theirs,
             "bare_pyzmq": bare,
-            "targets": {"at_over_bare_max": 1.5, "async_tasks_per_s_min": 60000},
-            "reference": {"ray_dask_sync_task_us": 1000, "ray_dask_async_tasks_per_s": 8000},
+            **pick("at_over_bare", "async_tasks_per_s", "peers_round_trip_us",
+                   "peers_tasks_per_s"),
         })
         print(f"wrote {path}")
     return 0

@@ -38,6 +38,7 @@ from typing import Any
 
 from ._cli import float_count, place_counts, positive_int
 from ._results import RESULTS_DIR, write_result
+from .references import pick
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         return 0
     name = "scaling" + (f"-{args.label}" if args.label else "")
-    path = write_result(name, {"params": vars(args), "benchmarks": figures})
+    path = write_result(name, {"params": vars(args), "benchmarks": figures,
+                               **pick("efficiency_2_places", "efficiency_16_places",
+                                      "resilient_overhead")})
     print(f"wrote {path}")
     if args.plot:
         png = RESULTS_DIR / f"{name}.png"

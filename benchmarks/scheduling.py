@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ._results import RESULTS_DIR, write_result
+from .references import REFERENCES, pick
 
-PAPER = {"fcfs": {0: 1157.0, 100: 1022.0}, "malleable": {0: 1168.0, 100: 1006.0}}
+PAPER = REFERENCES["paper_batch"]["makespan_s"]
 
 
 def _simulate(*args: str) -> dict[str, Any]:
@@ -48,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     cell = {(r["algorithm"], r["malleable_share"]): r for r in ours["rows"]}
     gain = 1 - cell[("malleable", 100)]["makespan_s"] / cell[("fcfs", 0)]["makespan_s"]
     print(f"malleable at 100 % vs FCFS at 0 %: makespan {100 * gain:.1f} % shorter "
-          f"(paper: {100 * (1 - PAPER['malleable'][100] / PAPER['fcfs'][0]):.1f} %)")
+          f"(paper: {100 * (1 - PAPER['malleable']['100'] / PAPER['fcfs']['0']):.1f} %)")
     path = write_result("scheduling", {"params": vars(args), "rows": rows,
                                        "config": ours.get("config"),
-                                       "reference_paper_makespan_s": PAPER})
+                                       **pick("paper_batch")})
     print(f"wrote {path}")
     return 0
 

@@ -1,0 +1,118 @@
+"""The reference figures and the targets that the benchmark scripts compare against.
+
+Each reference is a figure of ``../shared/SPEC.md`` (the project's facts) kept as what it
+is: the figure, what was measured, on which machine, and where it comes from (``source``,
+and ``cite``, the short form the README table shows).  Each target is an issue's goal with
+the issue that sets it.  They are typed here once.  The scripts copy the ones they measure
+against into their JSON file (keys ``references`` and ``targets``) and ``benchmarks.report``
+reads them from that file, or from here for a file written before the figure was added.
+
+The kernels' references (one Java GLB figure per kernel and size) are typed with their cases
+in ``benchmarks.kernels_speed``, and the runtime-scale reference (the figures issue 11
+reports) in ``benchmarks.runtime_scale``; both go into their JSON files the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["REFERENCES", "TARGETS", "pick"]
+
+_PAPER = {
+    "machine": "48-core nodes (the paper's cluster)",
+    "source": "SPEC.md §4: Finnerty, Posner et al. 2024, APGAS for Java with Hazelcast, "
+              "averages over a job batch",
+    "cite": "SPEC.md §4, Finnerty et al. 2024",
+}
+_PEERS = {
+    "machine": "this project's 2-core machine, 2 worker processes, no tuning",
+    "source": "SPEC.md §4: peers measured in one run on the same machine, beside apgaspy's "
+              "at 373 µs and 39.9 k tasks/s",
+    "cite": "SPEC.md §4, peers in one run",
+}
+
+#: name -> reference: ``value`` (or ``values``), ``unit``, ``text`` (as the README shows it),
+#: ``machine``, ``source``, ``cite``, and what else the figure carries.
+REFERENCES: dict[str, dict[str, Any]] = {
+    "java_apgas_ready": {
+        "value": 6.04, "unit": "s", "runtime_start_s": 4.27,
+        "text": "Java APGAS 6.04 s", "what": "start of program until it accepts orders",
+        **_PAPER},
+    "java_apgas_grow": {
+        "value": 14.55, "unit": "s", "places": 3.8, "runtime_s": 14.09, "glb_s": 0.46,
+        "text": "Java APGAS 14.55 s for 3.8 places",
+        "what": "grow, 3.8 places on average (14.09 s in the runtime, 0.46 s in GLB)",
+        **_PAPER},
+    "java_apgas_shrink": {
+        "value": 7.41, "unit": "s", "places": 2.55, "runtime_s": 6.31, "glb_s": 1.10,
+        "text": "Java APGAS 7.41 s for 2.55 places",
+        "what": "shrink, 2.55 places on average (6.31 s in the runtime, 1.10 s in GLB)",
+        **_PAPER},
+    "peers_round_trip_us": {
+        "values": {"mpi4py.futures": 454, "Ray actor call": 799, "Ray task": 1614,
+                   "Dask submit().result()": 10711},
+        "unit": "µs", "text": "Ray actor 799 µs, Ray task 1,614 µs, Dask 10,711 µs",
+        "what": "synchronous no-op round trip", **_PEERS},
+    "peers_tasks_per_s": {
+        "values": {"mpi4py.futures": 2200, "Ray actor": 5400, "Ray task": 2000,
+                   "Dask": 600},
+        "unit": "tasks/s", "text": "Ray actor 5.4 k/s, Ray task 2.0 k/s, Dask 0.6 k/s",
+        "what": "20,000 empty tasks", **_PEERS},
+    "paper_batch": {
+        "makespan_s": {"fcfs": {"0": 1157.0, "100": 1022.0},
+                       "malleable": {"0": 1168.0, "100": 1006.0}},
+        "utilisation": {"malleable": {"0": 0.748, "100": 0.905}},
+        "unit": "s", "text": "the paper's job batch, Java scheduler",
+        "what": "25 jobs, 32 nodes, submissions uniform in [0, 10) min, first 5 at 0, 10 "
+                "seeded batches, the job mix of the paper's Table 2; malleable share 0 % "
+                "and 100 %",
+        **_PAPER},
+}
+
+#: name -> target: ``op`` ("<=" or ">="), ``value``, ``unit``, ``text``, ``cite`` (the issue);
+#: ``efficiency_2_places`` also has ``sizes`` (the least size of each benchmark it is set for)
+#: and ``cite_by_benchmark`` (the issue that set it for that benchmark).
+TARGETS: dict[str, dict[str, Any]] = {
+    "at_over_bare": {"op": "<=", "value": 1.5, "unit": "×", "text": "≤ 1.5× bare pyzmq",
+                     "cite": "issue 11"},
+    "async_tasks_per_s": {"op": ">=", "value": 60000, "unit": "tasks/s",
+                          "text": "≥ 60,000 /s", "cite": "issue 11"},
+    "ready_s": {"op": "<=", "value": 1.5, "unit": "s", "text": "≤ 1.5 s", "cite": "issue 3"},
+    "grow_4_s": {"op": "<=", "value": 1.0, "unit": "s", "text": "≤ 1.0 s",
+                 "cite": "issue 3"},
+    "shrink_2_s": {"op": "<=", "value": 0.5, "unit": "s", "text": "≤ 0.5 s",
+                   "cite": "issue 3"},
+    "efficiency_2_places": {
+        "op": ">=", "value": 0.90, "unit": "", "text": "≥ 90 %",
+        "cite": "issue 4 (UTS), issue 11 (N-Queens, BC)",
+        "sizes": {"uts": 13, "nqueens": 16, "bc": 14},
+        "cite_by_benchmark": {"uts": "issue 4", "nqueens": "issue 11", "bc": "issue 11"}},
+    "efficiency_16_places": {"op": ">=", "value": 0.85, "unit": "", "text": "≥ 85 %",
+                             "cite": "issue 4"},
+    "resilient_overhead": {"op": "<=", "value": 0.10, "unit": "", "text": "≤ +10 %",
+                           "cite": "issue 10"},
+}
+
+
+def pick(*names: str) -> dict[str, dict[str, Any]]:
+    """The references and targets named, for a results file.
+
+    Args:
+        names: keys of :data:`REFERENCES` or :data:`TARGETS`.
+
+    Returns:
+        ``{"references": {...}, "targets": {...}}`` with copies of the entries named.
+
+    Raises:
+        KeyError: a name that is neither a reference nor a target.
+    """
+    refs: dict[str, dict[str, Any]] = {}
+    targets: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name in REFERENCES:
+            refs[name] = dict(REFERENCES[name])
+        elif name in TARGETS:
+            targets[name] = dict(TARGETS[name])
+        else:
+            raise KeyError(f"no reference or target named {name!r}")
+    return {"references": refs, "targets": targets}
