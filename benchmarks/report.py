@@ -278,7 +278,11 @@ def _kernel_rows(ke: dict[str, Any]) -> list[str]:
                 f"{_rate(bound['bound_nodes_per_s'], 'nodes/s')} "
                 f"({bound['ufunc_calls_per_pass']:,} numpy calls a pass of "
                 f"{bound['lanes']:,} lanes, {bound['best_pass_s'] * 1e3:.2f} ms; 46.2 M "
-                f"nodes/s needs {bound['pass_s_for_46m'] * 1e3:.2f} ms) | | | {mc} |")
+                f"nodes/s needs {bound['pass_s_for_46m'] * 1e3:.2f} ms)"
+                + (f"; {_rate(bound['bound_without_schedule_nodes_per_s'], 'nodes/s')} if its "
+                   f"{bound['schedule_calls_per_pass']} message-schedule calls cost nothing"
+                   if "schedule_calls_per_pass" in bound else "")
+                + f" | | | {mc} |")
     return rows
 
 

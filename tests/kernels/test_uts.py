@@ -270,6 +270,9 @@ def test_the_hash_bound_counts_the_numpy_calls_of_a_pass_and_restores_the_kernel
     b = uts_hash_bound(repeats=1)
     assert b["lanes"] == uts.LANES == 16384
     assert b["ufunc_calls_per_pass"] == 1277
+    assert b["schedule_calls_per_pass"] == 335
+    assert b["bound_without_schedule_nodes_per_s"] == pytest.approx(
+        b["bound_nodes_per_s"] * 1277 / (1277 - 335))
     assert b["hashed_messages"] == uts.count_nodes(19, 10) == 4_130_071
     assert b["bound_nodes_per_s"] == pytest.approx(
         16_526_523 / (4_130_071 / 16384 * b["best_pass_s"]))
