@@ -51,6 +51,12 @@ JAVA_EARLIER = {
     "cite": "SPEC.md §4 first table, AMD EPYC",
 }
 
+#: Nodes of the UTS tree seed 19, d = 11 (SPEC.md §3), and of d = 10: the messages d = 11
+#: hashes (one per node of the d = 10 tree; the leaves below budget-1 nodes are counted).
+UTS_D11_NODES, UTS_D10_NODES = 16_526_523, 4_130_071
+#: Java GLB's UTS on one core, 2026-11-23 (SPEC.md §4): the reference and issue 11's target.
+JAVA_UTS_NODES_PER_S = 46.2e6
+
 #: What each kernel does differently from the Java GLB kernel (from the kernels' docstrings).
 KERNEL_NOTES = {
     "uts": "same work as Java (the same tree, one SHA-1 per hashed node), hashed in numpy "
@@ -150,10 +156,12 @@ def _cases(quick: bool) -> dict[str, Case]:
     earlier_nq = {12: 0.66, 13: 3.4, 14: 25.6}
     cases: dict[str, Case] = {
         "uts_d11": Case(
-            "UTS seed 19 d=11, 1 core", "uts", lambda: count_nodes(19, 11), 16_526_523,
-            {"nodes": 16_526_523}, 0.358, {"nodes": 46.2e6}, True,
-            "Java GLB UTS on the same tree (same SHA-1 per node)", earlier_s=16_526_523 / 34e6,
-            target={"op": ">=", "value": 46.2e6, "unit": "nodes/s", "text": "≥ 46.2 M nodes/s",
+            "UTS seed 19 d=11, 1 core", "uts", lambda: count_nodes(19, 11), UTS_D11_NODES,
+            {"nodes": UTS_D11_NODES}, 0.358, {"nodes": JAVA_UTS_NODES_PER_S}, True,
+            "Java GLB UTS on the same tree (same SHA-1 per node)",
+            earlier_s=UTS_D11_NODES / 34e6,
+            target={"op": ">=", "value": JAVA_UTS_NODES_PER_S, "unit": "nodes/s",
+                    "text": "≥ 46.2 M nodes/s",
                     "cite": "issue 11",
                     "source": "issue 11: at least Java's 46 M nodes/s on one core"}),
     }
@@ -346,7 +354,7 @@ def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
         t = time.perf_counter()
         np.bitwise_xor(a, b, out)
         best_call = min(best_call, time.perf_counter() - t)
-    hashed, nodes = 4_130_071, 16_526_523
+    hashed, nodes = UTS_D10_NODES, UTS_D11_NODES
     steps, _ = uts._round_plan(uts._CHILD_TEMPLATE)
     schedule = sum(len(xors) + 3 for t, xors, _ in steps if xors and t < 76)
     per_call = best_pass / calls
@@ -358,7 +366,7 @@ def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
             "ns_per_lane_per_call": best_pass / (calls * lanes) * 1e9,
             "hashed_messages": hashed, "nodes": nodes,
             "bound_nodes_per_s": nodes / (hashed / lanes * best_pass),
-            "pass_s_for_46m": nodes / 46.2e6 / (hashed / lanes)}
+            "pass_s_for_46m": nodes / JAVA_UTS_NODES_PER_S / (hashed / lanes)}
 
 
 def _si(x: float) -> str:
