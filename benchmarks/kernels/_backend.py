@@ -1,0 +1,137 @@
+"""Which implementation the benchmark kernels run: compiled (numba) or plain numpy.
+
+Every kernel of :mod:`benchmarks.kernels` has a numpy implementation, and the hot ones also
+have a compiled one written with numba (``@njit(cache=True)`` over numpy arrays).  Both give
+bit-identical answers; the numpy one is the fallback where numba is not installed.
+
+Choice, read once per process through :func:`apgaspy.config.setting`:
+
+=========  =======  ===============================================================
+variable   default  meaning
+=========  =======  ===============================================================
+KERNELS    auto     ``auto``: numba where it imports, else numpy; ``numba``: numba
+                    or an error; ``numpy``: the numpy kernels even where numba is
+                    installed
+=========  =======  ===============================================================
+
+(environment variable ``APGAS_KERNELS``; :func:`select` also takes the value as an argument).
+
+Compiled code is cached on disk, once per machine, so that a place spawned by a grow loads
+the kernels (about 0.1 s) instead of compiling them (seconds).  Unless ``NUMBA_CACHE_DIR`` is
+already set, this module points numba's cache at ``$XDG_CACHE_HOME/apgaspy/numba`` (default
+``~/.cache/apgaspy/numba``), a directory the user can write even when the package itself is
+installed read-only.  The variable is set in the environment before numba is imported, so
+places started from this process inherit it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from apgaspy.config import Setting, setting
+from apgaspy import ConfigurationError
+
+__all__ = ["BACKENDS", "KERNEL_SETTINGS", "backend", "cache_dir", "numba_available", "select"]
+
+BACKENDS = ("auto", "numba", "numpy")
+"""The accepted values of the ``KERNELS`` setting."""
+
+
+def _backend_name(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in BACKENDS:
+        raise ValueError("expected auto, numba or numpy")
+    return text
+
+
+KERNEL_SETTINGS: dict[str, Setting] = {
+    "KERNELS": Setting(
+        "KERNELS", "auto", _backend_name, lambda v: None,
+        "kernel implementation: auto (numba where installed, else numpy), numba, or numpy",
+    ),
+}
+"""The kernels' settings table (read with prefix ``APGAS_``)."""
+
+_lock = threading.Lock()
+_numba_ok: bool | None = None
+_chosen: dict[str, str] = {}
+
+
+def cache_dir() -> Path:
+    """The directory of numba's on-disk cache for the compiled kernels.
+
+    ``NUMBA_CACHE_DIR`` where set; else ``$XDG_CACHE_HOME/apgaspy/numba``, with
+    ``XDG_CACHE_HOME`` defaulting to ``~/.cache``.  Created if missing.
+    """
+    given = os.environ.get("NUMBA_CACHE_DIR", "").strip()
+    if given:
+        path = Path(given)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+        path = Path(base) / "apgaspy" / "numba"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def numba_available() -> bool:
+    """Whether numba imports in this process (checked once; the cache directory is set first).
+
+    Returns False, without raising, when numba is not installed or fails to import.
+    """
+    global _numba_ok
+    with _lock:
+        if _numba_ok is None:
+            try:
+                os.environ["NUMBA_CACHE_DIR"] = str(cache_dir())
+            except OSError:
+                pass  # no writable cache: numba then compiles in memory, once per process
+            try:
+                import numba  # noqa: F401
+            except Exception:  # ImportError, or a broken install (llvmlite mismatch)
+                _numba_ok = False
+            else:
+                _numba_ok = True
+        return _numba_ok
+
+
+def select(value: str | None = None) -> str:
+    """Resolve the ``KERNELS`` setting to the backend that runs: ``"numba"`` or ``"numpy"``.
+
+    Args:
+        value: ``"auto"``, ``"numba"`` or ``"numpy"``; ``None`` reads ``APGAS_KERNELS``
+            (default ``auto``).
+
+    Raises:
+        ConfigurationError: the value is none of the three, or ``numba`` is asked for and numba
+            does not import in this process.
+    """
+    wanted = setting("KERNELS", value, table=KERNEL_SETTINGS)
+    if wanted == "numpy":
+        return "numpy"
+    if numba_available():
+        return "numba"
+    if wanted == "numba":
+        raise ConfigurationError(
+            "APGAS_KERNELS=numba, but numba does not import here; install it with "
+            "pip install 'apgaspy[fast]', or set APGAS_KERNELS=auto or numpy"
+        )
+    return "numpy"
+
+
+def backend() -> str:
+    """The backend this process's kernels use, ``"numba"`` or ``"numpy"``.
+
+    Resolved from ``APGAS_KERNELS`` on first use and then fixed for the process, keyed by the
+    variable's value (a test that changes the variable gets the new choice).
+
+    Raises:
+        ConfigurationError: as :func:`select`.
+    """
+    key = os.environ.get("APGAS_KERNELS", "")
+    found = _chosen.get(key)
+    if found is None:
+        found = _chosen[key] = select()
+    return found
