@@ -45,7 +45,7 @@ from .jobs import (
     parse_required_time,
 )
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
-from .nodes import JobLaunch, LocalNodes, NodePool, SshHosts
+from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
 from .server import Server, SubmissionError
 from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
 from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
@@ -68,7 +68,7 @@ __all__ = [
     "JobSpec",
     "LocalNodes",
     "MalleableMinAgree",
-    "NodePool",
+    "NodeBackend",
     "ResizeCostModel",
     "RunningJob",
     "RuntimeModel",

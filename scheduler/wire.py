@@ -1,7 +1,7 @@
-"""The scheduler's side of the wire protocol (SPEC §2, §6), as the Java ElasticJobScheduler
-speaks it: orders to jobs, notifications from jobs.
+"""The scheduler's transport for the wire protocol: orders to jobs, notifications from jobs.
 
-::
+The text of every message is :mod:`communicators.protocol`'s (docs/reference/protocol.md);
+this module only moves it over TCP, as the Java ElasticJobScheduler does::
 
     scheduler                                         job (place 0)
     ---------                                         -------------
@@ -29,23 +29,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from communicators.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
+
 __all__ = [
-    "ERROR_PREFIX",
-    "SHRINK_LINE_TIMEOUT_S",
     "NotificationListener",
     "OrderFailedError",
-    "format_grow",
-    "format_shrink",
-    "parse_notification",
     "send_grow",
     "send_shrink",
-    "split_timing",
 ]
 
-#: Seconds to wait for each reply line of a shrink (the Java scheduler's 20 s).
-SHRINK_LINE_TIMEOUT_S = 20.0
-#: A reply line that refuses an order (an apgaspy extension; host names have no spaces).
-ERROR_PREFIX = "ERROR"
 _MAX_REPLY_BYTES = 1 << 20
 
 
@@ -60,33 +52,6 @@ class OrderFailedError(RuntimeError):
     def __init__(self, message: str, *, refused: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
-
-
-def format_shrink(n: int) -> str:
-    """The shrink order line: ``shrink <n>\\n``."""
-    return f"shrink {n}\n"
-
-
-def format_grow(hosts: Sequence[str]) -> str:
-    """The grow order line, with the Java scheduler's trailing space:
-    ``grow <n> <h1> … <hn> \\n``."""
-    return f"grow {len(hosts)} {' '.join(hosts)} \n"
-
-
-def parse_notification(line: str) -> tuple[str, str]:
-    """Split ``<message>:<job address>`` at its first colon: ``(message, address)``.
-
-    A line without a colon gives ``(line, "")``.  IPv6 addresses keep their colons.
-    """
-    message, _, address = line.strip().partition(":")
-    return message, address
-
-
-def split_timing(line: str) -> list[str]:
-    """The fields of a timing notification, split on ``:`` and ``;`` as the Java scheduler
-    does: ``growTimeAPGAS;2;1234:127.0.1.1`` → ``["growTimeAPGAS", "2", "1234",
-    "127.0.1.1"]`` (an IPv6 address is split too)."""
-    return [part for part in line.strip().replace(";", ":").split(":")]
 
 
 def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> socket.socket:
@@ -144,7 +109,7 @@ def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(format_shrink(n).encode("ascii"))
+            sock.sendall(format_order(Order("shrink", n)).encode("ascii"))
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
         reader = _LineReader(sock)
@@ -154,7 +119,7 @@ def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
             if line is None:
                 raise OrderFailedError(f"the job closed the connection after {len(names)} of {n} "
                                   f"host names")
-            if line.startswith(ERROR_PREFIX):
+            if is_refusal(line):
                 raise OrderFailedError(f"the job refused the shrink: {line}", refused=True)
             names.append(line.strip())
         return names
@@ -172,7 +137,7 @@ def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | N
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(format_grow(hosts).encode("ascii"))
+            sock.sendall(format_order(Order("grow", len(hosts), tuple(hosts))).encode("ascii"))
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
         except OSError as exc:
@@ -186,7 +151,7 @@ def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | N
                 return  # timed out, or the connection was reset after the line: as Java
             if line is None:
                 return
-            if line.startswith(ERROR_PREFIX):
+            if is_refusal(line):
                 raise OrderFailedError(f"the job refused the grow: {line}", refused=True)
 
 
@@ -194,7 +159,8 @@ class NotificationListener:
     """Accepts notification connections on one address and port; one line each.
 
     Args:
-        address: the address to bind (one address only, never all: SPEC §2).
+        address: the address to bind (one address only, never all: logical nodes of this
+            machine listen on the same port of their own addresses).
         port: the port (``SCHEDULER_PORT``).
         on_line: called with each line (without its end) from the listener's threads.
         read_timeout_s: seconds a connection may take to send its line.
