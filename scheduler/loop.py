@@ -29,7 +29,7 @@ from .submission import admit_due
 
 __all__ = ["MainLoop"]
 
-_SCAN_PERIOD_S = 0.5  # how often the process trees are refreshed from /proc
+_SCAN_PERIOD_S = 0.5  # how often the process trees are refreshed
 _LOOP_PERIOD_S = 0.1  # longest sleep of the main loop
 
 

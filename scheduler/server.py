@@ -288,7 +288,8 @@ class Server:
             return all(j.state in ENDED_STATES for j in self._state.jobs.values())
 
     def leftover_pids(self) -> list[int]:
-        """Pids of processes of any job (as far as ``/proc`` showed them) still running."""
+        """Pids of processes of any job (as far as the process table showed them) still
+        running."""
         with self._state.lock:
             trees = [j.tree for j in self._state.jobs.values() if j.tree is not None]
         return sorted({pid for tree in trees for pid in tree.alive()})
