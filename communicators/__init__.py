@@ -11,9 +11,8 @@
   tests and benchmarks.
 * ``python -m communicators.order``: send one order by hand.
 
-The names that need the apgaspy runtime (the communicators and their base class) are loaded
-on first use, so that ``import communicators.protocol`` (the scheduler does) does not import
-the runtime.
+The names below are loaded on first use, so that ``import communicators.protocol`` (the
+scheduler does) imports neither the apgaspy runtime nor anything else of this package.
 """
 
 from __future__ import annotations
@@ -21,11 +20,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .protocol import Order, OrderError, format_order, parse_order
-
 if TYPE_CHECKING:
     from apgaspy.elastic import MalleableCommunicator
 
+    from .protocol import Order, OrderError, format_order, parse_order
     from .schedule import ScheduleMalleableCommunicator, parse_schedule
     from .socket import SocketMalleableCommunicator
 
@@ -41,6 +39,10 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Order": "communicators.protocol",
+    "OrderError": "communicators.protocol",
+    "format_order": "communicators.protocol",
+    "parse_order": "communicators.protocol",
     "MalleableCommunicator": "apgaspy.elastic",
     "SocketMalleableCommunicator": "communicators.socket",
     "ScheduleMalleableCommunicator": "communicators.schedule",
