@@ -27,6 +27,7 @@ from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 
+from .framing import LineReader, LineTimeoutError, LineTooLongError
 from .protocol import (
     DISABLED,
     GROW_TIME,
@@ -47,32 +48,25 @@ __all__ = ["SocketMalleableCommunicator"]
 log = logging.getLogger("apgaspy.communicators")
 
 
-def _read_line(conn: socket.socket, timeout: float) -> bytes:
-    """One line from ``conn`` (at most MAX_LINE_BYTES), waiting at most ``timeout`` seconds.
+def _read_order_line(conn: socket.socket, timeout: float) -> bytes:
+    """The order line of ``conn`` (at most MAX_LINE_BYTES), waiting at most ``timeout`` s.
 
     Raises:
-        OrderError: nothing, or no end of line, arrived in time; or the line is too long.
+        OrderError: nothing, or no end of line, arrived in time; the line is too long; or
+            the connection closed without one.
     """
-    deadline = time.monotonic() + timeout
-    data = b""
-    while b"\n" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise OrderError(f"no complete order line within {timeout:g} s"
-                             + (f" (got {data[:60]!r})" if data else ""))
-        conn.settimeout(left)
-        try:
-            chunk = conn.recv(4096)
-        except TimeoutError:
-            continue
-        if not chunk:
-            if data:
-                return data  # the peer closed after a line without its newline
-            raise OrderError("the connection closed without an order")
-        data += chunk
-        if len(data) > MAX_LINE_BYTES:
-            raise OrderError(f"order line longer than {MAX_LINE_BYTES} bytes")
-    return data.split(b"\n", 1)[0]
+    try:
+        line = LineReader(conn, MAX_LINE_BYTES).line(timeout)
+    except LineTimeoutError as exc:
+        raise OrderError(f"no complete order line within {timeout:g} s"
+                         + (f" (got {exc.partial[:60]!r})" if exc.partial else "")) from None
+    except LineTooLongError:
+        raise OrderError(f"order line longer than {MAX_LINE_BYTES} bytes") from None
+    except OSError as exc:
+        raise OrderError(f"the connection failed: {exc}") from None
+    if line is None:
+        raise OrderError("the connection closed without an order")
+    return line
 
 
 class _OnceReply:
@@ -236,7 +230,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             self._reply(conn, [refusal(why)])
             return
         try:
-            raw = _read_line(conn, self.order_timeout)
+            raw = _read_order_line(conn, self.order_timeout)
             try:
                 text = raw.decode("ascii")
             except UnicodeDecodeError:

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
 from communicators.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
 
 __all__ = [
@@ -63,38 +64,29 @@ def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> 
             f"cannot reach the job at {address[0]}:{address[1]}: {exc}") from None
 
 
-class _LineReader:
+class _ReplyReader:
+    """Lines of a job's reply (or of a notification), decoded leniently; errors become
+    :class:`OrderFailedError`."""
+
     def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = b""
-        self.eof = False
+        self._lines = LineReader(sock, _MAX_REPLY_BYTES)
 
     def line(self, timeout_s: float) -> str | None:
-        """The next line (without its end), None at EOF; OrderFailedError after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self.buffer:
-            if self.eof:
-                if self.buffer:
-                    rest, self.buffer = self.buffer, b""
-                    return rest.decode("ascii", "replace").rstrip("\r")
-                return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise OrderFailedError(f"no reply line within {timeout_s:g} s")
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                raise OrderFailedError(f"the connection failed: {exc}") from None
-            if not chunk:
-                self.eof = True
-            self.buffer += chunk
-            if len(self.buffer) > _MAX_REPLY_BYTES:
-                raise OrderFailedError("reply too long")
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line.decode("ascii", "replace").rstrip("\r")
+        """The next line (without its end), None at EOF.
+
+        Raises:
+            OrderFailedError: no line within ``timeout_s`` seconds, too long a reply, or a
+                failed connection.
+        """
+        try:
+            raw = self._lines.line(timeout_s)
+        except LineTimeoutError:
+            raise OrderFailedError(f"no reply line within {timeout_s:g} s") from None
+        except LineTooLongError:
+            raise OrderFailedError("reply too long") from None
+        except OSError as exc:
+            raise OrderFailedError(f"the connection failed: {exc}") from None
+        return None if raw is None else raw.decode("ascii", "replace")
 
 
 def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
@@ -112,7 +104,7 @@ def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
             sock.sendall(format_order(Order("shrink", n)).encode("ascii"))
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
-        reader = _LineReader(sock)
+        reader = _ReplyReader(sock)
         names: list[str] = []
         for _ in range(n):
             line = reader.line(line_timeout_s)
@@ -142,7 +134,7 @@ def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | N
                 sock.shutdown(socket.SHUT_WR)
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
-        reader = _LineReader(sock)
+        reader = _ReplyReader(sock)
         deadline = time.monotonic() + done_timeout_s
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -202,7 +194,7 @@ class NotificationListener:
 
     def _read(self, conn: socket.socket) -> None:
         with conn:
-            reader = _LineReader(conn)
+            reader = _ReplyReader(conn)
             while True:
                 try:
                     line = reader.line(self._read_timeout_s)

@@ -3,12 +3,14 @@ the table's (docs/reference/protocol.md)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
 from communicators.protocol import (
     JOB_ENVIRONMENT,
     MESSAGES,
@@ -103,3 +105,26 @@ def test_the_scheduler_does_not_import_the_runtime():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_line_reader_over_a_real_connection():
+    a, b = socket.socketpair()
+    with a, b:
+        reader = LineReader(b, max_bytes=64)
+        a.sendall(b"127.0.1.3\r\n127.0.")
+        assert reader.line(5) == b"127.0.1.3"
+        with pytest.raises(LineTimeoutError) as late:
+            reader.line(0.2)
+        assert late.value.partial == b"127.0."
+        a.sendall(b"1.4")
+        a.shutdown(socket.SHUT_WR)
+        assert reader.line(5) == b"127.0.1.4"  # the last line needs no newline
+        assert reader.line(5) is None
+
+
+def test_line_reader_limits_the_line():
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"x" * 65)
+        with pytest.raises(LineTooLongError, match="longer than 64 bytes"):
+            LineReader(b, max_bytes=64).line(5)
