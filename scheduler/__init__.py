@@ -20,7 +20,13 @@ The pure core starts no process and opens no socket; the clock is always given.
 
 from __future__ import annotations
 
-from ._exceptions import BatchFileError, InvalidDecisionError, JobScriptError, SimulationError
+from ._exceptions import (
+    BatchFileError,
+    InvalidDecisionError,
+    JobScriptError,
+    SimulationError,
+    SubmissionError,
+)
 from .algorithms import (
     FCFS,
     Algorithm,
@@ -48,7 +54,7 @@ from .jobs import (
 )
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
-from .server import Server, SubmissionError
+from .server import Server
 from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
 from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
 
