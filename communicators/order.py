@@ -13,7 +13,7 @@ import argparse
 import socket
 import sys
 
-from ._protocol import ERROR_PREFIX, Order, OrderError, format_order, parse_order
+from .protocol import Order, OrderError, format_order, is_refusal, parse_order
 
 
 def _job(text: str) -> tuple[str, int]:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = reply.decode("ascii", "replace").splitlines()
     for line in lines:
         print(line)
-    return 1 if any(line.startswith(ERROR_PREFIX) for line in lines) else 0
+    return 1 if any(is_refusal(line) for line in lines) else 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from apgaspy import ConfigurationError, MalleabilityError
 from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator
 
-from ._protocol import Order, OrderError, parse_order
+from .protocol import Order, OrderError, parse_order
 
 __all__ = ["ScheduleMalleableCommunicator", "ScheduledOrder", "parse_schedule"]
 

@@ -1,6 +1,8 @@
-"""The scheduler's side of the wire protocol (SPEC.md §2): receive notifications, send orders.
+"""Stand-ins for a scheduler: receive a job's notifications, send it orders, over real TCP.
 
-Used by the tests and benchmarks that play the scheduler against a real job over real TCP.
+Used by the tests and benchmarks that play the scheduler against a real job.  The text of
+the messages is :mod:`communicators.protocol`'s (docs/reference/protocol.md); the real
+scheduler's transport is :mod:`scheduler.wire`.
 """
 
 from __future__ import annotations
@@ -9,6 +11,18 @@ import queue
 import socket
 import threading
 import time
+
+from .protocol import (
+    DEFAULT_PORT,
+    SHRINK_LINE_TIMEOUT_S,
+    UNDEFINED_REPLY,
+    NotificationKind,
+    Order,
+    format_order,
+    java_classify_notification,
+    job_environment,
+    parse_notification,
+)
 
 __all__ = ["SchedulerEndpoint", "JavaSchedulerStandIn", "free_port"]
 
@@ -140,8 +154,9 @@ class SchedulerEndpoint:
 
 
 class JavaSchedulerStandIn(SchedulerEndpoint):
-    """Stands in for the Java ElasticJobScheduler (v0.2) as it really behaves (SPEC.md §6), for
-    tests that must show a job lives with it unchanged.
+    """Stands in for the Java ElasticJobScheduler (v0.2) as it really behaves (observed
+    by running it against apgaspy jobs), for tests that must show a job lives with it
+    unchanged.
 
     Unlike :class:`SchedulerEndpoint` it listens for notifications on port ``port`` (8081, a
     constant in Java) of **every** address of its host, and answers a notification that is
@@ -164,9 +179,9 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
         OSError: the port cannot be bound.
     """
 
-    LINE_TIMEOUT_S = 20.0
+    LINE_TIMEOUT_S = SHRINK_LINE_TIMEOUT_S
 
-    def __init__(self, scheduler_ip: str, port: int = 8081) -> None:
+    def __init__(self, scheduler_ip: str, port: int = DEFAULT_PORT) -> None:
         self.ready: list[str] = []
         self.undefined: list[str] = []
         super().__init__(port, "0.0.0.0")
@@ -185,21 +200,22 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
                 except OSError:
                     continue
                 line = line.rstrip("\n")
-                if "APGAS-Ready" in line:
-                    self.ready.append(line.rsplit(":", 1)[-1])
-                elif "Time" not in line:
+                kind = java_classify_notification(line)
+                if kind is NotificationKind.READY:
+                    self.ready.append(parse_notification(line)[1])
+                elif kind is NotificationKind.UNDEFINED:
                     self.undefined.append(line)
                     try:
-                        conn.sendall(b"undefined Message\n")
+                        conn.sendall(f"{UNDEFINED_REPLY}\n".encode("ascii"))
                     except OSError:
                         pass
             self.notifications.put((time.monotonic(), line))
 
     def job_env(self, job_id: int, node_file: str, nodes: int, malleable: bool) -> dict[str, str]:
-        """The variables the Java scheduler gives a job (SPEC.md §6)."""
-        return {"NODES": str(nodes), "NODE_FILE": node_file, "SCHEDULER_IP": self.ip,
-                "SCHEDULER_PORT": str(self.port), "JOBNAME": str(job_id),
-                "ELASTIC": "malleable" if malleable else "rigid"}
+        """The variables the Java scheduler gives a job (:data:`~communicators.protocol.
+        JOB_ENVIRONMENT`)."""
+        return job_environment(nodes=nodes, node_file=node_file, scheduler_ip=self.ip,
+                               port=self.port, job_id=job_id, malleable=malleable)
 
     def shrink(self, job: tuple[str, int], n: int) -> list[str]:
         """``shrink <n>``, then n reply lines, 20 s per line; ``[]`` where Java would mark the
@@ -207,7 +223,7 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
         lines: list[str] = []
         try:
             with socket.create_connection(job, timeout=self.LINE_TIMEOUT_S) as s:
-                s.sendall(f"shrink {n}\n".encode("ascii"))
+                s.sendall(format_order(Order("shrink", n)).encode("ascii"))
                 reader = s.makefile("r", encoding="ascii", errors="replace")
                 for _ in range(n):
                     line = reader.readline()
@@ -221,4 +237,4 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
     def grow(self, job: tuple[str, int], hosts: list[str]) -> None:
         """``grow <n> <h_1> … <h_n> `` (trailing space), closed without reading a reply."""
         with socket.create_connection(job, timeout=self.LINE_TIMEOUT_S) as s:
-            s.sendall(f"grow {len(hosts)} {' '.join(hosts)} \n".encode("ascii"))
+            s.sendall(format_order(Order("grow", len(hosts), tuple(hosts))).encode("ascii"))

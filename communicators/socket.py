@@ -1,6 +1,7 @@
 """The socket communicator: the Java ElasticJobScheduler's text protocol over TCP.
 
-Configured from the environment the scheduler gives a job (SPEC.md §2): ``SCHEDULER_IP``,
+Configured from the environment the scheduler gives a job (docs/reference/protocol.md):
+``SCHEDULER_IP``,
 ``SCHEDULER_PORT``, ``NODE_FILE``.  The job's address is the resolved first host of
 ``NODE_FILE`` (without it, this machine's address); the job listens there, on
 ``SCHEDULER_PORT``, and nowhere else.  One order per connection; orders run one at a time.
@@ -26,40 +27,46 @@ from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 
-from ._protocol import ERROR_PREFIX, MAX_LINE_BYTES, OrderError, notification, parse_order
+from .framing import LineReader, LineTimeoutError, LineTooLongError
+from .protocol import (
+    DISABLED,
+    GROW_TIME,
+    MAX_LINE_BYTES,
+    READY,
+    SHRINK_TIME,
+    OrderError,
+    format_notification,
+    format_reply,
+    parse_order,
+    refusal,
+    rigid_message,
+    timing_message,
+)
 
 __all__ = ["SocketMalleableCommunicator"]
 
 log = logging.getLogger("apgaspy.communicators")
 
 
-
-def _read_line(conn: socket.socket, timeout: float) -> bytes:
-    """One line from ``conn`` (at most MAX_LINE_BYTES), waiting at most ``timeout`` seconds.
+def _read_order_line(conn: socket.socket, timeout: float) -> bytes:
+    """The order line of ``conn`` (at most MAX_LINE_BYTES), waiting at most ``timeout`` s.
 
     Raises:
-        OrderError: nothing, or no end of line, arrived in time; or the line is too long.
+        OrderError: nothing, or no end of line, arrived in time; the line is too long; or
+            the connection closed without one.
     """
-    deadline = time.monotonic() + timeout
-    data = b""
-    while b"\n" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise OrderError(f"no complete order line within {timeout:g} s"
-                             + (f" (got {data[:60]!r})" if data else ""))
-        conn.settimeout(left)
-        try:
-            chunk = conn.recv(4096)
-        except TimeoutError:
-            continue
-        if not chunk:
-            if data:
-                return data  # the peer closed after a line without its newline
-            raise OrderError("the connection closed without an order")
-        data += chunk
-        if len(data) > MAX_LINE_BYTES:
-            raise OrderError(f"order line longer than {MAX_LINE_BYTES} bytes")
-    return data.split(b"\n", 1)[0]
+    try:
+        line = LineReader(conn, MAX_LINE_BYTES).line(timeout)
+    except LineTimeoutError as exc:
+        raise OrderError(f"no complete order line within {timeout:g} s"
+                         + (f" (got {exc.partial[:60]!r})" if exc.partial else "")) from None
+    except LineTooLongError:
+        raise OrderError(f"order line longer than {MAX_LINE_BYTES} bytes") from None
+    except OSError as exc:
+        raise OrderError(f"the connection failed: {exc}") from None
+    if line is None:
+        raise OrderError("the connection closed without an order")
+    return line
 
 
 class _OnceReply:
@@ -169,14 +176,14 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             server.close()
             why = f"cannot listen for orders on {self.address}:{self.scheduler[1]}: {exc}"
             log.error("%s; the program computes on as a rigid job", why)
-            self.notify("APGAS-Rigid;" + why.replace(":", " "))
+            self.notify(rigid_message(why))
             return
         server.listen(16)
         self._server = server
         self._thread = threading.Thread(target=self._listen, name="apgaspy-orders", daemon=True)
         self._thread.start()
         log.info("accepting orders on %s:%d", self.address, self.scheduler[1])
-        self.notify("APGAS-Ready")
+        self.notify(READY)
 
     def stop(self) -> None:
         if self._server is None:
@@ -186,10 +193,10 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             self._thread.join(timeout=10)
         self._server.close()
         self._server = None
-        self.notify("APGAS-Disabled")
+        self.notify(DISABLED)
 
     def notify(self, message: str) -> None:
-        line = notification(message, self.address).encode("ascii")
+        line = format_notification(message, self.address).encode("ascii")
         try:
             with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
                 s.sendall(line)
@@ -220,10 +227,10 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             why = (f"orders are accepted from the scheduler's host {sorted(self.allowed)} only, "
                    f"not from {peer} (set APGAS_ORDERS_FROM to allow others)")
             log.error("refused an order connection: %s", why)
-            self._reply(conn, [ERROR_PREFIX + why])
+            self._reply(conn, [refusal(why)])
             return
         try:
-            raw = _read_line(conn, self.order_timeout)
+            raw = _read_order_line(conn, self.order_timeout)
             try:
                 text = raw.decode("ascii")
             except UnicodeDecodeError:
@@ -231,17 +238,16 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             order = parse_order(text)
         except OrderError as exc:
             log.error("malformed order from %s: %s", peer, exc)
-            self._reply(conn, [ERROR_PREFIX + str(exc)])
+            self._reply(conn, [refusal(str(exc))])
             return
         log.info("order from %s: %s", peer, text.strip())
         start = time.perf_counter_ns()
         reply = _OnceReply(conn, self._reply)
         try:
             if order.kind == "shrink":
-                timer = threading.Timer(self.shrink_reply_timeout, reply.send, [[
-                    ERROR_PREFIX + f"the shrink did not complete within "
-                    f"{self.shrink_reply_timeout:g} s (APGAS_SHRINK_REPLY_TIMEOUT); its places "
-                    "are still being released"]])
+                timer = threading.Timer(self.shrink_reply_timeout, reply.send, [[refusal(
+                    f"the shrink did not complete within {self.shrink_reply_timeout:g} s "
+                    "(APGAS_SHRINK_REPLY_TIMEOUT); its places are still being released")]])
                 timer.daemon = True
                 timer.start()
                 try:
@@ -251,20 +257,20 @@ class SocketMalleableCommunicator(MalleableCommunicator):
                 if reply.late:
                     log.error("shrink %d completed after the scheduler was told it failed; "
                               "the hosts %s are released", order.n, reply.late)
-                self.notify(f"shrinkTimeAPGAS;{order.n};{time.perf_counter_ns() - start}")
+                self.notify(timing_message(SHRINK_TIME, order.n, time.perf_counter_ns() - start))
             else:
                 self.grow(order.hosts)
-                self.notify(f"growTimeAPGAS;{order.n};{time.perf_counter_ns() - start}")
+                self.notify(timing_message(GROW_TIME, order.n, time.perf_counter_ns() - start))
         except MalleabilityError as exc:
             log.error("order %r refused: %s", text.strip(), exc)
-            reply.send([ERROR_PREFIX + str(exc)])
+            reply.send([refusal(str(exc))])
         except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the program
             log.exception("order %r failed", text.strip())
-            reply.send([ERROR_PREFIX + f"{type(exc).__name__}: {exc}"])
+            reply.send([refusal(f"{type(exc).__name__}: {exc}")])
 
     @staticmethod
     def _reply(conn: socket.socket, lines: list[str]) -> None:
         try:
-            conn.sendall("".join(f"{line}\n" for line in lines).encode("ascii", "replace"))
+            conn.sendall(format_reply(lines).encode("ascii", "replace"))
         except OSError as exc:
             log.warning("could not reply to the scheduler: %s", exc)

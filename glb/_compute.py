@@ -20,7 +20,7 @@ from apgaspy import (
     here,
     places,
 )
-from apgaspy.elastic import OrderState, malleable_state
+from apgaspy.elastic import HandlerState, malleable_state
 
 from ._bag import Bag
 from ._config import glb_setting
@@ -120,13 +120,13 @@ def _run(params: Params, result_factory: Callable[[], Fold],
     _make_workers(params, result_factory, bag_for)
     handler: GLBHandler | None = None
     state = malleable_state()
-    if malleable is True and state is not OrderState.UNDEFINED:
+    if malleable is True and state is not HandlerState.UNDEFINED:
         raise MalleabilityError(
             f"cannot make this GLB computation malleable: the program's handler is {state}")
-    if malleable is not False and state is OrderState.UNDEFINED:
+    if malleable is not False and state is HandlerState.UNDEFINED:
         handler = GLBHandler(params, result_factory, s)
         define_malleable_handler(handler)
-    elif malleable is None and state is not OrderState.UNDEFINED:
+    elif malleable is None and state is not HandlerState.UNDEFINED:
         log.info("GLB runs without malleability: the program's handler is already %s", state)
     t1 = time.perf_counter()
     rounds = 1

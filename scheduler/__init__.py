@@ -1,16 +1,18 @@
 """apgaspy's elastic batch job scheduler: the pure core.
 
-Policy apart from mechanism (dask/distributed's ``adaptive_core.py``; STYLE.md habit 9):
+Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps them):
 
 * :mod:`scheduler.jobs`: job classes, specs, job-script headers, batch files.
-* :mod:`scheduler.algorithms`: the scheduling policies of SPEC §5 (FCFS, Backfilling, EASY,
-  Malleable minAgree) behind one interface, ``decide(View) -> [Start | Shrink | Grow]``.
+* :mod:`scheduler.algorithms`: the scheduling policies of the paper's evaluation (FCFS,
+  Backfilling, EASY, Malleable minAgree) behind one interface,
+  ``decide(View) -> [Start | Shrink | Grow]``.
 * :mod:`scheduler.model`, :mod:`scheduler.workload`, :mod:`scheduler.simulate`: run-time
   model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
   the same algorithm objects in simulated time.
 * ``python -m scheduler simulate``: the paper's evaluation from the command line.
-* The real mode around the same policies: :mod:`scheduler.nodes` (node pools),
-  :mod:`scheduler.server` (the scheduler on real processes), ``serve``/``submit``/``status``/
+* The real mode around the same policies: :mod:`scheduler.nodes` (node backends),
+  :mod:`scheduler.server` (the scheduler on real processes; its modules are listed in
+  docs/design/scheduler-structure.md), ``serve``/``submit``/``status``/
   ``cancel``/``shutdown``/``demo`` on the command line.
 
 The pure core starts no process and opens no socket; the clock is always given.
@@ -18,7 +20,13 @@ The pure core starts no process and opens no socket; the clock is always given.
 
 from __future__ import annotations
 
-from ._exceptions import BatchFileError, InvalidDecisionError, JobScriptError, SimulationError
+from ._exceptions import (
+    BatchFileError,
+    InvalidDecisionError,
+    JobScriptError,
+    SimulationError,
+    SubmissionError,
+)
 from .algorithms import (
     FCFS,
     Algorithm,
@@ -45,8 +53,8 @@ from .jobs import (
     parse_required_time,
 )
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
-from .nodes import JobLaunch, LocalNodes, NodePool, SshHosts
-from .server import Server, SubmissionError
+from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
+from .server import Server
 from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
 from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
 
@@ -68,7 +76,7 @@ __all__ = [
     "JobSpec",
     "LocalNodes",
     "MalleableMinAgree",
-    "NodePool",
+    "NodeBackend",
     "ResizeCostModel",
     "RunningJob",
     "RuntimeModel",

@@ -6,7 +6,8 @@ subclasses so that callers which do not know this package still catch them sensi
 
 from __future__ import annotations
 
-__all__ = ["BatchFileError", "InvalidDecisionError", "JobScriptError", "SimulationError"]
+__all__ = ["BatchFileError", "InvalidDecisionError", "JobScriptError", "SimulationError",
+           "SubmissionError"]
 
 
 class JobScriptError(ValueError):
@@ -41,4 +42,14 @@ class SimulationError(RuntimeError):
 
     Raised by :class:`scheduler.simulate.Simulator` when jobs are waiting, nothing runs,
     nothing is due, and the algorithm starts nothing: the run would never end.
+    """
+
+
+class SubmissionError(ValueError):
+    """A job cannot be accepted, or a request about a job cannot be carried out.
+
+    Raised by :meth:`scheduler.server.Server.submit` (and the other ``submit_*`` methods)
+    when the job can never fit the cluster (``JobSpec.fits``), has no command, or its script
+    does not parse; and by :meth:`~scheduler.server.Server.cancel` for an unknown or ended
+    job.  The message says why.
     """

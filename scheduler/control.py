@@ -4,7 +4,7 @@ The command line (``submit``, ``status``, ``cancel``, ``shutdown``) talks to a r
 ``python -m scheduler serve`` through :func:`request`.  The socket's path is, in this order:
 the ``--control`` option, the ``APGAS_SCHEDULER_CONTROL`` environment variable, or
 :func:`default_control_path` (``<tmp>/apgaspy-scheduler-<uid>.sock``).  The requests and
-replies are described in :meth:`scheduler.server.Server.serve_control`.
+replies are described in :mod:`scheduler.control_server`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ the program and size labels that pick its run time in :mod:`scheduler.model`.
 
 Job scripts
 -----------
-The header format is the one of the Java ElasticJobScheduler (SPEC §2, §6): bash comment
-lines, one ``#KEY value`` a line, anywhere in the file.  Every line starting with ``#`` is a
-candidate; its first word after the ``#`` is the key.  Known keys:
+The header format is the one of the Java ElasticJobScheduler (docs/reference/protocol.md):
+bash comment lines, one ``#KEY value`` a line, anywhere in the file.  Every line starting
+with ``#`` is a candidate; its first word after the ``#`` is the key.  Known keys:
 
 ================  =====================================================================
 ``JOB_CLASS``     ``rigid`` | ``moldable`` | ``malleable`` | ``evolving`` (see below)
@@ -31,10 +31,10 @@ Defaults, as in the Java scheduler: no ``REQUIRED_TIME`` means 60 s; no ``MIN_NO
 no ``MAX_NODES`` means the minimum; no ``JOB_CLASS`` means rigid.
 
 ``evolving`` (Java's jobs that ask for and give back nodes themselves) is read as
-**moldable**: under the four strategies of SPEC §5 the Java scheduler starts such a job with
-as many free nodes as its range allows and never resizes it, which is exactly moldable; its
-own requests (``Evolving;Request;1``) are not served.  ``JobSpec.declared_class`` keeps the
-word that was written.
+**moldable**: under the four strategies of the paper's evaluation the Java scheduler starts
+such a job with as many free nodes as its range allows and never resizes it, which is
+exactly moldable; its own requests (``Evolving;Request;1``) are not served.
+``JobSpec.declared_class`` keeps the word that was written.
 
 Batch files
 -----------
@@ -86,7 +86,7 @@ class JobClass(enum.Enum):
     * ``MOLDABLE``: the scheduler picks a count in ``[min_nodes, max_nodes]`` at start; fixed
       afterwards.
     * ``MALLEABLE``: like moldable at start, and the scheduler may shrink or grow it within the
-      range while it runs (only after it announced ``APGAS-Ready``, SPEC §2).
+      range while it runs (only after it announced ``APGAS-Ready``, docs/reference/protocol.md).
     """
 
     RIGID = "rigid"

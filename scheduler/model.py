@@ -2,7 +2,8 @@
 
 Run time at any node count
 --------------------------
-SPEC §5 gives the median run times of the paper's Java jobs at two or three node counts.
+The paper's evaluation (Finnerty et al. 2024, the job mix of its Table 2) gives the median
+run times of its Java jobs at two or three node counts.
 Between two known points ``(n1, t1)``, ``(n2, t2)`` (``n1 < n2``) the model is Amdahl's law
 fitted through both points::
 
@@ -18,7 +19,7 @@ the pair is joined by a power law ``t = t1 * (n1/n)**b`` instead, ``b = ln(t1/t2
 A single known point uses Amdahl with a given serial fraction ``a`` (default 0.05).  Every
 value is at least ``floor_s`` (default 1 s).
 
-Examples (SPEC §5 medians): UTS d=18 is known at 2 → 102.9 s, 4 → 56.2 s, so ``w = 186.8``
+Examples (the paper's medians): UTS d=18 is known at 2 → 102.9 s, 4 → 56.2 s, so ``w = 186.8``
 node-s, ``s = 9.5`` s, ``t(1) = 196.3`` s, ``t(8) = 32.85`` s.
 
 Resize costs
@@ -26,8 +27,8 @@ Resize costs
 A resize order stops the job's progress for its duration (seconds) and then the job goes on
 at its new rate.  Defaults are apgaspy's measurements: grow 0.17 s for 1 node, 0.37 s for 2,
 0.51 s for 4 (linear between, extended with the last slope); shrink 0.005 s for 1 node to
-0.02 s for 4.  The Java APGAS figures (SPEC §4) were 14.55 s per grow and 7.41 s per shrink:
-:meth:`ResizeCostModel.java`.
+0.02 s for 4.  The Java APGAS figures (Finnerty et al. 2024) were 14.55 s per grow and
+7.41 s per shrink: :meth:`ResizeCostModel.java`.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ __all__ = [
     "ScalingCurve",
 ]
 
-#: SPEC §5: median run times (seconds) of the paper's Java jobs at the given node counts
-#: (48 workers a node).  Keys are ``(program, size)``.
+#: Median run times (seconds) of the paper's Java jobs (Finnerty et al. 2024) at the given
+#: node counts (48 workers a node).  Keys are ``(program, size)``.
 PAPER_MEDIANS: dict[tuple[str, int], dict[int, float]] = {
     ("uts", 18): {2: 102.9, 4: 56.2},
     ("uts", 19): {2: 395.5, 4: 199.2},
@@ -149,7 +150,7 @@ class RuntimeModel:
     """Run times of labelled jobs: ``(program, size)`` → :class:`ScalingCurve`.
 
     Args:
-        curves: the known curves; :meth:`paper` gives SPEC §5's.
+        curves: the known curves; :meth:`paper` gives the paper's.
 
     Lookups of an unknown label raise ``KeyError`` naming the label and the known ones.
     """
@@ -159,7 +160,7 @@ class RuntimeModel:
 
     @classmethod
     def paper(cls, *, floor_s: float = 1.0) -> RuntimeModel:
-        """The model of SPEC §5's medians (:data:`PAPER_MEDIANS`)."""
+        """The model of the paper's medians (:data:`PAPER_MEDIANS`)."""
         return cls(
             {key: ScalingCurve(points, floor_s=floor_s) for key, points in PAPER_MEDIANS.items()}
         )
@@ -225,7 +226,8 @@ class ResizeCostModel:
 
     @classmethod
     def java(cls) -> ResizeCostModel:
-        """The Java APGAS figures of SPEC §4: 14.55 s a grow, 7.41 s a shrink (any size)."""
+        """The Java APGAS figures (Finnerty et al. 2024): 14.55 s a grow, 7.41 s a shrink (any
+        size)."""
         return cls(grow_points=((1, 14.55), (2, 14.55)), shrink_points=((1, 7.41), (2, 7.41)))
 
     @classmethod

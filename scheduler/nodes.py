@@ -1,18 +1,19 @@
-"""Node pools: the nodes a real scheduler hands out, and how a job is started on them.
+"""Node backends: the nodes a real scheduler hands out, and how a job is started on them.
 
-A node pool is the mechanism's knowledge of the machine; the policy only sees node names.
-The interface (:class:`NodePool`) is small on purpose, so that a Slurm partition is a third
+A node backend is the mechanism's knowledge of the machine; the policy only sees node names
+(and keeps its own pool of free ones, :class:`scheduler.algorithms.base.NodePool`).  The
+interface (:class:`NodeBackend`) is small on purpose, so that a Slurm partition is a third
 kind (:class:`scheduler.slurm_mode.SlurmNodes`):
 
 * ``names()``: the node names, in the order they are shown (the algorithms sort them again).
 * ``scheduler_address()``: the address the scheduler listens on for notifications, also
-  given to jobs as ``SCHEDULER_IP`` (SPEC §2).
+  given to jobs as ``SCHEDULER_IP`` (docs/reference/protocol.md).
 * ``address(name)``: the address of a node, where a job whose first node it is listens for
   orders and from which its notifications come (``<message>:<job address>``).
 * ``launch(job, nodes, env)``: start the job on its first node; returns the local
   ``subprocess.Popen`` (its own session, output to the job's files).
 
-A pool whose nodes a resource manager hands out (Slurm: :mod:`scheduler.slurm_mode`) also
+A backend whose nodes a resource manager hands out (Slurm: :mod:`scheduler.slurm_mode`) also
 has the hooks of :class:`ResourceManager`, which the server calls around starts, orders and
 ends: ``arrange`` (the order of a new job's nodes), ``acquire`` (before a grow order),
 ``release`` (after a shrink reply, or a failed grow), ``ended``, ``job_info``, ``close``.
@@ -21,7 +22,8 @@ Two kinds here (the third, Slurm, is :mod:`scheduler.slurm_mode`):
 
 * :class:`LocalNodes`: N logical nodes of this machine, named by the loopback addresses
   127.0.1.1 … 127.0.1.N; jobs start here, and apgaspy starts the places of local hosts on
-  this machine (SPEC §2).  The scheduler listens on 127.0.0.1 only.
+  this machine.  The scheduler listens on 127.0.0.1 only (jobs listen on the same port of
+  their own addresses).
 * :class:`SshHosts`: real hosts reached by ssh; a job is started on its first host with
   ``<ssh> -t -t <host> cd <dir> && exec env VAR=… <command>`` (the Java scheduler's
   ``ssh -t -t <host> VAR=… <script>``; the ``cd`` puts the job in the scheduler's working
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["JobLaunch", "LocalNodes", "NodePool", "ResourceManager", "SshHosts",
+__all__ = ["JobLaunch", "LocalNodes", "NodeBackend", "ResourceManager", "SshHosts",
            "python_bin_dir"]
 
 #: Largest number of logical nodes (127.0.1.1 … 127.0.1.254).
@@ -74,8 +76,9 @@ class JobLaunch:
 
 
 @runtime_checkable
-class NodePool(Protocol):
-    """Where jobs run (module docstring)."""
+class NodeBackend(Protocol):
+    """The nodes jobs run on and how a job is started there (module docstring): logical
+    nodes, ssh hosts, a Slurm partition."""
 
     def names(self) -> tuple[str, ...]:
         """The node names."""
@@ -103,9 +106,9 @@ class NodePool(Protocol):
 
 @runtime_checkable
 class ResourceManager(Protocol):
-    """Optional hooks of a node pool whose nodes a resource manager holds (Slurm).
+    """Optional hooks of a node backend whose nodes a resource manager holds (Slurm).
 
-    The server calls them when its pool has all of them; a pool without them (logical
+    The server calls them when its backend has all of them; a backend without them (logical
     nodes, ssh hosts) works as before.  ``acquire`` and ``release`` run on the order
     threads, outside the server's lock, and may block for seconds; the others run under
     the lock and should be quick.
@@ -182,7 +185,7 @@ class LocalNodes:
         return self._names
 
     def scheduler_address(self) -> str:
-        """127.0.0.1: one loopback address, none of the nodes' (SPEC §2)."""
+        """127.0.0.1: one loopback address, none of the nodes' (whose jobs use the same port)."""
         return "127.0.0.1"
 
     def address(self, name: str) -> str:
@@ -191,7 +194,7 @@ class LocalNodes:
 
     def launch(self, job: JobLaunch, nodes: Sequence[str],
                env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-        """Start ``job.argv`` here, in its own session (see :class:`NodePool`)."""
+        """Start ``job.argv`` here, in its own session (see :class:`NodeBackend`)."""
         full = dict(os.environ)
         full.update(env)
         full["PATH"] = f"{python_bin_dir()}{os.pathsep}{full.get('PATH', '')}"
@@ -259,5 +262,5 @@ class SshHosts:
 
     def launch(self, job: JobLaunch, nodes: Sequence[str],
                env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-        """Start ``job`` on ``nodes[0]`` through ssh (see :class:`NodePool`)."""
+        """Start ``job`` on ``nodes[0]`` through ssh (see :class:`NodeBackend`)."""
         return _popen(self.command(job, nodes[0], env), job, os.environ)

@@ -1,4 +1,4 @@
-"""Process trees of running jobs, found through ``/proc``, and how to end them.
+"""Process trees of running jobs, found through psutil, and how to end them.
 
 A job is started in its own session (``start_new_session``), but its processes do not all
 stay there: MPICH's ``hydra_pmi_proxy`` calls ``setsid``, and a process whose parent ends is
@@ -9,7 +9,9 @@ the job (its pid and start time, so that a reused pid is never taken for it) and
 process still alive, and every process of the root's session.  Ending a job signals all of
 them, as ``tests/conftest.py`` does for the test programs.
 
-Linux only (``/proc``).  Nothing here kills a process the tree has not seen below its root.
+The process table comes from psutil (parent, start time, state) and ``os.getsid`` (the
+session, which psutil does not report); sessions make this POSIX only.  Nothing here kills a
+process the tree has not seen below its root.
 """
 
 from __future__ import annotations
@@ -20,57 +22,72 @@ import signal
 import time
 from dataclasses import dataclass
 
+import psutil
+
 __all__ = ["ProcInfo", "ProcessTree", "alive", "proc_table"]
+
+_GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 @dataclass(frozen=True)
 class ProcInfo:
-    """One line of ``/proc/<pid>/stat``: parent pid, session id, start time (clock ticks
-    since boot), and state letter (``R``, ``S``, ``Z`` …)."""
+    """What a process tree needs to know of one process.
+
+    Attributes:
+        ppid: the parent's pid.
+        sid: the session id (-1 when it could not be read).
+        start: the start time (seconds since the epoch, psutil's ``create_time``), which
+            tells a process from a later one with the same pid.
+        status: psutil's status (``"running"``, ``"sleeping"``, ``"zombie"`` …).
+    """
 
     ppid: int
     sid: int
-    start: int
-    state: str
+    start: float
+    status: str
 
     @property
     def running(self) -> bool:
-        """Not a zombie (``Z``) nor dead (``X``)."""
-        return self.state not in ("Z", "X")
+        """Not a zombie nor dead."""
+        return self.status not in _GONE
 
 
-def _read_stat(pid: int) -> ProcInfo | None:
+def _sid(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
+        return os.getsid(pid)
+    except OSError:
+        return -1
+
+
+def _read(pid: int) -> ProcInfo | None:
     try:
-        return ProcInfo(int(fields[1]), int(fields[3]), int(fields[19]), fields[0])
-    except (IndexError, ValueError):
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return ProcInfo(proc.ppid(), _sid(pid), proc.create_time(), proc.status())
+    except psutil.Error:
         return None
 
 
 def proc_table() -> dict[int, ProcInfo]:
     """Every process of this machine (this pid namespace): pid → :class:`ProcInfo`."""
     table: dict[int, ProcInfo] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            info = _read_stat(int(entry))
-            if info is not None:
-                table[int(entry)] = info
+    for proc in psutil.process_iter(["ppid", "create_time", "status"]):
+        ppid, start, status = (proc.info[k] for k in ("ppid", "create_time", "status"))
+        if ppid is not None and start is not None and status is not None:
+            table[proc.pid] = ProcInfo(ppid, _sid(proc.pid), start, status)
     return table
 
 
-def alive(pid: int, start: int | None = None) -> bool:
+def alive(pid: int, start: float | None = None) -> bool:
     """Whether ``pid`` runs (not a zombie) and, when ``start`` is given, is still the process
-    that started at that time (clock ticks since boot), not a later one with a reused pid."""
-    info = _read_stat(pid)
+    that started at that time (:attr:`ProcInfo.start`), not a later one with a reused pid."""
+    info = _read(pid)
     return info is not None and info.running and (start is None or info.start == start)
 
 
 class ProcessTree:
-    """Every process a job has made, as far as ``/proc`` shows it (module docstring).
+    """Every process a job has made, as far as the process table shows it (module
+    docstring).
 
     Args:
         root: the pid of the job's first process (the one the scheduler started, a session
@@ -79,10 +96,10 @@ class ProcessTree:
 
     def __init__(self, root: int) -> None:
         self.root = root
-        info = _read_stat(root)
+        info = _read(root)
         self.session = info.sid if info is not None and info.sid == root else None
         #: pid → start time of every process seen below the root (the root included).
-        self.known: dict[int, int] = {root: info.start} if info is not None else {}
+        self.known: dict[int, float] = {root: info.start} if info is not None else {}
 
     def refresh(self, table: dict[int, ProcInfo] | None = None) -> None:
         """Add the processes now below the root, below remembered ones, or in its session.

@@ -32,7 +32,7 @@ from typing import Any
 from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
 from .control import control_path
-from .nodes import LocalNodes, NodePool, SshHosts
+from .nodes import LocalNodes, NodeBackend, SshHosts
 from .server import DEFAULT_PORT, Server
 from .slurm_mode import GROW_MODES, SlurmNodes
 
@@ -103,8 +103,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print no events to stderr")
 
 
-def make_nodes(args: argparse.Namespace) -> NodePool:
-    """The node pool the options describe.
+def make_nodes(args: argparse.Namespace) -> NodeBackend:
+    """The node backend the options describe.
 
     Raises:
         ValueError: contradictory options (``--nodes`` with ``--hosts``, ``--partition``
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         close = getattr(nodes, "close", None)
         if close is not None:
-            close()  # a Slurm pool's scratch directory
+            close()  # a Slurm backend's scratch directory
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:

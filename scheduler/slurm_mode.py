@@ -4,7 +4,7 @@ The scheduler keeps choosing the nodes itself (its algorithm, as with logical no
 is the mechanism that holds them.  Every job the scheduler starts is one Slurm job pinned
 to the chosen nodes, and a malleable job's Slurm allocation is resized with it, so that
 ``squeue`` shows, at every moment between orders, the nodes the scheduler gave each job.
-:class:`SlurmNodes` is a :class:`~scheduler.nodes.NodePool` with the optional
+:class:`SlurmNodes` is a :class:`~scheduler.nodes.NodeBackend` with the optional
 :class:`~scheduler.nodes.ResourceManager` hooks the server calls around starts and orders.
 
 Commands (``<id>``: the Slurm job id of the scheduler's job, ``P``: the partition)::
@@ -121,7 +121,7 @@ class SlurmError(OSError):
 
     The message names the command and carries Slurm's own error text.  Raised by
     :class:`SlurmNodes` (its construction, ``launch``, ``acquire``, ``release``); the server
-    treats it as any ``OSError`` of a node pool: the start fails, the grow is given back,
+    treats it as any ``OSError`` of a node backend: the start fails, the grow is given back,
     the shrink's nodes stay with the job.
     """
 
@@ -337,7 +337,7 @@ class SlurmNodes:
                           check=False).stdout.split()
         return int(out[0]) if out and out[0].isdigit() else 0
 
-    # ------------------------------------------------------------------ NodePool
+    # ------------------------------------------------------------------ NodeBackend
 
     def names(self) -> tuple[str, ...]:
         """The partition's nodes the scheduler uses, in Slurm's order."""
@@ -377,9 +377,9 @@ class SlurmNodes:
         """
         unknown = [n for n in nodes if n not in self._rank]
         if unknown or not nodes:
-            raise ValueError(f"not nodes of this pool: {unknown or 'none given'}")
+            raise ValueError(f"not nodes of this backend: {unknown or 'none given'}")
         if self._closed:
-            raise SlurmError("the Slurm node pool is closed")
+            raise SlurmError("the Slurm node backend is closed")
         run_dir = Path(job.stdout).resolve().parent
         fallback = self.grow_mode == "fallback"
         full = dict(self.env)
@@ -429,7 +429,7 @@ class SlurmNodes:
 
     def job_info(self, job_id: int) -> dict[str, Any]:
         """``{"slurm_job": id, "slurm_grow": mode, "slurm_helpers": {node: id}}`` for a job
-        this pool started and has not seen end, else ``{}``."""
+        this backend started and has not seen end, else ``{}``."""
         with self._lock:
             held = self._jobs.get(job_id)
             if held is None:

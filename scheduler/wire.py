@@ -1,7 +1,7 @@
-"""The scheduler's side of the wire protocol (SPEC §2, §6), as the Java ElasticJobScheduler
-speaks it: orders to jobs, notifications from jobs.
+"""The scheduler's transport for the wire protocol: orders to jobs, notifications from jobs.
 
-::
+The text of every message is :mod:`communicators.protocol`'s (docs/reference/protocol.md);
+this module only moves it over TCP, as the Java ElasticJobScheduler does::
 
     scheduler                                         job (place 0)
     ---------                                         -------------
@@ -29,23 +29,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
+from communicators.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
+
 __all__ = [
-    "ERROR_PREFIX",
-    "SHRINK_LINE_TIMEOUT_S",
     "NotificationListener",
     "OrderFailedError",
-    "format_grow",
-    "format_shrink",
-    "parse_notification",
     "send_grow",
     "send_shrink",
-    "split_timing",
 ]
 
-#: Seconds to wait for each reply line of a shrink (the Java scheduler's 20 s).
-SHRINK_LINE_TIMEOUT_S = 20.0
-#: A reply line that refuses an order (an apgaspy extension; host names have no spaces).
-ERROR_PREFIX = "ERROR"
 _MAX_REPLY_BYTES = 1 << 20
 
 
@@ -62,33 +55,6 @@ class OrderFailedError(RuntimeError):
         self.refused = refused
 
 
-def format_shrink(n: int) -> str:
-    """The shrink order line: ``shrink <n>\\n``."""
-    return f"shrink {n}\n"
-
-
-def format_grow(hosts: Sequence[str]) -> str:
-    """The grow order line, with the Java scheduler's trailing space:
-    ``grow <n> <h1> … <hn> \\n``."""
-    return f"grow {len(hosts)} {' '.join(hosts)} \n"
-
-
-def parse_notification(line: str) -> tuple[str, str]:
-    """Split ``<message>:<job address>`` at its first colon: ``(message, address)``.
-
-    A line without a colon gives ``(line, "")``.  IPv6 addresses keep their colons.
-    """
-    message, _, address = line.strip().partition(":")
-    return message, address
-
-
-def split_timing(line: str) -> list[str]:
-    """The fields of a timing notification, split on ``:`` and ``;`` as the Java scheduler
-    does: ``growTimeAPGAS;2;1234:127.0.1.1`` → ``["growTimeAPGAS", "2", "1234",
-    "127.0.1.1"]`` (an IPv6 address is split too)."""
-    return [part for part in line.strip().replace(";", ":").split(":")]
-
-
 def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> socket.socket:
     try:
         return socket.create_connection(address, timeout=timeout_s,
@@ -98,38 +64,29 @@ def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> 
             f"cannot reach the job at {address[0]}:{address[1]}: {exc}") from None
 
 
-class _LineReader:
+class _ReplyReader:
+    """Lines of a job's reply (or of a notification), decoded leniently; errors become
+    :class:`OrderFailedError`."""
+
     def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = b""
-        self.eof = False
+        self._lines = LineReader(sock, _MAX_REPLY_BYTES)
 
     def line(self, timeout_s: float) -> str | None:
-        """The next line (without its end), None at EOF; OrderFailedError after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self.buffer:
-            if self.eof:
-                if self.buffer:
-                    rest, self.buffer = self.buffer, b""
-                    return rest.decode("ascii", "replace").rstrip("\r")
-                return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise OrderFailedError(f"no reply line within {timeout_s:g} s")
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                raise OrderFailedError(f"the connection failed: {exc}") from None
-            if not chunk:
-                self.eof = True
-            self.buffer += chunk
-            if len(self.buffer) > _MAX_REPLY_BYTES:
-                raise OrderFailedError("reply too long")
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line.decode("ascii", "replace").rstrip("\r")
+        """The next line (without its end), None at EOF.
+
+        Raises:
+            OrderFailedError: no line within ``timeout_s`` seconds, too long a reply, or a
+                failed connection.
+        """
+        try:
+            raw = self._lines.line(timeout_s)
+        except LineTimeoutError:
+            raise OrderFailedError(f"no reply line within {timeout_s:g} s") from None
+        except LineTooLongError:
+            raise OrderFailedError("reply too long") from None
+        except OSError as exc:
+            raise OrderFailedError(f"the connection failed: {exc}") from None
+        return None if raw is None else raw.decode("ascii", "replace")
 
 
 def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
@@ -144,17 +101,17 @@ def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(format_shrink(n).encode("ascii"))
+            sock.sendall(format_order(Order("shrink", n)).encode("ascii"))
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
-        reader = _LineReader(sock)
+        reader = _ReplyReader(sock)
         names: list[str] = []
         for _ in range(n):
             line = reader.line(line_timeout_s)
             if line is None:
                 raise OrderFailedError(f"the job closed the connection after {len(names)} of {n} "
                                   f"host names")
-            if line.startswith(ERROR_PREFIX):
+            if is_refusal(line):
                 raise OrderFailedError(f"the job refused the shrink: {line}", refused=True)
             names.append(line.strip())
         return names
@@ -172,12 +129,12 @@ def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | N
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(format_grow(hosts).encode("ascii"))
+            sock.sendall(format_order(Order("grow", len(hosts), tuple(hosts))).encode("ascii"))
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
-        reader = _LineReader(sock)
+        reader = _ReplyReader(sock)
         deadline = time.monotonic() + done_timeout_s
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -186,7 +143,7 @@ def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | N
                 return  # timed out, or the connection was reset after the line: as Java
             if line is None:
                 return
-            if line.startswith(ERROR_PREFIX):
+            if is_refusal(line):
                 raise OrderFailedError(f"the job refused the grow: {line}", refused=True)
 
 
@@ -194,7 +151,8 @@ class NotificationListener:
     """Accepts notification connections on one address and port; one line each.
 
     Args:
-        address: the address to bind (one address only, never all: SPEC §2).
+        address: the address to bind (one address only, never all: logical nodes of this
+            machine listen on the same port of their own addresses).
         port: the port (``SCHEDULER_PORT``).
         on_line: called with each line (without its end) from the listener's threads.
         read_timeout_s: seconds a connection may take to send its line.
@@ -236,7 +194,7 @@ class NotificationListener:
 
     def _read(self, conn: socket.socket) -> None:
         with conn:
-            reader = _LineReader(conn)
+            reader = _ReplyReader(conn)
             while True:
                 try:
                     line = reader.line(self._read_timeout_s)

@@ -27,7 +27,7 @@ JAVA_SCRIPT = """#!/bin/bash
 #MAX_NODES 4
 
 common_dir="${SCRIPT_DIR}/"
-# the body below passes the problem size as -n (SPEC §6), not a node count
+# the body below passes the problem size as -n (as the Java benchmarks take it), not a node count
 malleable="malleable"
 source ${common_dir}/common.sh "handist.glb.examples.nqueens.StartNQueens -n 17"
 """

@@ -3,7 +3,7 @@
 Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`define_malleable_handler`, :func:`disable_malleable_handler`,
 :func:`notify_scheduler`; for extensions, :class:`MalleableCommunicator` (the abstract link to
-a scheduler), :func:`malleable_state` with :class:`OrderState`, and :func:`order_reports`
+a scheduler), :func:`malleable_state` with :class:`HandlerState`, and :func:`order_reports`
 with :class:`OrderReport`.  The mechanism is in ``_orders``; the links to
 particular schedulers are in the top-level ``communicators`` package, which implements
 :class:`MalleableCommunicator` and registers them as entry points.
@@ -15,7 +15,7 @@ import logging
 
 from ._communicator import MalleableCommunicator
 from ._handler import MalleableHandler
-from ._orders import OrderReport, OrderState, malleability
+from ._orders import HandlerState, OrderReport, malleability
 
 __all__ = [
     "MalleableHandler",
@@ -23,7 +23,7 @@ __all__ = [
     "disable_malleable_handler",
     "notify_scheduler",
     "OrderReport",
-    "OrderState",
+    "HandlerState",
     "MalleableCommunicator",
     "malleable_state",
     "order_reports",
@@ -82,8 +82,8 @@ def notify_scheduler(message: str) -> None:
                     type(exc).__name__, exc)
 
 
-def malleable_state() -> OrderState:
-    """Where this program stands with malleability (at place 0): ``OrderState.UNDEFINED``
+def malleable_state() -> HandlerState:
+    """Where this program stands with malleability (at place 0): ``HandlerState.UNDEFINED``
     before a handler is defined, ``DEFINED`` while orders are accepted, ``DISABLED`` after.
 
     A library that would define a handler of its own (GLB does) checks this first: a

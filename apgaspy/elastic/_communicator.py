@@ -12,8 +12,6 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from .._place import Place
-from .._runtime import runtime
 from ._orders import OrderReport, malleability
 
 __all__ = ["MalleableCommunicator"]
@@ -72,22 +70,3 @@ class MalleableCommunicator(ABC):
             MalleabilityError: the order is refused (an unreachable host, say).
         """
         return malleability().grow(hosts)
-
-    @staticmethod
-    def host_of(place: Place | int) -> str:
-        """The host name ``place`` was started for, in the spelling the job was given.
-
-        Raises:
-            KeyError: no such place.
-        """
-        pid = place.id if isinstance(place, Place) else place
-        return runtime().membership.table[pid].host
-
-    @staticmethod
-    def hosts() -> list[str]:
-        """The job's hosts (each allotted host once, in place order)."""
-        seen: dict[int, str] = {}
-        for pid in runtime().membership.place_ids():
-            info = runtime().membership.table[pid]
-            seen.setdefault(info.slot, info.host)
-        return list(seen.values())

@@ -63,14 +63,15 @@ from ._policy import check_shrink_answer
 if TYPE_CHECKING:
     from ._handler import MalleableHandler
 
-__all__ = ["OrderState", "OrderReport", "Malleability", "malleability"]
+__all__ = ["HandlerState", "OrderReport", "Malleability", "malleability"]
 
 log = logging.getLogger("apgaspy")
 
 
 
-class OrderState(enum.Enum):
-    """Where the program stands with malleability (:func:`apgaspy.elastic.malleable_state`).
+class HandlerState(enum.Enum):
+    """The malleable handler's state: where the program stands with malleability
+    (:func:`apgaspy.elastic.malleable_state`).
 
     ``UNDEFINED`` until ``define_malleable_handler``, ``DEFINED`` while orders are accepted,
     ``DISABLED`` after ``disable_malleable_handler`` (final: a program is malleable once).
@@ -117,7 +118,7 @@ class Malleability:
     """Place 0's malleability state: the handler, the communicator, the order lock."""
 
     def __init__(self) -> None:
-        self.state = OrderState.UNDEFINED  # then DEFINED, then DISABLED
+        self.state = HandlerState.UNDEFINED  # then DEFINED, then DISABLED
         self.handler: MalleableHandler | None = None
         self.communicator: Any = None
         self.order_lock = threading.RLock()  # a handler may disable from inside an order
@@ -137,9 +138,9 @@ class Malleability:
                 f"called at place({rt.here})")
         if not isinstance(handler, MalleableHandler):
             raise TypeError(f"expected a MalleableHandler, got {type(handler).__name__}")
-        if self.state is OrderState.DEFINED:
+        if self.state is HandlerState.DEFINED:
             raise MalleabilityError("a malleable handler is already defined")
-        if self.state is OrderState.DISABLED:
+        if self.state is HandlerState.DISABLED:
             raise MalleabilityError(
                 "the malleable handler was disabled: a program is malleable once, "
                 "define_malleable_handler() cannot be called again")
@@ -147,16 +148,16 @@ class Malleability:
         members = rt.membership
         self.next_place = max([*members.table, *members.released, *members.dead]) + 1
         self.next_slot = max(info.slot for info in members.table.values()) + 1
-        self.state = OrderState.DEFINED
+        self.state = HandlerState.DEFINED
         self.communicator = make_communicator()
         if self.communicator is not None:
             self.communicator.start()
 
     def disable(self) -> None:
-        if self.state is not OrderState.DEFINED:
+        if self.state is not HandlerState.DEFINED:
             raise MalleabilityError("no malleable handler is defined")
         with self.order_lock:  # let a running order end first
-            self.state = OrderState.DISABLED
+            self.state = HandlerState.DISABLED
             self.handler = None
         self._stop_communicator()
 
@@ -170,16 +171,16 @@ class Malleability:
 
     def close(self) -> None:
         """At the end of the program: stop the communicator if still running."""
-        if self.state is OrderState.DEFINED:
-            self.state = OrderState.DISABLED
+        if self.state is HandlerState.DEFINED:
+            self.state = HandlerState.DISABLED
             self.handler = None
         self._stop_communicator()
 
     def _handler(self) -> MalleableHandler:
-        if self.state is not OrderState.DEFINED or self.handler is None:
+        if self.state is not HandlerState.DEFINED or self.handler is None:
             raise MalleabilityError(
                 "orders are refused: the program has no malleable handler defined "
-                f"({'not yet' if self.state is OrderState.UNDEFINED else 'disabled'})")
+                f"({'not yet' if self.state is HandlerState.UNDEFINED else 'disabled'})")
         return self.handler
 
     # ------------------------------------------------------------------ grow

@@ -1,0 +1,170 @@
+"""The control interface's server side: JSON lines on a Unix socket (the client side is
+:mod:`scheduler.control`).
+
+Requests (one JSON object a line; replies likewise, ``{"ok": true, ...}`` or
+``{"ok": false, "error": "..."}``)::
+
+    {"op": "submit", "script": PATH}          one job script file
+    {"op": "submit", "text": SCRIPT, "name"?} an inline job script
+    {"op": "submit", "batch": PATH}           a batch file (JSON or CSV)
+    {"op": "submit", "job": {JobSpec fields, "submit_s"?}}
+    {"op": "status"}
+    {"op": "cancel", "job": ID}
+    {"op": "shutdown"}                        replies once everything has ended
+    {"op": "ping"}
+
+Each request is carried out through the :class:`~scheduler.server.Server` façade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import socket
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._exceptions import SubmissionError
+from .jobs import JobSpec
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["ControlServer", "handle_request"]
+
+
+def handle_request(server: Server, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer one control request (module docstring); never raises for bad input: the
+    reply says ``{"ok": false, "error": ...}``."""
+    op = request.get("op")
+    try:
+        if op == "status":
+            return {"ok": True, **server.status()}
+        if op == "submit":
+            return _submit(server, request)
+        if op == "cancel":
+            raw = request.get("job")
+            try:
+                job_id = int(raw)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                return {"ok": False, "error": f"a job id is a number, got {raw!r}"}
+            before = server.cancel(job_id)
+            return {"ok": True, "job": job_id, "was": before}
+        if op == "shutdown":
+            ended = server.shutdown()
+            return {"ok": True, "ended": ended}
+        if op == "ping":
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown op {op!r}: use submit, status, cancel, "
+                                      "shutdown"}
+    except SubmissionError as exc:
+        return {"ok": False, "error": str(exc)}
+
+
+def _submit(server: Server, request: Mapping[str, Any]) -> dict[str, Any]:
+    if server.stopping:
+        return {"ok": False, "error": "the scheduler is shutting down"}
+    delay = float(request.get("delay_s", 0.0) or 0.0)
+    if "script" in request:
+        return {"ok": True, "jobs": [server.submit_script(str(request["script"]),
+                                                          delay_s=delay)], "refused": []}
+    if "text" in request:
+        name = request.get("name")
+        return {"ok": True, "jobs": [server.submit_text(str(request["text"]),
+                                                        name=str(name) if name else None,
+                                                        delay_s=delay)], "refused": []}
+    if "batch" in request:
+        ids, refused = server.submit_batch(str(request["batch"]))
+        return {"ok": True, "jobs": ids, "refused": [list(r) for r in refused]}
+    if "job" in request:
+        raw = dict(request["job"])
+        delay = float(raw.pop("submit_s", delay) or 0.0)
+        if isinstance(raw.get("command"), str):
+            raw["command"] = tuple(shlex.split(raw["command"]))
+        elif raw.get("command") is not None:
+            raw["command"] = tuple(raw["command"])
+        try:
+            spec = JobSpec(**raw)
+        except (TypeError, ValueError) as exc:
+            raise SubmissionError(f"not a valid job: {exc}") from None
+        return {"ok": True, "jobs": [server.submit(spec, delay_s=delay)], "refused": []}
+    return {"ok": False, "error": "submit needs one of script, text, batch, job"}
+
+
+class ControlServer:
+    """Listens on a Unix socket and answers each connection's requests on its own thread.
+
+    Args:
+        server: the scheduler the requests go to.
+        path: the socket's path.
+
+    Raises:
+        OSError: the path is taken by a live scheduler, or cannot be bound.
+    """
+
+    def __init__(self, server: Server, path: str | Path) -> None:
+        p = Path(path).resolve()
+        if p.exists():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.connect(str(p))
+                except OSError:
+                    p.unlink()  # a stale socket of a scheduler that is gone
+                else:
+                    raise OSError(f"a scheduler already listens on {p}")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(p))
+        sock.listen(16)
+        sock.settimeout(0.2)
+        self.path = p
+        self._server = server
+        self._sock: socket.socket | None = sock
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="scheduler-control",
+                                        daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop accepting, close the socket and remove its path.  Idempotent; may be called
+        from a connection's thread (a ``shutdown`` request)."""
+        sock, self._sock = self._sock, None
+        self._closed.set()
+        if sock is not None:
+            if self._thread is not threading.current_thread():
+                self._thread.join(timeout=5)
+            sock.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            sock = self._sock
+            if sock is None:
+                return
+            try:
+                conn, _ = sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                             name="scheduler-control-conn").start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    request = json.loads(line)
+                    if not isinstance(request, dict):
+                        raise ValueError("a request is a JSON object")
+                    reply = handle_request(self._server, request)
+                except (ValueError, TypeError) as exc:
+                    reply = {"ok": False, "error": str(exc)}
+                try:
+                    fh.write(json.dumps(reply) + "\n")
+                    fh.flush()
+                except OSError:
+                    return

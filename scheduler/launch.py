@@ -1,0 +1,171 @@
+"""Job processes: starting a job on its nodes, and seeing it end or ending it.
+
+A job is started on its first node by the node backend (:mod:`scheduler.nodes`), in its own
+session, with the environment of :data:`communicators.protocol.JOB_ENVIRONMENT` (``NODES``,
+``NODE_FILE``: absolute, one host a line in the job's node order, ``SCHEDULER_IP``,
+``SCHEDULER_PORT``, ``JOBNAME``: the numeric id, ``ELASTIC``) plus ``PYTHONUNBUFFERED=1`` and
+the server's ``job_env``.  Its processes are followed through :class:`scheduler.procs.
+ProcessTree`; a job the scheduler ends (overrun, cancel, shutdown) gets SIGTERM, then SIGKILL
+after the grace, and processes it leaves behind are killed too.
+
+Every function here is called with the state's lock held.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+
+from communicators.protocol import job_environment
+
+from .jobs import JobClass
+from .nodes import JobLaunch
+from .procs import ProcessTree, proc_table
+from .state import ServerJob, ServerState
+
+__all__ = ["end_job", "finish", "job_env", "police", "reap", "scan", "start_job"]
+
+
+def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
+    """The environment variables a job is started with (module docstring)."""
+    env = dict(state.job_env)
+    env.update(job_environment(nodes=len(job.nodes), node_file=str(job.node_file),
+                               scheduler_ip=state.listen, port=state.port, job_id=job.job_id,
+                               malleable=job.elastic))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
+    """Start a waiting job on ``nodes`` (free, checked by the caller) at ``now`` (s).
+
+    A start that fails (the backend raises ``OSError``) marks the job ``failed`` and frees
+    its nodes; it is logged as ``start_failed``.
+    """
+    state.queue.remove(job.job_id)
+    job.elastic = job.spec.job_class is JobClass.MALLEABLE and state.elastic_algorithm
+    if state.rm is not None:
+        nodes = list(state.rm.arrange(nodes))  # e.g. Slurm's batch host first
+    job.nodes = nodes
+    job.node_file = state.run_dir / f"job-{job.job_id}.nodes"
+    job.node_file.write_text("".join(f"{n}\n" for n in nodes), encoding="ascii")
+    job.stdout = state.run_dir / f"job-{job.job_id}.out"
+    job.stderr = state.run_dir / f"job-{job.job_id}.err"
+    state.free.difference_update(nodes)
+    try:
+        job.address = state.nodes.address(nodes[0])
+        launch = JobLaunch(job.job_id, job.argv, state.cwd, job.stdout, job.stderr)
+        job.proc = state.nodes.launch(launch, nodes, job_env(state, job))
+    except OSError as exc:
+        state.free.update(nodes)
+        job.nodes = []
+        job.state = "failed"
+        job.start_s = job.end_s = now
+        job.allotment = [(now, tuple(nodes)), (now, ())]
+        state.event("start_failed", job.job_id, nodes=nodes, error=str(exc))
+        state.dirty = True
+        return
+    job.tree = ProcessTree(job.proc.pid)
+    job.state = "running"
+    job.start_s = now
+    job.allotment.append((now, tuple(nodes)))
+    state.event("start", job.job_id, name=job.spec.name, nodes=nodes, pid=job.proc.pid,
+                elastic=job.elastic, wait_s=round(now - job.submit_s, 3),
+                command=shlex.join(job.argv), **state.rm_info(job))
+
+
+def scan(state: ServerState) -> None:
+    """Refresh the process trees of running jobs and of stragglers from one process table."""
+    trees = [j.tree for j in state.jobs.values() if j.tree is not None
+             and j.state == "running"] + [t for _, t, _ in state.stragglers]
+    if not trees:
+        return
+    table = proc_table()
+    for tree in trees:
+        tree.refresh(table)
+
+
+def reap(state: ServerState, now: float) -> None:
+    """Finish the running jobs whose first process has exited; SIGKILL stragglers (processes
+    left by ended jobs) whose grace is over."""
+    for job in list(state.jobs.values()):
+        if job.state != "running" or job.proc is None:
+            continue
+        code = job.proc.poll()
+        if code is None:
+            continue
+        finish(state, job, code, now)
+    left = []
+    for deadline, tree, job_id in state.stragglers:
+        pids = tree.alive()
+        if not pids:
+            continue
+        if now >= deadline:
+            state.event("leftover_killed", job_id, pids=pids)
+            tree.signal(signal.SIGKILL)
+            left.append((now + 2.0, tree, job_id))
+        else:
+            left.append((deadline, tree, job_id))
+    state.stragglers = [s for s in left if s[1].alive()]
+
+
+def finish(state: ServerState, job: ServerJob, code: int, now: float) -> None:
+    """A running job has ended with exit status ``code`` at ``now``: set its final state
+    (``killed``, ``cancelled``, ``done`` or ``failed``), free its nodes, tell the resource
+    manager, and keep its leftover processes as stragglers."""
+    job.returncode = code
+    job.end_s = now
+    if job.ending == "overrun":
+        job.state = "killed"
+    elif job.ending in ("cancel", "shutdown"):
+        job.state = "cancelled"
+    else:
+        job.state = "done" if code == 0 else "failed"
+    state.free.update(job.nodes)
+    held = list(job.nodes)
+    job.nodes = []
+    job.allotment.append((now, ()))
+    job.busy = False
+    job.releasing = 0
+    job.ready = False
+    state.event("end", job.job_id, state=job.state, returncode=code, nodes=held,
+                run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows)
+    if state.rm is not None:
+        state.rm.ended(job.job_id)  # e.g. scancel its Slurm jobs
+    if job.tree is not None:
+        job.tree.refresh()
+        if job.tree.alive():
+            # Processes of a job that ended by itself get the grace to exit on their own;
+            # those of a job the scheduler ends are killed at once.
+            grace = 0.0 if job.ending else state.grace_s
+            if job.ending:
+                job.tree.signal(signal.SIGKILL)
+            state.stragglers.append((now + grace, job.tree, job.job_id))
+    state.dirty = True
+
+
+def police(state: ServerState, now: float) -> None:
+    """End the running jobs that overran their required time; SIGKILL those whose grace
+    after SIGTERM is over."""
+    for job in state.jobs.values():
+        if job.state != "running":
+            continue
+        if not job.ending and now - job.start_s > job.spec.required_time_s:
+            state.event("overrun", job.job_id, required_time_s=job.spec.required_time_s,
+                        run_s=round(now - job.start_s, 3))
+            end_job(state, job, "overrun")
+        elif job.ending and now >= job.kill_at_s and job.tree is not None:
+            pids = job.tree.signal(signal.SIGKILL)
+            state.event("sigkill", job.job_id, pids=pids)
+            job.kill_at_s = math.inf
+
+
+def end_job(state: ServerState, job: ServerJob, why: str) -> None:
+    """SIGTERM the job's whole tree now; SIGKILL at ``grace_s`` (by :func:`police`).
+    ``why``: ``overrun``, ``cancel`` or ``shutdown``."""
+    job.ending = why
+    job.kill_at_s = state.now() + state.grace_s
+    if job.tree is not None:
+        pids = job.tree.signal(signal.SIGTERM)
+        state.event("sigterm", job.job_id, reason=why, pids=pids)

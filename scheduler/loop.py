@@ -1,0 +1,138 @@
+"""The real scheduler's main loop: admit, watch, police, decide, apply.
+
+::
+
+    every 0.1 s at most (sooner when woken):
+        admit due submissions; refresh the process trees (every 0.5 s); reap ended jobs;
+        end overrunning ones, SIGKILL after the grace;
+        every ``interval_s`` and after any change:
+            View(now_s, free, running, waiting) ─► algorithm.decide(view) ─► apply:
+                Start  → :func:`scheduler.launch.start_job`
+                Shrink → :func:`scheduler.orders.order_shrink`
+                Grow   → :func:`scheduler.orders.order_grow`
+
+The algorithm objects are the simulator's (:mod:`scheduler.algorithms`); a decision the
+state does not allow is logged as ``invalid_decision`` and skipped, and an algorithm that
+raises is logged as ``algorithm_error``: neither stops the scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .algorithms import Decision, Grow, RunningJob, Shrink, Start, View, WaitingJob
+from .algorithms.base import node_key
+from .launch import police, reap, scan, start_job
+from .orders import order_grow, order_shrink
+from .state import ServerState
+from .submission import admit_due
+
+__all__ = ["MainLoop"]
+
+_SCAN_PERIOD_S = 0.5  # how often the process trees are refreshed
+_LOOP_PERIOD_S = 0.1  # longest sleep of the main loop
+
+
+class MainLoop:
+    """Runs the loop (module docstring) on the calling thread until ``state.stop`` is set.
+
+    Args:
+        state: the server's state.
+    """
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def run(self) -> None:
+        """The loop; returns once shutdown has begun."""
+        s = self.state
+        next_tick = s.now()
+        last_scan = -math.inf
+        while not s.stop.is_set():
+            with s.lock:
+                now = s.now()
+                admit_due(s, now)
+                if now - last_scan >= _SCAN_PERIOD_S:
+                    scan(s)
+                    last_scan = now
+                reap(s, now)
+                police(s, now)
+                if s.dirty or now >= next_tick:
+                    s.dirty = False
+                    if now >= next_tick:
+                        next_tick = now + s.interval_s
+                    self._schedule(now)
+                wait = min(_LOOP_PERIOD_S, max(0.0, next_tick - now))
+                if s.pending:
+                    wait = min(wait, max(0.0, s.pending[0][0] - now))
+            s.wake.wait(wait)
+            s.wake.clear()
+
+    def view(self, now: float) -> View:
+        """What the algorithm sees at ``now`` (s): free nodes, running and waiting jobs."""
+        s = self.state
+        running = []
+        for job in s.jobs.values():
+            if job.state != "running":
+                continue
+            running.append(RunningJob(
+                job_id=job.job_id, spec=job.spec, nodes=tuple(job.nodes), start_s=job.start_s,
+                malleable_ready=(job.elastic and job.ready and job.reachable and not job.busy
+                                 and not job.ending),
+                last_order_s=job.last_order_s, releasing=job.releasing))
+        running.sort(key=lambda r: (r.start_s, r.job_id))
+        waiting = tuple(WaitingJob(i, s.jobs[i].spec, s.jobs[i].submit_s) for i in s.queue)
+        return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
+                    len(s.all_nodes))
+
+    def _schedule(self, now: float) -> None:
+        s = self.state
+        if s.stop.is_set():
+            return
+        view = self.view(now)
+        try:
+            decisions = s.algorithm.decide(view)
+        except Exception as exc:  # noqa: BLE001 - a policy bug must not stop the scheduler
+            s.event("algorithm_error", None, error=f"{type(exc).__name__}: {exc}")
+            return
+        s.decide_calls += 1
+        for decision in decisions:
+            problem = self._apply(decision, now)
+            if problem:
+                s.event("invalid_decision", getattr(decision, "job_id", None),
+                        decision=repr(decision), error=problem)
+
+    def _apply(self, decision: Decision, now: float) -> str | None:
+        """Apply one decision; return why it cannot be applied, or None."""
+        s = self.state
+        if isinstance(decision, Start):
+            job = s.jobs.get(decision.job_id)  # type: ignore[arg-type]
+            if job is None or job.state != "waiting":
+                return "no such waiting job"
+            nodes = list(decision.nodes)
+            if len(set(nodes)) != len(nodes) or any(n not in s.free for n in nodes):
+                return f"nodes not free: {nodes}"
+            if not job.spec.lo <= len(nodes) <= job.spec.hi:
+                return f"{len(nodes)} nodes outside {job.spec.lo}-{job.spec.hi}"
+            start_job(s, job, nodes, now)
+            return None
+        if isinstance(decision, (Shrink, Grow)):
+            job = s.jobs.get(decision.job_id)  # type: ignore[arg-type]
+            if job is None or job.state != "running":
+                return "no such running job"
+            if not (job.elastic and job.ready and job.reachable and not job.busy):
+                return "the job does not take orders now"
+            if isinstance(decision, Shrink):
+                if decision.count < 1 or len(job.nodes) - decision.count < job.spec.lo:
+                    return f"cannot shrink {len(job.nodes)} nodes by {decision.count}"
+                order_shrink(s, job, decision.count, now)
+                return None
+            nodes = list(decision.nodes)
+            if not nodes or len(set(nodes)) != len(nodes) or any(
+                    n not in s.free for n in nodes):
+                return f"nodes not free: {nodes}"
+            if len(job.nodes) + len(nodes) > job.spec.hi:
+                return f"cannot grow {len(job.nodes)} nodes by {len(nodes)}"
+            order_grow(s, job, nodes, now)
+            return None
+        return f"not a decision: {decision!r}"

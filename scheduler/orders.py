@@ -1,0 +1,173 @@
+"""Orders to running jobs: a shrink or a grow, each exchanged with the job on its own thread.
+
+As the Java scheduler sends them (:mod:`scheduler.wire`): a failed shrink (an ``ERROR``
+line, a line later than 20 s, the job unreachable) frees no node and marks the job *not
+reachable*: it is treated as rigid from then on.  A refused grow gives its nodes back.
+Nodes a shrink reply names go back to the pool when the job holds them (matched by name); a
+name the job does not hold is logged as an error.  While a shrink is in flight the job's
+``releasing`` counts the nodes it will give back, and the job takes no order until the reply
+(or, for a grow, until the job closes the order connection).
+
+With a resource manager (:class:`scheduler.nodes.ResourceManager`; Slurm), ``acquire``
+makes a grow's nodes the job's before the order is sent (a failure gives them back, as a
+refused grow), ``release`` takes back the nodes a shrink reply names before they are free (a
+failure keeps them with the job, which is treated as rigid from then on) and the nodes of a
+grow that failed after ``acquire``.
+
+:func:`order_shrink` and :func:`order_grow` are called with the state's lock held; the
+exchange threads take it only to record the outcome.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .state import ServerJob, ServerState
+from .wire import OrderFailedError, send_grow, send_shrink
+
+__all__ = ["order_grow", "order_shrink"]
+
+
+def order_shrink(state: ServerState, job: ServerJob, count: int, now: float) -> None:
+    """Order ``job`` to give back ``count`` nodes (the reply names them)."""
+    job.releasing = count
+    _send_order(state, job, "shrink", _shrink_exchange, count, now,
+                count=count, nodes=list(job.nodes))
+
+
+def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
+    """Give ``nodes`` (free) to ``job`` now and order it to use them."""
+    state.free.difference_update(nodes)
+    job.nodes.extend(nodes)
+    job.allotment.append((now, tuple(job.nodes)))
+    _send_order(state, job, "grow", _grow_exchange, nodes, now,
+                added=nodes, nodes=list(job.nodes))
+
+
+def _send_order(state: ServerState, job: ServerJob, kind: str,
+                exchange: Callable[..., None], arg: Any, now: float, **event: Any) -> None:
+    """Mark ``job`` busy with a new order, log ``<kind>_order`` and run
+    ``exchange(state, job, seq, address, arg)`` on its own thread."""
+    job.busy = True
+    job.last_order_s = now
+    job.order_seq += 1
+    state.event(f"{kind}_order", job.job_id, **event)
+    threading.Thread(target=exchange,
+                     args=(state, job, job.order_seq, (job.address, state.port), arg),
+                     name=f"{kind}-{job.job_id}", daemon=True).start()
+
+
+def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[str, int],
+                     count: int) -> None:
+    t0 = time.monotonic()
+    try:
+        names = send_shrink(address, count, source=state.listen,
+                            line_timeout_s=state.shrink_line_timeout_s)
+        error = None
+    except OrderFailedError as exc:
+        names, error = [], str(exc)
+    rm_fields: dict[str, Any] = {}
+    rm_error = None
+    if error is None and state.rm is not None:
+        # The job's places on the named nodes are gone: the resource manager takes the
+        # nodes back (Slurm: scontrol update … NodeList=<kept>) before they are free.
+        with state.lock:
+            held = list(job.nodes) if job.order_seq == seq and job.state == "running" \
+                else []
+        gone = [n for n in dict.fromkeys(names) if n in held]
+        if gone:
+            try:
+                rm_fields = dict(state.rm.release(job.job_id, gone))
+            except OSError as exc:
+                rm_error = str(exc)
+    took = round(time.monotonic() - t0, 3)
+    with state.lock:
+        if job.order_seq != seq or job.state != "running":
+            state.event("shrink_late", job.job_id, names=names, error=error)
+            return
+        now = state.now()
+        job.busy = False
+        job.releasing = 0
+        if error is not None or rm_error is not None:
+            job.reachable = False
+            if rm_error is not None:
+                error = (f"the job released {','.join(names)}, but the resource manager "
+                         f"did not take them back: {rm_error}")
+            state.event("shrink_failed", job.job_id, count=count, error=error,
+                        seconds=took, note="not reachable: treated as rigid from now on")
+        else:
+            freed = []
+            for name in names:
+                if name in job.nodes:
+                    job.nodes.remove(name)
+                    state.free.add(name)
+                    freed.append(name)
+                else:
+                    state.event("shrink_unknown_node", job.job_id, node=name,
+                                error=f"the job named {name!r}, which it does not hold",
+                                nodes=list(job.nodes))
+            job.shrinks += 1
+            job.orders.append(("shrink", freed))
+            job.allotment.append((now, tuple(job.nodes)))
+            state.event("shrink_done", job.job_id, released=freed, nodes=list(job.nodes),
+                        seconds=took, **rm_fields)
+        state.dirty = True
+    state.wake.set()
+
+
+def _grow_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[str, int],
+                   nodes: list[str]) -> None:
+    t0 = time.monotonic()
+    error: OrderFailedError | None = None
+    rm_fields: dict[str, Any] = {}
+    stuck: list[str] = []
+    if state.rm is not None:
+        # The nodes become the job's in the resource manager first (Slurm: expand its
+        # allocation), so that the job can start places there.
+        try:
+            rm_fields = dict(state.rm.acquire(job.job_id, nodes))
+        except OSError as exc:
+            error = OrderFailedError(f"the resource manager could not add "
+                                     f"{','.join(nodes)}: {exc}", refused=True)
+    acquired = state.rm is not None and error is None
+    if error is None:
+        try:
+            send_grow(address, nodes, source=state.listen,
+                      done_timeout_s=state.grow_timeout_s)
+        except OrderFailedError as exc:
+            error = exc
+    if error is not None and acquired and state.rm is not None:
+        try:
+            rm_fields = dict(state.rm.release(job.job_id, nodes))
+        except OSError as exc:  # they stay with the job
+            stuck = list(nodes)
+            rm_fields = {"rm_error": str(exc)}
+    took = round(time.monotonic() - t0, 3)
+    with state.lock:
+        if job.order_seq != seq or job.state != "running":
+            state.event("grow_late", job.job_id, error=str(error) if error else None)
+            return
+        now = state.now()
+        job.busy = False
+        if error is None:
+            job.grows += 1
+            job.orders.append(("grow", list(nodes)))
+            state.event("grow_done", job.job_id, added=nodes, nodes=list(job.nodes),
+                        seconds=took, **rm_fields)
+        else:
+            back = [n for n in nodes if n in job.nodes and n not in stuck]
+            for n in back:
+                job.nodes.remove(n)
+                state.free.add(n)
+            job.allotment.append((now, tuple(job.nodes)))
+            if not error.refused:
+                job.reachable = False
+            state.event("grow_failed", job.job_id, added=nodes, error=str(error),
+                        seconds=took, returned=back,
+                        note=None if error.refused else
+                        "not reachable: treated as rigid from now on", **rm_fields)
+        state.dirty = True
+    state.wake.set()

@@ -1,0 +1,245 @@
+"""The real scheduler's shared state: its settings, its jobs, its nodes, its event log.
+
+Every part of the server (:mod:`scheduler.submission`, :mod:`scheduler.loop`,
+:mod:`scheduler.launch`, :mod:`scheduler.orders`, :mod:`scheduler.notifications`,
+:mod:`scheduler.shutdown`) works on one :class:`ServerState` under its one lock
+(``state.lock``); none of them holds state of its own.  The clock is injected, as in the
+simulator: times in the event log and in views are seconds since the state was made.
+
+Job states: ``pending`` (submitted with a delay), ``waiting``, ``running``, then ``done``
+(exit 0), ``failed`` (other exit status, or it could not start), ``killed`` (overran its
+required time), ``cancelled``.
+
+The event log (``log_path``) has one JSON object a line: ``t`` (seconds since start),
+``event``, ``job`` (id or null) and the event's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .algorithms import Algorithm
+from .jobs import JobSpec
+from .nodes import NodeBackend, ResourceManager
+from .procs import ProcessTree
+
+__all__ = ["ENDED_STATES", "RESIZING_ALGORITHMS", "EventLog", "ServerJob", "ServerState"]
+
+#: Algorithms that resize running jobs: only under them is a malleable job ``ELASTIC=malleable``.
+RESIZING_ALGORITHMS = frozenset({"malleable"})
+#: Job states in which a job holds no node and never will again.
+ENDED_STATES = frozenset({"done", "failed", "killed", "cancelled"})
+
+
+@dataclass(eq=False)
+class ServerJob:
+    """One job as the real scheduler keeps it (mutable; guarded by the state's lock).
+
+    Attributes (the less obvious ones):
+        elastic: the job is malleable under a resizing algorithm (``ELASTIC=malleable``).
+        nodes: the nodes it holds now, its first node first.
+        address: where it takes orders (its first node's address).
+        ready: it announced ``APGAS-Ready``; ``busy``: an order is in flight;
+            ``reachable``: no order to it has failed (else it is treated as rigid).
+        releasing: nodes a shrink in flight will give back.
+        order_seq: counts its orders, so that a late reply to an old one is recognised.
+        allotment: (time s, nodes held from then on), for the metrics.
+        ending: why the scheduler is ending it (``overrun``, ``cancel``, ``shutdown``), or "".
+        kill_at_s: when it gets SIGKILL if still running (after the grace).
+    """
+
+    job_id: int
+    spec: JobSpec
+    argv: tuple[str, ...]
+    submit_s: float
+    state: str = "waiting"
+    elastic: bool = False
+    nodes: list[str] = field(default_factory=list)
+    address: str = ""
+    start_s: float = math.nan
+    end_s: float = math.nan
+    proc: Any = None
+    tree: ProcessTree | None = None
+    returncode: int | None = None
+    ready: bool = False
+    busy: bool = False
+    reachable: bool = True
+    releasing: int = 0
+    last_order_s: float | None = None
+    order_seq: int = 0
+    shrinks: int = 0
+    grows: int = 0
+    orders: list[tuple[str, list[str]]] = field(default_factory=list)
+    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+    ending: str = ""
+    kill_at_s: float = math.inf
+    stdout: Path | None = None
+    stderr: Path | None = None
+    node_file: Path | None = None
+
+    def info(self, now_s: float) -> dict[str, Any]:
+        """The job as JSON data (one entry of ``status``); ``now_s`` gives a running job's
+        run time so far."""
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else round(x, 3)
+
+        return {
+            "id": self.job_id,
+            "name": self.spec.name,
+            "class": self.spec.job_class.value,
+            "min_nodes": self.spec.lo,
+            "max_nodes": self.spec.hi,
+            "required_time_s": self.spec.required_time_s,
+            "state": self.state,
+            "nodes": list(self.nodes),
+            "elastic": self.elastic,
+            "ready": self.ready and not self.busy and self.reachable,
+            "reachable": self.reachable,
+            "order_in_flight": self.busy,
+            "submit_s": round(self.submit_s, 3),
+            "start_s": num(self.start_s),
+            "end_s": num(self.end_s),
+            "run_s": (None if math.isnan(self.start_s) else
+                      round((self.end_s if not math.isnan(self.end_s) else now_s)
+                            - self.start_s, 3)),
+            "shrinks": self.shrinks,
+            "grows": self.grows,
+            "orders": [[kind, list(nodes)] for kind, nodes in self.orders],
+            "returncode": self.returncode,
+            "pid": self.proc.pid if self.proc is not None else None,
+            "command": list(self.argv),
+            "stdout": str(self.stdout) if self.stdout else None,
+            "stderr": str(self.stderr) if self.stderr else None,
+        }
+
+
+class EventLog:
+    """The server's events: kept in memory (``records``), appended to a JSON-lines file,
+    and passed to a callback.
+
+    Args:
+        now: the server's clock (seconds since start).
+        path: the JSON-lines file (appended), or None.
+        on_event: called with each event dict from the calling thread, or None; an error
+            it raises is ignored (a progress printer must not stop the scheduler).
+
+    Raises:
+        OSError: ``path`` cannot be opened for appending.
+    """
+
+    def __init__(self, now: Callable[[], float], path: str | os.PathLike[str] | None,
+                 on_event: Callable[[dict[str, Any]], None] | None) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = (
+            open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        )
+        self.path = Path(path).resolve() if path else None
+        self._on_event = on_event
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, event: str, job: int | None = None, **fields: Any) -> dict[str, Any]:
+        """Record one event (``event`` name, ``job`` id or None, its fields); return it."""
+        record = {"t": round(self._now(), 3), "event": event, "job": job, **fields}
+        with self._lock:
+            self.records.append(record)
+            if self._file is not None:
+                self._file.write(json.dumps(record) + "\n")
+                self._file.flush()
+        if self._on_event is not None:
+            try:
+                self._on_event(record)
+            except Exception:  # noqa: BLE001 - a progress printer must not stop the scheduler
+                pass
+        return record
+
+    def close(self) -> None:
+        """Close the file (events are still kept in memory afterwards).  Idempotent."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+class ServerState:
+    """Settings, nodes, jobs, queues and events of one server; every field is guarded by
+    ``lock`` (the events by their own).
+
+    Args: as :class:`scheduler.server.Server` (which validates them).
+    """
+
+    def __init__(self, nodes: NodeBackend, algorithm: Algorithm, *, port: int, listen: str,
+                 run_dir: Path, log_path: str | os.PathLike[str] | None, interval_s: float,
+                 grace_s: float, cwd: str, job_env: Mapping[str, str],
+                 clock: Callable[[], float],
+                 on_event: Callable[[dict[str, Any]], None] | None,
+                 shrink_line_timeout_s: float, grow_timeout_s: float) -> None:
+        # settings
+        self.nodes = nodes
+        #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
+        self.rm: ResourceManager | None = (nodes if isinstance(nodes, ResourceManager)
+                                           else None)
+        self.algorithm = algorithm
+        self.port = port
+        self.listen = listen
+        self.run_dir = run_dir
+        self.interval_s = interval_s
+        self.grace_s = grace_s
+        self.cwd = cwd
+        self.job_env = dict(job_env)
+        self.shrink_line_timeout_s = shrink_line_timeout_s
+        self.grow_timeout_s = grow_timeout_s
+        self._clock = clock
+        self._t0 = clock()
+        # synchronisation
+        self.lock = threading.RLock()
+        self.wake = threading.Event()  # the main loop's wake-up call
+        self.stop = threading.Event()  # shutdown has begun
+        self.stopped = threading.Event()  # shutdown has finished
+        # cluster
+        self.all_nodes: tuple[str, ...] = tuple(nodes.names())
+        self.free: set[str] = set(self.all_nodes)
+        self.jobs: dict[int, ServerJob] = {}
+        self.pending: list[tuple[float, int]] = []  # (due_s, job id), sorted
+        self.queue: list[int] = []  # waiting job ids, in submission order
+        self.stragglers: list[tuple[float, ProcessTree, int]] = []  # (kill at, tree, job)
+        self.refused: list[tuple[str, str]] = []  # (name, reason)
+        self.next_id = 1
+        self.dirty = True  # run the algorithm at the next turn of the loop
+        self.decide_calls = 0
+        self.event = EventLog(self.now, log_path, on_event)
+
+    @property
+    def algorithm_name(self) -> str:
+        """The algorithm's ``name`` (``"?"`` without one)."""
+        return getattr(self.algorithm, "name", "?")
+
+    @property
+    def elastic_algorithm(self) -> bool:
+        """Whether the algorithm resizes running jobs (:data:`RESIZING_ALGORITHMS`)."""
+        return self.algorithm_name in RESIZING_ALGORITHMS
+
+    def now(self) -> float:
+        """Seconds since the state was made, on the injected clock."""
+        return self._clock() - self._t0
+
+    def changed(self) -> None:
+        """Something the algorithm sees has changed: run it at the loop's next turn, now."""
+        self.dirty = True
+        self.wake.set()
+
+    def rm_info(self, job: ServerJob) -> dict[str, Any]:
+        """The resource manager's fields of a running job (``{}`` without one)."""
+        if self.rm is None or job.state != "running":
+            return {}
+        try:
+            return dict(self.rm.job_info(job.job_id))
+        except Exception as exc:  # noqa: BLE001 - status must answer
+            return {"rm_error": str(exc)}

@@ -1,0 +1,130 @@
+"""The one wire-protocol module: both ends read each other's lines, and the reference page is
+the table's (docs/reference/protocol.md)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
+from communicators.protocol import (
+    JOB_ENVIRONMENT,
+    MESSAGES,
+    NotificationKind,
+    Order,
+    classify_notification,
+    format_notification,
+    format_order,
+    format_reply,
+    is_refusal,
+    java_classify_notification,
+    job_environment,
+    parse_notification,
+    parse_order,
+    reference_markdown,
+    refusal,
+    rigid_message,
+    split_timing,
+    timing_message,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_reference_page_is_the_table():
+    page = (ROOT / "docs" / "reference" / "protocol.md").read_text(encoding="utf-8")
+    assert page == reference_markdown(), \
+        "docs/reference/protocol.md is stale: python -m communicators.protocol > it"
+    for message in MESSAGES:
+        assert f"`{message.line}`" in page
+    for var in JOB_ENVIRONMENT:
+        assert f"`{var.name}`" in page
+
+
+def test_orders_go_out_as_the_java_scheduler_sends_them():
+    assert format_order(Order("shrink", 2)) == "shrink 2\n"
+    assert format_order(Order("grow", 2, ("127.0.1.3", "127.0.1.4"))) == \
+        "grow 2 127.0.1.3 127.0.1.4 \n"
+    assert parse_order("grow 2 127.0.1.3 127.0.1.4 \n") == \
+        Order("grow", 2, ("127.0.1.3", "127.0.1.4"))
+
+
+def test_the_jobs_refusal_is_what_the_scheduler_reads_as_one():
+    line = format_reply([refusal("cannot release 5 of 4 hosts")])
+    assert line == "ERROR cannot release 5 of 4 hosts\n"
+    assert is_refusal(line.rstrip("\n"))
+    assert is_refusal("ERROR")
+    assert [is_refusal(h) for h in ("127.0.1.2", "ERRORS.example.org", "node-ERROR")] == \
+        [False, False, False]
+    assert refusal("two\nlines") == "ERROR two lines"
+
+
+def test_notifications_both_ways():
+    line = format_notification(timing_message("growTimeAPGAS", 2, 1234), "127.0.1.1")
+    assert line == "growTimeAPGAS;2;1234:127.0.1.1\n"
+    assert parse_notification(line) == ("growTimeAPGAS;2;1234", "127.0.1.1")
+    assert split_timing(line) == ["growTimeAPGAS", "2", "1234", "127.0.1.1"]
+    assert parse_notification("APGAS-Ready:::1") == ("APGAS-Ready", "::1")
+    rigid = rigid_message("cannot listen on 127.0.1.1:8081: in use")
+    assert rigid == "APGAS-Rigid;cannot listen on 127.0.1.1 8081  in use"
+    assert format_notification(rigid, "127.0.1.1").count(":") == 1
+    with pytest.raises(ValueError, match="may not contain"):
+        format_notification("a:b", "127.0.1.1")
+
+
+@pytest.mark.parametrize(("message", "ours", "java"), [
+    ("APGAS-Ready", NotificationKind.READY, NotificationKind.READY),
+    ("APGAS-Disabled", NotificationKind.DISABLED, NotificationKind.UNDEFINED),
+    ("APGAS-Rigid;no port", NotificationKind.RIGID, NotificationKind.UNDEFINED),
+    ("shrinkTimeAPGAS;1;99", NotificationKind.TIMING, NotificationKind.TIMING),
+    ("preGrowTimeGLB;2;5", NotificationKind.TIMING, NotificationKind.TIMING),
+    ("Evolving;Request;1", NotificationKind.UNDEFINED, NotificationKind.UNDEFINED),
+])
+def test_notification_kinds(message, ours, java):
+    assert classify_notification(message) is ours
+    assert java_classify_notification(f"{message}:127.0.1.1") is java
+
+
+def test_job_environment():
+    assert job_environment(nodes=2, node_file="/tmp/job-7.nodes", scheduler_ip="127.0.0.1",
+                           port=8081, job_id=7, malleable=True) == {
+        "NODES": "2", "NODE_FILE": "/tmp/job-7.nodes", "SCHEDULER_IP": "127.0.0.1",
+        "SCHEDULER_PORT": "8081", "JOBNAME": "7", "ELASTIC": "malleable"}
+    assert [v.name for v in JOB_ENVIRONMENT] == \
+        ["NODES", "NODE_FILE", "SCHEDULER_IP", "SCHEDULER_PORT", "JOBNAME", "ELASTIC"]
+
+
+def test_the_scheduler_does_not_import_the_runtime():
+    code = ("import sys, scheduler.server, communicators.protocol; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'apgaspy', 'glb', 'zmq', 'mpi4py'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_line_reader_over_a_real_connection():
+    a, b = socket.socketpair()
+    with a, b:
+        reader = LineReader(b, max_bytes=64)
+        a.sendall(b"127.0.1.3\r\n127.0.")
+        assert reader.line(5) == b"127.0.1.3"
+        with pytest.raises(LineTimeoutError) as late:
+            reader.line(0.2)
+        assert late.value.partial == b"127.0."
+        a.sendall(b"1.4")
+        a.shutdown(socket.SHUT_WR)
+        assert reader.line(5) == b"127.0.1.4"  # the last line needs no newline
+        assert reader.line(5) is None
+
+
+def test_line_reader_limits_the_line():
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"x" * 65)
+        with pytest.raises(LineTooLongError, match="longer than 64 bytes"):
+            LineReader(b, max_bytes=64).line(5)
