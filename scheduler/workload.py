@@ -56,6 +56,7 @@ __all__ = [
     "paper_batch",
     "read_swf",
     "swf_workload",
+    "synthetic_swf",
 ]
 
 
@@ -281,3 +282,77 @@ def swf_workload(
         entries.append(BatchEntry(spec, job.submit_s - t0))
     entries.sort(key=lambda e: e.submit_s)
     return Workload(tuple(entries), model)
+
+
+def synthetic_swf(
+    path: str | Path,
+    *,
+    jobs: int,
+    nodes: int = 64,
+    seed: int = 1,
+    mean_interarrival_s: float = 600.0,
+    log_run_mu: float = 7.0,
+    log_run_sigma: float = 1.5,
+    requested_factor: tuple[float, float] = (1.0, 3.0),
+    requested_memory_kb: int = 1024,
+) -> Path:
+    """Write a synthetic SWF trace of rigid jobs on one-core nodes and return its path.
+
+    The workload of the AccaSim comparison (``benchmarks/accasim_compare.py``,
+    docs/guides/simulation.md), drawn with ``random.Random(seed)``:
+
+    * submissions: exponential inter-arrival times of mean ``mean_interarrival_s`` (s),
+      rounded down to whole seconds, the first job at 0;
+    * run time: ``max(1, round(lognormvariate(log_run_mu, log_run_sigma)))`` seconds
+      (``mu = 7, sigma = 1.5``: median 1,097 s, mean about 3,400 s);
+    * requested time: the run time times a uniform factor in ``requested_factor`` (1-3),
+      rounded up to whole seconds;
+    * size: uniform integer in ``[1, nodes]`` processors (= nodes, one core each);
+    * requested memory ``requested_memory_kb`` per processor (AccaSim refuses jobs that
+      request none); user, group, executable, queue, partition 1; status 1 (completed).
+
+    Args:
+        path: the ``.swf`` file to write (overwritten).
+        jobs: number of jobs (>= 1).
+        nodes: the largest job, and the ``MaxNodes``/``MaxProcs`` header (>= 1).
+        seed: seed of the draw.
+        mean_interarrival_s, log_run_mu, log_run_sigma, requested_factor: as above.
+        requested_memory_kb: SWF field 10 (KB per processor, > 0).
+
+    Raises:
+        ValueError: for ``jobs < 1``, ``nodes < 1``, a non-positive mean inter-arrival time
+            or memory, or a requested-time factor range not within ``[1, inf)``.
+    """
+    lo_f, hi_f = requested_factor
+    if jobs < 1 or nodes < 1:
+        raise ValueError(f"jobs and nodes must be >= 1, got {jobs} and {nodes}")
+    if not mean_interarrival_s > 0 or requested_memory_kb <= 0:
+        raise ValueError("mean_interarrival_s and requested_memory_kb must be > 0")
+    if not 1.0 <= lo_f <= hi_f:
+        raise ValueError(f"requested_factor must satisfy 1 <= low <= high, got {requested_factor}")
+    rng = random.Random(seed)
+    lines = [
+        "; Version: 2.2",
+        f"; Computer: synthetic ({nodes} one-core nodes), scheduler.workload.synthetic_swf",
+        f"; Note: seed {seed}, {jobs} jobs, exponential arrivals of mean {mean_interarrival_s} s,",
+        f"; Note: log-normal run times (mu {log_run_mu}, sigma {log_run_sigma}),",
+        f"; Note: requested time = run time x U({lo_f}, {hi_f}), sizes U{{1..{nodes}}}",
+        f"; MaxJobs: {jobs}",
+        f"; MaxRecords: {jobs}",
+        f"; MaxNodes: {nodes}",
+        f"; MaxProcs: {nodes}",
+    ]
+    submit = 0.0
+    for number in range(1, jobs + 1):
+        if number > 1:
+            submit += rng.expovariate(1.0 / mean_interarrival_s)
+        run = max(1, round(rng.lognormvariate(log_run_mu, log_run_sigma)))
+        requested = math.ceil(run * rng.uniform(lo_f, hi_f))
+        size = rng.randint(1, nodes)
+        lines.append(
+            f"{number} {int(submit)} -1 {run} {size} -1 -1 {size} {requested} "
+            f"{requested_memory_kb} 1 1 1 1 1 1 -1 -1"
+        )
+    out = Path(path)
+    out.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return out

@@ -28,10 +28,18 @@ Conventions all algorithms follow:
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
 in :data:`scheduler.algorithms.registry`.
+
+Optionally, a class also defines ``next_change_s(view) -> float``: given that
+``decide(view)`` returned no decision, the earliest time (seconds, ``>= view.now_s`` or
+``inf``) at which ``decide`` could answer otherwise for the same jobs and nodes, only the
+clock having moved (a cool-down that ends, a running job that passes its expected end).
+An event-driven mechanism (the simulator) then skips the periodic calls before that time;
+without the method it calls the algorithm at every period (:func:`next_change_s`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +52,7 @@ __all__ = [
     "DEFAULT_COOLDOWN_S",
     "Algorithm",
     "Decision",
+    "FreeNodes",
     "Grow",
     "JobId",
     "RunningJob",
@@ -52,6 +61,8 @@ __all__ = [
     "View",
     "WaitingJob",
     "can_order",
+    "expected_ends_after",
+    "next_change_s",
     "node_key",
     "sorted_nodes",
 ]
@@ -168,6 +179,7 @@ class Algorithm(Protocol):
 _DIGITS = re.compile(r"(\d+)")
 
 
+@functools.lru_cache(maxsize=65536)
 def node_key(name: str) -> tuple[tuple[int, int | str], ...]:
     """Natural sort key of a node name: ``n2`` < ``n10``, ``127.0.1.2`` < ``127.0.1.10``."""
     return tuple(
@@ -180,6 +192,18 @@ def sorted_nodes(nodes: Iterable[str]) -> list[str]:
     return sorted(nodes, key=node_key)
 
 
+def expected_ends_after(view: View) -> float:
+    """The earliest expected end (``start_s + required_time_s``, seconds) of a running job that
+    is still later than ``view.now_s``; ``inf`` when none.
+
+    Past that time :func:`releases_of` counts the job's nodes as given back *now* instead of
+    at its expected end, so an EASY reservation computed from the same state may change.
+    """
+    now = view.now_s
+    ends = [end for job in view.running if (end := job.expected_end_s) > now]
+    return min(ends, default=math.inf)
+
+
 def can_order(job: RunningJob, now_s: float, cooldown_s: float) -> bool:
     """Whether ``job`` may be shrunk or grown at ``now_s`` (seconds).
 
@@ -189,6 +213,21 @@ def can_order(job: RunningJob, now_s: float, cooldown_s: float) -> bool:
     if job.spec.job_class is not JobClass.MALLEABLE or not job.malleable_ready:
         return False
     return job.last_order_s is None or now_s - job.last_order_s >= cooldown_s
+
+
+def next_change_s(algorithm: Algorithm, view: View) -> float:
+    """When ``algorithm`` could first answer ``view`` otherwise, only the clock having moved.
+
+    Args:
+        algorithm: the policy, which has just answered ``view`` with no decision.
+        view: that snapshot.
+
+    Returns:
+        ``algorithm.next_change_s(view)`` (seconds, ``inf`` for never) when the class defines
+        it, else ``view.now_s``: no promise, call it again at the next period.
+    """
+    hook = getattr(algorithm, "next_change_s", None)
+    return view.now_s if hook is None else float(hook(view))
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,8 +258,16 @@ def size_malleable_at_min(spec: JobSpec, free: int) -> int | None:
     return min(free, spec.hi)
 
 
-class NodePool:
-    """The free nodes during one ``decide`` call, handed out lowest names first."""
+class FreeNodes:
+    """The free nodes during one ``decide`` call, handed out lowest names first.
+
+    Not to be confused with :class:`scheduler.nodes.NodePool`, the real machines a server
+    launches jobs on: this is a plain list an algorithm takes node names from while it builds
+    its decisions, so that one call never hands a node out twice.
+
+    Args:
+        nodes: the free node names (any order; sorted here with :func:`node_key`).
+    """
 
     def __init__(self, nodes: Iterable[str]) -> None:
         self._nodes = sorted_nodes(nodes)
@@ -237,7 +284,7 @@ class NodePool:
 
 
 def fcfs_pass(
-    waiting: Sequence[WaitingJob], pool: NodePool, size_of: SizeFn
+    waiting: Sequence[WaitingJob], pool: FreeNodes, size_of: SizeFn
 ) -> tuple[list[Decision], list[tuple[WaitingJob, int]], int]:
     """Start queue heads while they fit (SPEC §5 FCFS).
 
@@ -283,7 +330,7 @@ def easy_backfill(
     now_s: float,
     head: WaitingJob,
     rest: Sequence[WaitingJob],
-    pool: NodePool,
+    pool: FreeNodes,
     size_of: SizeFn,
     releases: list[tuple[float, int]],
 ) -> list[Decision]:

@@ -33,11 +33,12 @@ from .base import (
     DEFAULT_COOLDOWN_S,
     Decision,
     Grow,
-    NodePool,
+    FreeNodes,
     Shrink,
     View,
     can_order,
     easy_backfill,
+    expected_ends_after,
     fcfs_pass,
     releases_of,
     size_malleable_at_min,
@@ -64,7 +65,7 @@ class MalleableMinAgree:
     def decide(self, view: View) -> list[Decision]:
         """Starts, then shrinks for the head or EASY backfilling, then grows (module doc)."""
         now = view.now_s
-        pool = NodePool(view.free_nodes)
+        pool = FreeNodes(view.free_nodes)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, size_malleable_at_min)
         order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
         orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]
@@ -107,3 +108,19 @@ class MalleableMinAgree:
                     break
                 decisions.append(Grow(job.job_id, pool.take(count)))
         return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """When the clock alone can change an empty answer (seconds; ``inf`` when never).
+
+        The earliest of: the next expected end of a running job (the EASY reservation, as
+        :meth:`EasyBackfilling.next_change_s`) and the end of the cool-down of a malleable
+        job that is ready for orders (it becomes a donor or a grow target then).
+        """
+        now = view.now_s
+        wake = expected_ends_after(view)
+        for job in view.running:
+            if job.malleable_ready and job.last_order_s is not None:
+                end = job.last_order_s + self.cooldown_s
+                if now < end < wake:
+                    wake = end
+        return wake
