@@ -67,8 +67,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .algorithms import Algorithm, Decision, Grow, RunningJob, Shrink, Start, View, WaitingJob
+from .algorithms import Algorithm, Decision, RunningJob, Shrink, Start, View, WaitingJob
 from .algorithms.base import node_key
+from .algorithms.decisions import decision_problem
 from .jobs import BatchEntry, JobClass, JobSpec, load_batch, load_job_script, parse_job_script
 from .metrics import result_from_records
 from .nodes import JobLaunch, NodePool, ResourceManager
@@ -706,38 +707,30 @@ class Server:
                             decision=repr(decision), error=problem)
 
     def _apply(self, decision: Decision, now: float) -> str | None:
-        """Apply one decision; return why it cannot be applied, or None."""
+        """Apply one decision; return why it cannot be applied, or None.
+
+        The check is :func:`scheduler.algorithms.decisions.decision_problem`, the simulator's.
+        """
+        job = self._jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
+        problem = decision_problem(
+            decision,
+            spec=job.spec if job is not None else None,
+            state=job.state if job is not None else None,
+            held=len(job.nodes) if job is not None else 0,
+            takes_orders=job is not None and bool(
+                job.elastic and job.ready and job.reachable and not job.busy),
+            free=self._free,
+        )
+        if problem is not None:
+            return problem
+        assert job is not None
         if isinstance(decision, Start):
-            job = self._jobs.get(decision.job_id)  # type: ignore[arg-type]
-            if job is None or job.state != "waiting":
-                return "no such waiting job"
-            nodes = list(decision.nodes)
-            if len(set(nodes)) != len(nodes) or any(n not in self._free for n in nodes):
-                return f"nodes not free: {nodes}"
-            if not job.spec.lo <= len(nodes) <= job.spec.hi:
-                return f"{len(nodes)} nodes outside {job.spec.lo}-{job.spec.hi}"
-            self._start(job, nodes, now)
-            return None
-        if isinstance(decision, (Shrink, Grow)):
-            job = self._jobs.get(decision.job_id)  # type: ignore[arg-type]
-            if job is None or job.state != "running":
-                return "no such running job"
-            if not (job.elastic and job.ready and job.reachable and not job.busy):
-                return "the job does not take orders now"
-            if isinstance(decision, Shrink):
-                if decision.count < 1 or len(job.nodes) - decision.count < job.spec.lo:
-                    return f"cannot shrink {len(job.nodes)} nodes by {decision.count}"
-                self._order_shrink(job, decision.count, now)
-                return None
-            nodes = list(decision.nodes)
-            if not nodes or len(set(nodes)) != len(nodes) or any(
-                    n not in self._free for n in nodes):
-                return f"nodes not free: {nodes}"
-            if len(job.nodes) + len(nodes) > job.spec.hi:
-                return f"cannot grow {len(job.nodes)} nodes by {len(nodes)}"
-            self._order_grow(job, nodes, now)
-            return None
-        return f"not a decision: {decision!r}"
+            self._start(job, list(decision.nodes), now)
+        elif isinstance(decision, Shrink):
+            self._order_shrink(job, decision.count, now)
+        else:
+            self._order_grow(job, list(decision.nodes), now)
+        return None
 
     # ---------------------------------------------------------------------------- starting
 

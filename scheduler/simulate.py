@@ -66,7 +66,7 @@ from .algorithms.base import (
     View,
     WaitingJob,
     next_change_s,
-    node_key,
+    sorted_nodes,
 )
 from .algorithms.decisions import decision_problem
 from .jobs import BatchEntry, JobClass, JobSpec
@@ -481,7 +481,7 @@ class Simulator:
 
     def _view(self, now: float) -> View:
         if self._free_view is None:
-            self._free_view = tuple(sorted(self._free, key=node_key))
+            self._free_view = tuple(sorted_nodes(self._free))
         return View(
             now,
             self._free_view,

@@ -290,7 +290,7 @@ def synthetic_swf(
     jobs: int,
     nodes: int = 64,
     seed: int = 1,
-    mean_interarrival_s: float = 600.0,
+    mean_interarrival_s: float = 3000.0,
     log_run_mu: float = 7.0,
     log_run_sigma: float = 1.5,
     requested_factor: tuple[float, float] = (1.0, 3.0),

@@ -39,7 +39,6 @@ without the method it calls the algorithm at every period (:func:`next_change_s`
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -179,7 +178,6 @@ class Algorithm(Protocol):
 _DIGITS = re.compile(r"(\d+)")
 
 
-@functools.lru_cache(maxsize=65536)
 def node_key(name: str) -> tuple[tuple[int, int | str], ...]:
     """Natural sort key of a node name: ``n2`` < ``n10``, ``127.0.1.2`` < ``127.0.1.10``."""
     return tuple(
@@ -187,9 +185,34 @@ def node_key(name: str) -> tuple[tuple[int, int | str], ...]:
     )
 
 
+#: node name -> its rank in natural order among all the names seen so far (re-ranked when a
+#: new name comes; a cluster has few names).
+_RANK: dict[str, int] = {}
+
+
 def sorted_nodes(nodes: Iterable[str]) -> list[str]:
-    """Node names in natural order (lowest first, see :func:`node_key`)."""
-    return sorted(nodes, key=node_key)
+    """Node names in natural order (lowest first, see :func:`node_key`).
+
+    Names already seen are sorted by an integer rank kept in a dictionary, so that sorting
+    the free nodes at every ``decide`` call is a C-level sort of integers, not one regex
+    split and tuple comparisons per name.
+    """
+    nodes = list(nodes)
+    try:
+        return sorted(nodes, key=_RANK.__getitem__)
+    except KeyError:
+        known = set(_RANK) if len(_RANK) < 1 << 16 else set()
+        known.update(nodes)
+        _RANK.clear()
+        _RANK.update((name, i) for i, name in enumerate(sorted(known, key=node_key)))
+        return sorted(nodes, key=_RANK.__getitem__)
+    except KeyError:
+        if len(_KEYS) > 1 << 16:
+            _KEYS.clear()
+        for name in nodes:
+            if name not in _KEYS:
+                _KEYS[name] = node_key(name)
+        return sorted(nodes, key=_KEYS.__getitem__)
 
 
 def expected_ends_after(view: View) -> float:
