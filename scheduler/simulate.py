@@ -8,7 +8,8 @@ simulated clock.  No process, socket or real clock is involved.
 ::
 
     event heap (submit, ready, resize done, end) ──┐
-    periodic tick every interval_s (5 s) ──────────┤
+    periodic tick every interval_s (5 s), skipped  │
+      while the last answer cannot change ─────────┤
                                                    ▼
                        handle every event due at now_s (jobs queue, end, become ready…)
                                                    ▼
@@ -26,9 +27,18 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   then the job goes on at its new rate.  Grown nodes belong to the job from ``tau``; shrunk
   nodes stay with it until ``tau + cost`` (the job's reply), then are free.  The job releases
   its most recently added nodes first and never its first node (place 0's host).
-* The algorithm runs at every tick (``k * interval_s``) while jobs wait or run, and at every
-  other event time (submission, end, readiness, resize done), once per distinct time after
-  all events of that time are handled (SPEC §5: every 5 s and on events).
+* The algorithm is called as the Java scheduler calls it: at every tick (``k * interval_s``,
+  5 s) while jobs wait or run, and at every other event time (submission, end, readiness,
+  resize done), once per distinct time after all events of that time are handled.
+* Event-driven: the loop jumps from one event time to the next and skips the ticks whose
+  call cannot change anything: no event has changed the state since the last call, that call
+  answered no decision, and the tick comes before the algorithm's ``next_change_s`` (the
+  first time its answer could change with the clock alone: a cool-down that ends, a running
+  job passing its expected end; :func:`~scheduler.algorithms.base.next_change_s`).  Ticks
+  are kept where they change an outcome (the first tick after a change, a cool-down's end),
+  so the calls that remain happen at the same times, with the same answers, as with a call
+  at every tick: schedules are identical, only ``decide_calls`` is smaller.  Idle stretches
+  and long runs of unchanging queues cost nothing.
 * A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
   counted in ``refused``.  Jobs are not killed at their required time.
 
@@ -102,7 +112,7 @@ class SimConfig:
 
     Attributes:
         total_nodes: cluster size (nodes), named ``n1`` … ``nN`` unless ``node_names``.
-        interval_s: period of the algorithm's runs (seconds; SPEC §5: 5 s).
+        interval_s: period of the algorithm's runs (seconds; the Java scheduler's 5 s).
         ready_s: delay from a malleable job's start to its ``APGAS-Ready`` (seconds).
         cooldown_s: per-job order cool-down given to algorithms that take one (seconds).
         costs: resize durations.
@@ -140,7 +150,8 @@ class JobRecord:
     """What happened to one job.
 
     ``allotment`` lists ``(time_s, nodes)`` from the start: the nodes held from that time
-    on; the last entry, at ``end_s``, holds no node.  Times in seconds.
+    on; the last entry, at ``end_s``, holds no node.  ``required_s`` is the job's required
+    time (its time limit; ``None`` when not known).  Times in seconds.
     """
 
     job_id: int
@@ -156,6 +167,7 @@ class JobRecord:
     allotment: tuple[tuple[float, tuple[str, ...]], ...]
     shrinks: int
     grows: int
+    required_s: float | None = None
 
     @property
     def wait_s(self) -> float:
@@ -195,6 +207,7 @@ class JobRecord:
             "end_s": self.end_s,
             "shrinks": self.shrinks,
             "grows": self.grows,
+            "required_s": self.required_s,
             "allotment": [[t, list(n)] for t, n in self.allotment],
         }
 
@@ -333,8 +346,13 @@ class Simulator:
     #: version of this simulator did (the regression check compares both loops).
     _every_tick: bool = False
 
-    def run(self) -> SimResult:
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Simulate until every job has ended; return the metrics and the job records.
+
+        Args:
+            progress: called with a count of jobs newly done (ended or refused), every few
+                hundred jobs and once at the end (for a progress bar); the counts add up to
+                the number of jobs.
 
         The loop jumps from one event time to the next (module docstring).  A periodic call
         is skipped when it cannot change anything: no event has changed the state since the
@@ -368,6 +386,8 @@ class Simulator:
         last_run = -math.inf
         quiet = False  # the last call answered nothing and no event has changed the state since
         wake = -math.inf  # while quiet: calls before this time would answer nothing
+        self._progress = progress
+        self._done = 0
         while self._heap or self._running or self._waiting:
             t_event = self._heap[0][0] if self._heap else math.inf
             if self._running or self._waiting:
@@ -418,6 +438,8 @@ class Simulator:
                     f"{self.algorithm.name}: at {now:.1f} s the cluster is idle, jobs wait "
                     f"({names}) and the algorithm starts nothing"
                 )
+        if progress is not None and self._done:
+            progress(self._done)
         return self._result(calls)
 
     # ------------------------------------------------------------------------- events
@@ -440,11 +462,18 @@ class Simulator:
             releasing=len(job.pending_release),
         )
 
+    def _count_done(self) -> None:
+        self._done += 1
+        if self._done >= 256 and self._progress is not None:
+            self._progress(self._done)
+            self._done = 0
+
     def _handle(self, kind: int, job: _Job, version: int, now: float) -> bool:
         if kind == _SUBMIT:
             reason = job.spec.fits(self.config.total_nodes)
             if reason is not None:
                 self._refused.append((job.spec.name, reason))
+                self._count_done()
                 return False
             self._waiting[job.job_id] = WaitingJob(job.job_id, job.spec, job.submit_s)
             return True
@@ -461,6 +490,7 @@ class Simulator:
             self._free_changed()
             job.nodes = []
             job.allotment.append((now, ()))
+            self._count_done()
             return True
         if kind == _READY:
             job.ready = True
@@ -594,6 +624,7 @@ class Simulator:
                 allotment=tuple(job.allotment),
                 shrinks=job.shrinks,
                 grows=job.grows,
+                required_s=job.spec.required_time_s,
             )
             for job in done
         )
@@ -733,10 +764,12 @@ def evaluate_workloads(
     batches: int = 1,
     config: SimConfig | None = None,
     progress: Callable[[], None] | None = None,
+    job_progress: Callable[[int], None] | None = None,
 ) -> Evaluation:
     """Run every algorithm on ``make_workload(share, batch_index)`` for every share and batch.
 
-    ``progress`` is called once after each simulation (for a progress bar).
+    ``progress`` is called once after each simulation, ``job_progress`` with counts of jobs
+    done within a simulation (:meth:`Simulator.run`), for progress bars.
     """
     config = config or SimConfig()
     results: dict[tuple[str, float, int], SimResult] = {}
@@ -744,7 +777,9 @@ def evaluate_workloads(
         for batch in range(batches):
             workload = make_workload(share, batch)
             for name in algorithms:
-                results[(name, share, batch)] = simulate(name, workload, config)
+                results[(name, share, batch)] = Simulator(name, workload, config).run(
+                    job_progress
+                )
                 if progress is not None:
                     progress()
     return Evaluation(results)
@@ -761,7 +796,7 @@ def evaluate_paper(
     progress: Callable[[], None] | None = None,
     **batch_options: Any,
 ) -> Evaluation:
-    """The paper's evaluation (SPEC §4-§5): seeded batches × shares × algorithms.
+    """The paper's evaluation (Finnerty et al. 2024): seeded batches × shares × algorithms.
 
     Defaults: 10 batches (seeds 43-52), shares 0-100 % in steps of 20, the four algorithms,
     32 nodes.  ``batch_options`` go to :func:`scheduler.workload.paper_batch` (``jobs``,

@@ -1,4 +1,4 @@
-"""Scheduling algorithms (SPEC §5) on hand-made snapshots, with exact expected decisions."""
+"""Scheduling algorithms on hand-made snapshots, with exact expected decisions."""
 
 from __future__ import annotations
 

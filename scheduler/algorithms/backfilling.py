@@ -1,4 +1,4 @@
-"""Backfilling without reservation (SPEC §5; the Java ElasticJobScheduler's ``Backfilling``).
+"""Backfilling without reservation (the Java ElasticJobScheduler's ``Backfilling``).
 
 Like FCFS, but a job that does not fit does not block the queue: every queued job that fits
 now starts, in submission order.  Nothing is reserved for the head, so a large job at the

@@ -20,10 +20,10 @@ Conventions all algorithms follow:
 
 * Node choice is deterministic: the lowest free node names first, in natural order
   (``n2`` before ``n10``; :func:`node_key`).  A shrink names only a count: the job chooses
-  the nodes it releases (SPEC §2: it replies with their names).
+  the nodes it releases (it replies with their names).
 * A running job may be ordered (shrink or grow) only when it is malleable, has announced
   ``APGAS-Ready`` (``RunningJob.malleable_ready``) and its last order is at least
-  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s; SPEC §6).
+  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s).
 * Decisions of one call are meant to be applied in order; they never use a node twice.
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
@@ -122,7 +122,7 @@ class View:
         now_s: the current time (seconds; real or simulated clock).
         free_nodes: names of the nodes that no job holds (any order).
         running: the running jobs (start order).
-        waiting: the queued jobs, in submission order (the queue of SPEC §5).
+        waiting: the queued jobs, in submission order (the queue the algorithms walk).
         total_nodes: the cluster's size (nodes).
     """
 
@@ -262,14 +262,14 @@ SizeFn = Callable[[JobSpec, int], int | None]
 
 
 def size_up_to_max(spec: JobSpec, free: int) -> int | None:
-    """Start size of SPEC §5's FCFS/Backfilling/EASY: as many free nodes as allowed, ≥ min."""
+    """Start size of the paper's FCFS/Backfilling/EASY: as many free nodes as allowed, ≥ min."""
     if free < spec.lo:
         return None
     return min(free, spec.hi)
 
 
 def size_malleable_at_min(spec: JobSpec, free: int) -> int | None:
-    """Start size of SPEC §5's Malleable algorithm: malleable jobs at their minimum.
+    """Start size of the paper's Malleable algorithm: malleable jobs at their minimum.
 
     Rigid jobs take their count; moldable jobs, which cannot be grown later, take as many
     free nodes as allowed.
@@ -309,7 +309,7 @@ class FreeNodes:
 def fcfs_pass(
     waiting: Sequence[WaitingJob], pool: FreeNodes, size_of: SizeFn
 ) -> tuple[list[Decision], list[tuple[WaitingJob, int]], int]:
-    """Start queue heads while they fit (SPEC §5 FCFS).
+    """Start queue heads while they fit (FCFS).
 
     Returns the decisions, the started jobs with their sizes, and the index in ``waiting`` of
     the first job that did not fit (``len(waiting)`` when all started).
@@ -357,7 +357,7 @@ def easy_backfill(
     size_of: SizeFn,
     releases: list[tuple[float, int]],
 ) -> list[Decision]:
-    """EASY backfilling behind a head that cannot start (Lifka 1995; SPEC §5).
+    """EASY backfilling behind a head that cannot start (Lifka 1995).
 
     The head gets a reservation at the shadow time computed by :func:`reservation` from
     ``releases``.  A later job starts now when it fits and does not delay the reservation:

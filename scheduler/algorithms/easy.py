@@ -1,4 +1,4 @@
-"""EASY backfilling (Lifka 1995, "The ANL/IBM SP scheduling system"; SPEC §5).
+"""EASY backfilling (Lifka 1995, "The ANL/IBM SP scheduling system").
 
 Jobs start in submission order while the head fits (as FCFS).  The first job that does not
 fit, the head, gets a reservation: the earliest time (*shadow time*) at which the free nodes

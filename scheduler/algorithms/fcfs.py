@@ -1,4 +1,4 @@
-"""First come, first served (SPEC §5; the Java ElasticJobScheduler's ``FCFS``).
+"""First come, first served (the Java ElasticJobScheduler's ``FCFS``).
 
 The queue is kept in submission order; its head starts while it fits.  Rigid jobs take their
 node count; moldable and malleable jobs take as many free nodes as there are, up to their

@@ -1,4 +1,4 @@
-"""The Malleable algorithm, *minAgree* (Finnerty et al. 2024; SPEC §5; the Java
+"""The Malleable algorithm, *minAgree* (Finnerty et al. 2024; the Java
 ElasticJobScheduler's ``MalleableStrategy``).
 
 One call does, in order:
@@ -24,7 +24,7 @@ free for the head: while they cover its need, the call only starts jobs (step 1)
 Only malleable jobs that announced ``APGAS-Ready`` and whose last order is at least
 ``cooldown_s`` old are ordered (Java: 60 s).  Unlike the Java strategy, which starts every
 job with up to its maximum and grows the largest possible expansion first, this follows
-SPEC §5 (start at the minimum, grow the smallest allotment first).
+the paper (start at the minimum, grow the smallest allotment first).
 """
 
 from __future__ import annotations
