@@ -85,8 +85,9 @@ class Departure:
         time: the time (seconds).
         kind: ``head_held``, ``reservation_broken`` or ``missed_backfill`` (module docstring).
         jobs: the SWF numbers of the jobs concerned.
-        head: the queue's head at that time (SWF number), ``None`` when no job is blocked.
-        shadow: the head's shadow time at that moment (seconds; ``inf`` when none).
+        head: EASY's blocked head at that time: the first queued job that does not fit once
+            the queue's fitting prefix has started (SWF number; ``None`` when none).
+        shadow: that head's shadow time at that moment (seconds; ``inf`` when none).
     """
 
     time: float

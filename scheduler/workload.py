@@ -88,7 +88,7 @@ def _rows(program: str, size: int, rng: tuple[int, int], *counts: tuple[int, flo
     return [MixRow(program, size, n, w, rng[0], rng[1]) for n, w in counts]
 
 
-#: Table 2 of the paper (Finnerty et al. 2024): (program, size, rigid nodes, weight, malleable range).
+#: Table 2 of Finnerty et al. 2024: (program, size, rigid nodes, weight, malleable range).
 PAPER_MIX: tuple[MixRow, ...] = tuple(
     _rows("uts", 18, (1, 4), (2, 1.5), (4, 0.5))
     + _rows("uts", 19, (1, 8), (2, 1.5), (4, 1), (8, 1))

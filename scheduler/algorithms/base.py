@@ -197,22 +197,18 @@ def sorted_nodes(nodes: Iterable[str]) -> list[str]:
     the free nodes at every ``decide`` call is a C-level sort of integers, not one regex
     split and tuple comparisons per name.
     """
+    global _RANK
     nodes = list(nodes)
+    rank = _RANK
     try:
-        return sorted(nodes, key=_RANK.__getitem__)
+        return sorted(nodes, key=rank.__getitem__)
     except KeyError:
-        known = set(_RANK) if len(_RANK) < 1 << 16 else set()
+        known = set(rank) if len(rank) < 1 << 16 else set()
         known.update(nodes)
-        _RANK.clear()
-        _RANK.update((name, i) for i, name in enumerate(sorted(known, key=node_key)))
-        return sorted(nodes, key=_RANK.__getitem__)
-    except KeyError:
-        if len(_KEYS) > 1 << 16:
-            _KEYS.clear()
-        for name in nodes:
-            if name not in _KEYS:
-                _KEYS[name] = node_key(name)
-        return sorted(nodes, key=_KEYS.__getitem__)
+        # a new dictionary, swapped in at once: a sort in another thread keeps the old one
+        rank = {name: i for i, name in enumerate(sorted(known, key=node_key))}
+        _RANK = rank
+        return sorted(nodes, key=rank.__getitem__)
 
 
 def expected_ends_after(view: View) -> float:

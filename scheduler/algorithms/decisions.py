@@ -23,6 +23,7 @@ rule of the mechanism: it is not checked here.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+
 from ..jobs import JobClass, JobSpec
 from .base import Grow, Shrink, Start
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 from .base import (
     DEFAULT_COOLDOWN_S,
     Decision,
-    Grow,
     FreeNodes,
+    Grow,
     Shrink,
     View,
     can_order,
