@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
                     malleable_share=share, seed=args.seed + batch,
                     serial_fraction=args.serial_fraction, max_jobs=args.swf_max_jobs)),
                 algorithms=args.algorithms, shares=shares, batches=batches, config=config,
-                job_progress=bar.update if bar else None,
+                job_progress=bar.update if bar is not None else None,
             )
         else:
             model = RuntimeModel.paper()
@@ -278,10 +278,10 @@ def run(args: argparse.Namespace) -> int:
                     required_factor=args.required_factor,
                     required_time_s=args.required_time_s)),
                 algorithms=args.algorithms, shares=shares, batches=batches, config=config,
-                job_progress=bar.update if bar else None,
+                job_progress=bar.update if bar is not None else None,
             )
     finally:
-        if bar:
+        if bar is not None:
             bar.close()
     rows = evaluation.rows()
     report: dict[str, Any] = {"config": cfg, "rows": rows, "summary": summary(rows),
