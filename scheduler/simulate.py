@@ -349,17 +349,17 @@ class Simulator:
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Simulate until every job has ended; return the metrics and the job records.
 
-        Args:
-            progress: called with a count of jobs newly done (ended or refused), every few
-                hundred jobs and once at the end (for a progress bar); the counts add up to
-                the number of jobs.
-
         The loop jumps from one event time to the next (module docstring).  A periodic call
         is skipped when it cannot change anything: no event has changed the state since the
         last call, that call answered no decision, and the algorithm's
         ``next_change_s`` (:func:`~scheduler.algorithms.base.next_change_s`) says its answer
         stays empty until later.  The calls that are made happen at the same times as with a
         call at every period, so schedules are identical; only ``decide_calls`` is smaller.
+
+        Args:
+            progress: called with a count of jobs newly done (ended or refused), every few
+                hundred jobs and once at the end (for a progress bar); the counts add up to
+                the number of jobs.
 
         Raises:
             InvalidDecisionError: the algorithm returned a decision the state forbids
