@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 
-from .algorithms import Decision, Grow, RunningJob, Shrink, Start, View, WaitingJob
+from .algorithms import Decision, RunningJob, Shrink, Start, View, WaitingJob
 from .algorithms.base import node_key
+from .algorithms.decisions import decision_problem
 from .launch import police, reap, scan, start_job
 from .orders import order_grow, order_shrink
 from .state import ServerState
@@ -103,36 +104,29 @@ class MainLoop:
                         decision=repr(decision), error=problem)
 
     def _apply(self, decision: Decision, now: float) -> str | None:
-        """Apply one decision; return why it cannot be applied, or None."""
+        """Apply one decision; return why it cannot be applied, or None.
+
+        The check is :func:`scheduler.algorithms.decisions.decision_problem`, the simulator's,
+        so the simulator cannot accept what the real scheduler refuses.
+        """
         s = self.state
+        job = s.jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
+        problem = decision_problem(
+            decision,
+            spec=job.spec if job is not None else None,
+            state=job.state if job is not None else None,
+            held=len(job.nodes) if job is not None else 0,
+            takes_orders=job is not None and bool(
+                job.elastic and job.ready and job.reachable and not job.busy),
+            free=s.free,
+        )
+        if problem is not None:
+            return problem
+        assert job is not None
         if isinstance(decision, Start):
-            job = s.jobs.get(decision.job_id)  # type: ignore[arg-type]
-            if job is None or job.state != "waiting":
-                return "no such waiting job"
-            nodes = list(decision.nodes)
-            if len(set(nodes)) != len(nodes) or any(n not in s.free for n in nodes):
-                return f"nodes not free: {nodes}"
-            if not job.spec.lo <= len(nodes) <= job.spec.hi:
-                return f"{len(nodes)} nodes outside {job.spec.lo}-{job.spec.hi}"
-            start_job(s, job, nodes, now)
-            return None
-        if isinstance(decision, (Shrink, Grow)):
-            job = s.jobs.get(decision.job_id)  # type: ignore[arg-type]
-            if job is None or job.state != "running":
-                return "no such running job"
-            if not (job.elastic and job.ready and job.reachable and not job.busy):
-                return "the job does not take orders now"
-            if isinstance(decision, Shrink):
-                if decision.count < 1 or len(job.nodes) - decision.count < job.spec.lo:
-                    return f"cannot shrink {len(job.nodes)} nodes by {decision.count}"
-                order_shrink(s, job, decision.count, now)
-                return None
-            nodes = list(decision.nodes)
-            if not nodes or len(set(nodes)) != len(nodes) or any(
-                    n not in s.free for n in nodes):
-                return f"nodes not free: {nodes}"
-            if len(job.nodes) + len(nodes) > job.spec.hi:
-                return f"cannot grow {len(job.nodes)} nodes by {len(nodes)}"
-            order_grow(s, job, nodes, now)
-            return None
-        return f"not a decision: {decision!r}"
+            start_job(s, job, list(decision.nodes), now)
+        elif isinstance(decision, Shrink):
+            order_shrink(s, job, decision.count, now)
+        else:
+            order_grow(s, job, list(decision.nodes), now)
+        return None

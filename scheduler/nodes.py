@@ -1,7 +1,7 @@
 """Node backends: the nodes a real scheduler hands out, and how a job is started on them.
 
 A node backend is the mechanism's knowledge of the machine; the policy only sees node names
-(and keeps its own pool of free ones, :class:`scheduler.algorithms.base.NodePool`).  The
+(and keeps its own pool of free ones, :class:`scheduler.algorithms.base.FreeNodes`).  The
 interface (:class:`NodeBackend`) is small on purpose, so that a Slurm partition is a third
 kind (:class:`scheduler.slurm_mode.SlurmNodes`):
 

@@ -8,7 +8,8 @@ simulated clock.  No process, socket or real clock is involved.
 ::
 
     event heap (submit, ready, resize done, end) ──┐
-    periodic tick every interval_s (5 s) ──────────┤
+    periodic tick every interval_s (5 s), skipped  │
+      while the last answer cannot change ─────────┤
                                                    ▼
                        handle every event due at now_s (jobs queue, end, become ready…)
                                                    ▼
@@ -26,9 +27,18 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   then the job goes on at its new rate.  Grown nodes belong to the job from ``tau``; shrunk
   nodes stay with it until ``tau + cost`` (the job's reply), then are free.  The job releases
   its most recently added nodes first and never its first node (place 0's host).
-* The algorithm runs at every tick (``k * interval_s``) while jobs wait or run, and at every
-  other event time (submission, end, readiness, resize done), once per distinct time after
-  all events of that time are handled (SPEC §5: every 5 s and on events).
+* The algorithm is called as the Java scheduler calls it: at every tick (``k * interval_s``,
+  5 s) while jobs wait or run, and at every other event time (submission, end, readiness,
+  resize done), once per distinct time after all events of that time are handled.
+* Event-driven: the loop jumps from one event time to the next and skips the ticks whose
+  call cannot change anything: no event has changed the state since the last call, that call
+  answered no decision, and the tick comes before the algorithm's ``next_change_s`` (the
+  first time its answer could change with the clock alone: a cool-down that ends, a running
+  job passing its expected end; :func:`~scheduler.algorithms.base.next_change_s`).  Ticks
+  are kept where they change an outcome (the first tick after a change, a cool-down's end),
+  so the calls that remain happen at the same times, with the same answers, as with a call
+  at every tick: schedules are identical, only ``decide_calls`` is smaller.  Idle stretches
+  and long runs of unchanging queues cost nothing.
 * A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
   counted in ``refused``.  Jobs are not killed at their required time.
 
@@ -65,8 +75,10 @@ from .algorithms.base import (
     Start,
     View,
     WaitingJob,
-    node_key,
+    next_change_s,
+    sorted_nodes,
 )
+from .algorithms.decisions import decision_problem
 from .jobs import BatchEntry, JobClass, JobSpec
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .workload import PAPER_MIX, MixRow, Workload, paper_batch
@@ -100,7 +112,7 @@ class SimConfig:
 
     Attributes:
         total_nodes: cluster size (nodes), named ``n1`` … ``nN`` unless ``node_names``.
-        interval_s: period of the algorithm's runs (seconds; SPEC §5: 5 s).
+        interval_s: period of the algorithm's runs (seconds; the Java scheduler's 5 s).
         ready_s: delay from a malleable job's start to its ``APGAS-Ready`` (seconds).
         cooldown_s: per-job order cool-down given to algorithms that take one (seconds).
         costs: resize durations.
@@ -138,7 +150,8 @@ class JobRecord:
     """What happened to one job.
 
     ``allotment`` lists ``(time_s, nodes)`` from the start: the nodes held from that time
-    on; the last entry, at ``end_s``, holds no node.  Times in seconds.
+    on; the last entry, at ``end_s``, holds no node.  ``required_s`` is the job's required
+    time (its time limit; ``None`` when not known).  Times in seconds.
     """
 
     job_id: int
@@ -154,6 +167,7 @@ class JobRecord:
     allotment: tuple[tuple[float, tuple[str, ...]], ...]
     shrinks: int
     grows: int
+    required_s: float | None = None
 
     @property
     def wait_s(self) -> float:
@@ -193,6 +207,7 @@ class JobRecord:
             "end_s": self.end_s,
             "shrinks": self.shrinks,
             "grows": self.grows,
+            "required_s": self.required_s,
             "allotment": [[t, list(n)] for t, n in self.allotment],
         }
 
@@ -245,6 +260,21 @@ class SimResult:
             busy += deltas[t]
             curve.append((t, busy))
         return curve
+
+
+def _first_tick(tick: int, time_s: float, interval_s: float) -> int:
+    """The first period index ``k >= tick`` with ``k * interval_s >= time_s`` (-1 for inf).
+
+    Computed as the tick-by-tick loop would find it (same float products), without the loop.
+    """
+    if time_s == math.inf:
+        return -1
+    k = max(tick, int(time_s // interval_s))
+    while k * interval_s < time_s:
+        k += 1
+    while k > tick and (k - 1) * interval_s >= time_s:
+        k -= 1
+    return k
 
 
 # Event kinds, in the order they are handled at one time.
@@ -312,64 +342,104 @@ class Simulator:
 
     # ---------------------------------------------------------------------------- run
 
-    def run(self) -> SimResult:
+    #: Private: call the algorithm at every period while jobs wait or run, as the first
+    #: version of this simulator did (the regression check compares both loops).
+    _every_tick: bool = False
+
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Simulate until every job has ended; return the metrics and the job records.
 
+        The loop jumps from one event time to the next (module docstring).  A periodic call
+        is skipped when it cannot change anything: no event has changed the state since the
+        last call, that call answered no decision, and the algorithm's
+        ``next_change_s`` (:func:`~scheduler.algorithms.base.next_change_s`) says its answer
+        stays empty until later.  The calls that are made happen at the same times as with a
+        call at every period, so schedules are identical; only ``decide_calls`` is smaller.
+
+        Args:
+            progress: called with a count of jobs newly done (ended or refused), every few
+                hundred jobs and once at the end (for a progress bar); the counts add up to
+                the number of jobs.
+
         Raises:
-            InvalidDecisionError: the algorithm returned a decision the state forbids.
+            InvalidDecisionError: the algorithm returned a decision the state forbids
+                (:func:`~scheduler.algorithms.decisions.decision_problem`).
             SimulationError: jobs wait, nothing runs or is due, and nothing starts.
         """
         cfg = self.config
+        interval = cfg.interval_s
         self._free: set[str] = set(cfg.nodes())
-        self._waiting: list[_Job] = []
+        self._free_view: tuple[str, ...] | None = None
+        self._waiting: dict[int, WaitingJob] = {}
         self._running: dict[int, _Job] = {}
+        self._running_view: dict[int, RunningJob] = {}
         self._refused: list[tuple[str, str]] = []
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = itertools.count()
-        by_id = {job.job_id: job for job in self._jobs}
+        by_id = self._by_id = {job.job_id: job for job in self._jobs}
         for job in self._jobs:
             self._push(job.submit_s, _SUBMIT, job)
-        tick = 0
+        skip = not self._every_tick
+        tick = 0  # index of the next period not yet passed: its time is tick * interval
         now = 0.0
         calls = 0
         last_run = -math.inf
+        quiet = False  # the last call answered nothing and no event has changed the state since
+        wake = -math.inf  # while quiet: calls before this time would answer nothing
+        self._progress = progress
+        self._done = 0
         while self._heap or self._running or self._waiting:
             t_event = self._heap[0][0] if self._heap else math.inf
-            active = bool(self._running or self._waiting)
-            t_tick = tick * cfg.interval_s
-            if active:
-                while t_tick < now:
-                    tick += 1
-                    t_tick = tick * cfg.interval_s
+            if self._running or self._waiting:
+                if tick * interval < now:
+                    tick = _first_tick(tick, now, interval)
+                next_tick = tick
+                if skip and quiet and wake > tick * interval:
+                    next_tick = _first_tick(tick, wake, interval)
+                t_tick = next_tick * interval if next_tick >= 0 else math.inf
             else:
-                t_tick = math.inf
+                t_tick, next_tick = math.inf, -1
             now = min(t_event, t_tick)
+            if now == math.inf:
+                raise SimulationError(f"{self.algorithm.name}: jobs wait and nothing is due")
             handled = False
-            while self._heap and self._heap[0][0] <= now:
-                _, _, kind, job_id, version = heapq.heappop(self._heap)
+            heap = self._heap
+            while heap and heap[0][0] <= now:
+                _, _, kind, job_id, version = heapq.heappop(heap)
                 handled |= self._handle(kind, by_id[job_id], version, now)
+            if handled:
+                quiet = False
             is_tick = now == t_tick
             if is_tick:
-                tick += 1
+                tick = next_tick + 1
             if not ((is_tick and now != last_run) or (handled and cfg.run_on_events)):
                 continue
-            decisions = self.algorithm.decide(self._view(now))
+            view = self._view(now)
+            decisions = self.algorithm.decide(view)
             calls += 1
             last_run = now
             for decision in decisions:
-                self._apply(decision, now, by_id)
+                self._apply(decision, now)
+            if decisions:
+                quiet = False
+                continue
+            if skip:
+                quiet = True
+                wake = next_change_s(self.algorithm, view)
+                wake -= 1e-9 * max(1.0, abs(wake)) if wake != math.inf else 0.0
             if (
-                not decisions
-                and self._waiting
+                self._waiting
                 and not self._running
-                and not any(kind != _SUBMIT for _, _, kind, _, _ in self._heap)
                 and len(self._free) == cfg.total_nodes
+                and not any(kind != _SUBMIT for _, _, kind, _, _ in self._heap)
             ):
-                names = ", ".join(job.spec.name for job in self._waiting[:5])
+                names = ", ".join(job.spec.name for job in list(self._waiting.values())[:5])
                 raise SimulationError(
                     f"{self.algorithm.name}: at {now:.1f} s the cluster is idle, jobs wait "
                     f"({names}) and the algorithm starts nothing"
                 )
+        if progress is not None and self._done:
+            progress(self._done)
         return self._result(calls)
 
     # ------------------------------------------------------------------------- events
@@ -377,68 +447,80 @@ class Simulator:
     def _push(self, time_s: float, kind: int, job: _Job) -> None:
         heapq.heappush(self._heap, (time_s, next(self._seq), kind, job.job_id, job.version))
 
+    def _free_changed(self) -> None:
+        self._free_view = None
+
+    def _refresh(self, job: _Job) -> None:
+        """Rebuild the running job's snapshot after its state changed."""
+        self._running_view[job.job_id] = RunningJob(
+            job_id=job.job_id,
+            spec=job.spec,
+            nodes=tuple(job.nodes),
+            start_s=job.start_s,
+            malleable_ready=job.ready and not job.busy,
+            last_order_s=job.last_order_s,
+            releasing=len(job.pending_release),
+        )
+
+    def _count_done(self) -> None:
+        self._done += 1
+        if self._done >= 256 and self._progress is not None:
+            self._progress(self._done)
+            self._done = 0
+
     def _handle(self, kind: int, job: _Job, version: int, now: float) -> bool:
         if kind == _SUBMIT:
             reason = job.spec.fits(self.config.total_nodes)
             if reason is not None:
                 self._refused.append((job.spec.name, reason))
+                self._count_done()
                 return False
-            self._waiting.append(job)
+            self._waiting[job.job_id] = WaitingJob(job.job_id, job.spec, job.submit_s)
             return True
         if job.job_id not in self._running:
             return False
         if kind == _END:
             if version != job.version:
                 return False  # superseded by a resize
-            self._running.pop(job.job_id)
+            del self._running[job.job_id]
+            del self._running_view[job.job_id]
             job.end_s = now
             job.work_left = 0.0
             self._free.update(job.nodes)
+            self._free_changed()
             job.nodes = []
             job.allotment.append((now, ()))
+            self._count_done()
             return True
         if kind == _READY:
             job.ready = True
+            self._refresh(job)
             return True
         if kind == _RESIZE_DONE:
             if job.pending_release:
                 released = set(job.pending_release)
                 job.nodes = [n for n in job.nodes if n not in released]
                 self._free.update(released)
+                self._free_changed()
                 job.pending_release = ()
                 job.allotment.append((now, tuple(job.nodes)))
             job.busy = False
+            self._refresh(job)
             return True
         raise AssertionError(kind)
 
     def _view(self, now: float) -> View:
-        running = tuple(
-            RunningJob(
-                job_id=job.job_id,
-                spec=job.spec,
-                nodes=tuple(job.nodes),
-                start_s=job.start_s,
-                malleable_ready=job.ready and not job.busy,
-                last_order_s=job.last_order_s,
-                releasing=len(job.pending_release),
-            )
-            for job in self._running.values()
+        if self._free_view is None:
+            self._free_view = tuple(sorted_nodes(self._free))
+        return View(
+            now,
+            self._free_view,
+            tuple(self._running_view.values()),
+            tuple(self._waiting.values()),
+            self.config.total_nodes,
         )
-        waiting = tuple(WaitingJob(job.job_id, job.spec, job.submit_s) for job in self._waiting)
-        free = tuple(sorted(self._free, key=node_key))
-        return View(now, free, running, waiting, self.config.total_nodes)
 
     # ---------------------------------------------------------------------- decisions
-
-    def _bad(self, decision: Decision, why: str) -> InvalidDecisionError:
-        return InvalidDecisionError(f"{self.algorithm.name}: {decision}: {why}")
-
-    def _check_free(self, decision: Decision, nodes: tuple[str, ...]) -> None:
-        if len(set(nodes)) != len(nodes):
-            raise self._bad(decision, "names a node twice")
-        busy = [n for n in nodes if n not in self._free]
-        if busy:
-            raise self._bad(decision, f"nodes not free: {busy}")
 
     def _advance(self, job: _Job, now: float) -> None:
         if now > job.progress_from:
@@ -451,45 +533,51 @@ class Simulator:
         end = job.progress_from + job.work_left * job.curve(nodes_after)
         self._push(end, _END, job)
 
-    def _orderable(self, decision: Decision, job_id: Any) -> _Job:
-        job = self._running.get(job_id)
-        if job is None:
-            raise self._bad(decision, "no such running job")
-        if job.spec.job_class is not JobClass.MALLEABLE:
-            raise self._bad(decision, "the job is not malleable")
-        if not job.ready or job.busy:
-            raise self._bad(decision, "the job is not ready for orders (no APGAS-Ready yet)")
+    def _check(self, decision: Decision) -> _Job:
+        """The job ``decision`` names, once :func:`decision_problem` accepts it."""
+        job = self._by_id.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
+        state: str | None = None
+        held, takes_orders = 0, False
+        if job is not None:
+            if job.job_id in self._waiting:
+                state = "waiting"
+            elif job.job_id in self._running:
+                state = "running"
+                held = len(job.nodes)
+                takes_orders = job.ready and not job.busy
+        problem = decision_problem(
+            decision,
+            spec=job.spec if job is not None else None,
+            state=state,
+            held=held,
+            takes_orders=takes_orders,
+            free=self._free,
+        )
+        if problem is not None:
+            if not isinstance(decision, (Start, Shrink, Grow)):
+                raise InvalidDecisionError(f"{self.algorithm.name}: {problem}")
+            raise InvalidDecisionError(f"{self.algorithm.name}: {decision}: {problem}")
+        assert job is not None
         return job
 
-    def _apply(self, decision: Decision, now: float, by_id: dict[int, _Job]) -> None:
+    def _apply(self, decision: Decision, now: float) -> None:
         cfg = self.config
+        job = self._check(decision)
         if isinstance(decision, Start):
-            job = by_id.get(decision.job_id)  # type: ignore[arg-type]
-            if job is None or job not in self._waiting:
-                raise self._bad(decision, "no such waiting job")
             nodes = tuple(decision.nodes)
-            self._check_free(decision, nodes)
-            if not job.spec.lo <= len(nodes) <= job.spec.hi:
-                raise self._bad(
-                    decision, f"{len(nodes)} nodes outside {job.spec.lo}-{job.spec.hi}"
-                )
-            self._waiting.remove(job)
+            del self._waiting[job.job_id]
             self._free.difference_update(nodes)
+            self._free_changed()
             job.nodes = list(nodes)
             job.start_s = job.progress_from = now
             job.allotment.append((now, nodes))
             self._running[job.job_id] = job
+            self._refresh(job)
             self._schedule_end(job, len(nodes))
             if job.spec.is_malleable:
                 self._push(now + cfg.ready_s, _READY, job)
         elif isinstance(decision, Shrink):
-            job = self._orderable(decision, decision.job_id)
             count = decision.count
-            if count < 1 or len(job.nodes) - count < job.spec.lo:
-                raise self._bad(
-                    decision, f"cannot shrink {len(job.nodes)} nodes by {count} "
-                    f"(minimum {job.spec.lo})"
-                )
             self._advance(job, now)
             cost = cfg.costs.shrink_s(count)
             job.progress_from = now + cost
@@ -497,30 +585,24 @@ class Simulator:
             job.busy = True
             job.last_order_s = now
             job.shrinks += 1
+            self._refresh(job)
             self._schedule_end(job, len(job.nodes) - count)
             self._push(now + cost, _RESIZE_DONE, job)
-        elif isinstance(decision, Grow):
-            job = self._orderable(decision, decision.job_id)
+        else:  # Grow: decision_problem accepts nothing else
             nodes = tuple(decision.nodes)
-            self._check_free(decision, nodes)
-            if not nodes or len(job.nodes) + len(nodes) > job.spec.hi:
-                raise self._bad(
-                    decision, f"cannot grow {len(job.nodes)} nodes by {len(nodes)} "
-                    f"(maximum {job.spec.hi})"
-                )
             self._advance(job, now)
             cost = cfg.costs.grow_s(len(nodes))
             job.progress_from = now + cost
             self._free.difference_update(nodes)
+            self._free_changed()
             job.nodes.extend(nodes)
             job.allotment.append((now, tuple(job.nodes)))
             job.busy = True
             job.last_order_s = now
             job.grows += 1
+            self._refresh(job)
             self._schedule_end(job, len(job.nodes))
             self._push(now + cost, _RESIZE_DONE, job)
-        else:
-            raise InvalidDecisionError(f"{self.algorithm.name}: not a decision: {decision!r}")
 
     # ------------------------------------------------------------------------ results
 
@@ -542,6 +624,7 @@ class Simulator:
                 allotment=tuple(job.allotment),
                 shrinks=job.shrinks,
                 grows=job.grows,
+                required_s=job.spec.required_time_s,
             )
             for job in done
         )
@@ -681,10 +764,12 @@ def evaluate_workloads(
     batches: int = 1,
     config: SimConfig | None = None,
     progress: Callable[[], None] | None = None,
+    job_progress: Callable[[int], None] | None = None,
 ) -> Evaluation:
     """Run every algorithm on ``make_workload(share, batch_index)`` for every share and batch.
 
-    ``progress`` is called once after each simulation (for a progress bar).
+    ``progress`` is called once after each simulation, ``job_progress`` with counts of jobs
+    done within a simulation (:meth:`Simulator.run`), for progress bars.
     """
     config = config or SimConfig()
     results: dict[tuple[str, float, int], SimResult] = {}
@@ -692,7 +777,9 @@ def evaluate_workloads(
         for batch in range(batches):
             workload = make_workload(share, batch)
             for name in algorithms:
-                results[(name, share, batch)] = simulate(name, workload, config)
+                results[(name, share, batch)] = Simulator(name, workload, config).run(
+                    job_progress
+                )
                 if progress is not None:
                     progress()
     return Evaluation(results)
@@ -709,7 +796,7 @@ def evaluate_paper(
     progress: Callable[[], None] | None = None,
     **batch_options: Any,
 ) -> Evaluation:
-    """The paper's evaluation (SPEC §4-§5): seeded batches × shares × algorithms.
+    """The paper's evaluation (Finnerty et al. 2024): seeded batches × shares × algorithms.
 
     Defaults: 10 batches (seeds 43-52), shares 0-100 % in steps of 20, the four algorithms,
     32 nodes.  ``batch_options`` go to :func:`scheduler.workload.paper_batch` (``jobs``,

@@ -1,6 +1,7 @@
 """``python -m scheduler simulate``: the paper's evaluation (or an SWF trace) in simulation.
 
-By default: 10 seeded batches (seeds 43-52) of 25 jobs from SPEC §5's mix × malleable shares
+By default: 10 seeded batches (seeds 43-52) of 25 jobs from the paper's mix (Table 2) ×
+malleable shares
 0, 20, 40, 60, 80, 100 % × the algorithms fcfs, backfilling, easy, malleable on 32 nodes.
 Prints a table, or with ``--json`` one JSON object::
 
@@ -13,6 +14,13 @@ Prints a table, or with ``--json`` one JSON object::
      "summary": {"fcfs_0_makespan_s", "malleable_share", "malleable_makespan_s",
                  "makespan_reduction", "paper_makespan_reduction", "goal_13_percent_met"},
      "elapsed_s": 1.2}
+
+With ``--swf`` the workload is an SWF trace instead (``--swf-max-jobs`` keeps its first
+jobs); a progress bar on a terminal counts the jobs done (``--quiet`` hides it).
+``--records PATH`` writes the per-job records of the first batch as JSON (one list per
+``"<algorithm>@<share>"``), ``--records-swf DIR`` the same schedules as SWF traces
+``DIR/<algorithm>@<share>.swf`` (wait and run time fields filled in;
+:func:`scheduler.workload.write_swf`).  docs/guides/simulation.md has examples.
 
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
@@ -37,10 +45,9 @@ from .simulate import (
     DEFAULT_SHARES,
     Evaluation,
     SimConfig,
-    evaluate_paper,
     evaluate_workloads,
 )
-from .workload import PAPER_MIX, MixRow, swf_workload
+from .workload import PAPER_MIX, MixRow, Workload, paper_batch, swf_workload, write_swf
 
 __all__ = ["HELP", "add_arguments", "run", "summary"]
 
@@ -84,6 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="write PNG charts (Gantt, utilisation, makespan vs share) to DIR")
     out.add_argument("--records", metavar="PATH", type=Path,
                      help="write the per-job records of the first batch as JSON")
+    out.add_argument("--records-swf", metavar="DIR", type=Path,
+                     help="write the schedules of the first batch as SWF traces "
+                          "DIR/<algorithm>@<share>.swf (wait and run time filled in)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sweep = p.add_argument_group("sweep")
@@ -98,7 +108,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sweep.add_argument("--nodes", type=positive_int, default=32,
                        help="cluster size in nodes (default 32)")
 
-    mix = p.add_argument_group("paper job mix (SPEC §5)")
+    mix = p.add_argument_group("paper job mix (Table 2 of Finnerty et al. 2024)")
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
     mix.add_argument("--jobs", type=positive_int, default=25, help="jobs per batch (25)")
     mix.add_argument("--submit-window-s", type=float, default=600.0,
@@ -165,7 +175,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "malleable_share": top["malleable_share"],
         "malleable_makespan_s": top["makespan_s"],
         "makespan_reduction": reduction,
-        "paper_makespan_reduction": 1 - 1006 / 1157,  # SPEC §4: 1157 s -> 1006 s
+        "paper_makespan_reduction": 1 - 1006 / 1157,  # the paper: 1157 s -> 1006 s
         "goal_13_percent_met": reduction >= 0.13,
     }
 
@@ -218,8 +228,19 @@ def run(args: argparse.Namespace) -> int:
     )
     batches = args.batches or (1 if args.swf else 10)
     shares = args.swf_malleable_share if args.swf and args.swf_malleable_share else args.shares
-    total = batches * len(shares) * len(args.algorithms)
-    bar = _progress(total, quiet=args.quiet)
+    bar = _progress(quiet=args.quiet)
+    per_workload = len(args.algorithms)
+
+    def counted(make: Callable[[float, int], Workload]) -> Callable[[float, int], Workload]:
+        """``make``, growing the bar's total by the jobs each workload brings."""
+        def wrapped(share: float, batch: int) -> Workload:
+            workload = make(share, batch)
+            if bar is not None:
+                bar.total += len(workload.entries) * per_workload
+                bar.refresh()
+            return workload
+        return wrapped
+
     cfg: dict[str, Any] = {
         "nodes": args.nodes,
         "batches": batches,
@@ -236,12 +257,12 @@ def run(args: argparse.Namespace) -> int:
             cfg.update(workload=f"swf:{args.swf}", cores_per_node=args.cores_per_node,
                        serial_fraction=args.serial_fraction, swf_max_jobs=args.swf_max_jobs)
             evaluation = evaluate_workloads(
-                lambda share, batch: swf_workload(
+                counted(lambda share, batch: swf_workload(
                     args.swf, total_nodes=args.nodes, cores_per_node=args.cores_per_node,
                     malleable_share=share, seed=args.seed + batch,
-                    serial_fraction=args.serial_fraction, max_jobs=args.swf_max_jobs),
+                    serial_fraction=args.serial_fraction, max_jobs=args.swf_max_jobs)),
                 algorithms=args.algorithms, shares=shares, batches=batches, config=config,
-                progress=bar.update if bar else None,
+                job_progress=bar.update if bar is not None else None,
             )
         else:
             model = RuntimeModel.paper()
@@ -250,16 +271,17 @@ def run(args: argparse.Namespace) -> int:
                        submit_window_s=args.submit_window_s, first_at_zero=args.first_at_zero,
                        required_factor=args.required_factor,
                        required_time_s=args.required_time_s)
-            evaluation = evaluate_paper(
-                algorithms=args.algorithms, shares=shares,
-                seeds=cfg["seeds"], config=config, mix=mix, model=model,
-                progress=bar.update if bar else None,
-                jobs=args.jobs, submit_window_s=args.submit_window_s,
-                first_at_zero=args.first_at_zero, required_factor=args.required_factor,
-                required_time_s=args.required_time_s,
+            evaluation = evaluate_workloads(
+                counted(lambda share, batch: paper_batch(
+                    cfg["seeds"][batch], share, mix=mix, model=model, jobs=args.jobs,
+                    submit_window_s=args.submit_window_s, first_at_zero=args.first_at_zero,
+                    required_factor=args.required_factor,
+                    required_time_s=args.required_time_s)),
+                algorithms=args.algorithms, shares=shares, batches=batches, config=config,
+                job_progress=bar.update if bar is not None else None,
             )
     finally:
-        if bar:
+        if bar is not None:
             bar.close()
     rows = evaluation.rows()
     report: dict[str, Any] = {"config": cfg, "rows": rows, "summary": summary(rows),
@@ -271,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
             f"{a}@{s:g}": [rec.to_dict() for rec in res.records]
             for (a, s, b), res in evaluation.results.items() if b == 0
         }, indent=1))
+    if args.records_swf:
+        _write_swf_records(evaluation, args)
     if args.plot:
         try:
             for path in _plots(evaluation, rows, args.plot, args.nodes):
@@ -301,12 +325,31 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def _progress(total: int, *, quiet: bool) -> Any:
-    """A tqdm bar on stderr, or None when quiet, not a terminal, or tqdm is missing."""
+def _write_swf_records(evaluation: Evaluation, args: argparse.Namespace) -> None:
+    """One SWF trace per (algorithm, share) of the first batch, in ``args.records_swf``."""
+    args.records_swf.mkdir(parents=True, exist_ok=True)
+    cores = args.cores_per_node if args.swf else 1
+    for (algorithm, share, batch), result in evaluation.results.items():
+        if batch != 0:
+            continue
+        path = args.records_swf / f"{algorithm}@{share:g}.swf"
+        write_swf(
+            result.records, path, cores_per_node=cores, total_nodes=args.nodes,
+            notes=[f"algorithm {algorithm}, malleable share {share:g} %, seed {args.seed}",
+                   f"workload {f'swf:{args.swf}' if args.swf else 'paper mix'}",
+                   f"refused jobs (not listed): {len(result.refused)}"],
+        )
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def _progress(*, quiet: bool) -> Any:
+    """A tqdm bar of jobs done on stderr (its total grows as workloads are built), or None
+    when quiet, not a terminal, or tqdm is missing."""
     if quiet or not sys.stderr.isatty():
         return None
     try:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, file=sys.stderr, desc="simulate", unit="run", leave=False)
+    return tqdm(total=0, file=sys.stderr, desc="simulate", unit="job", leave=False,
+                mininterval=0.5)

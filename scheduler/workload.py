@@ -1,7 +1,7 @@
 """Workloads for the simulator: the paper's job mix and Standard Workload Format traces.
 
-The paper's mix (SPEC §5, Table 2)
-----------------------------------
+The paper's mix (Finnerty et al. 2024, Table 2)
+-----------------------------------------------
 :func:`paper_batch` draws a batch the way the Java experiment generator
 (``generateExperiments.py``) does:
 
@@ -41,12 +41,16 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .jobs import BatchEntry, JobClass, JobSpec
 from .model import RuntimeModel, ScalingCurve
+
+if TYPE_CHECKING:
+    from .simulate import JobRecord
 
 __all__ = [
     "PAPER_MIX",
@@ -56,6 +60,8 @@ __all__ = [
     "paper_batch",
     "read_swf",
     "swf_workload",
+    "synthetic_swf",
+    "write_swf",
 ]
 
 
@@ -82,7 +88,7 @@ def _rows(program: str, size: int, rng: tuple[int, int], *counts: tuple[int, flo
     return [MixRow(program, size, n, w, rng[0], rng[1]) for n, w in counts]
 
 
-#: SPEC §5, Table 2 of the paper: (program, size, rigid nodes, weight, malleable range).
+#: Table 2 of Finnerty et al. 2024: (program, size, rigid nodes, weight, malleable range).
 PAPER_MIX: tuple[MixRow, ...] = tuple(
     _rows("uts", 18, (1, 4), (2, 1.5), (4, 0.5))
     + _rows("uts", 19, (1, 8), (2, 1.5), (4, 1), (8, 1))
@@ -123,7 +129,7 @@ def paper_batch(
     Args:
         seed: the batch's seed (same seed, same jobs and times for every share).
         malleable_share: percentage 0-100 of jobs in malleable form.
-        mix: the rows to draw from (default SPEC §5's Table 2).
+        mix: the rows to draw from (default: the paper's Table 2).
         model: run-time model knowing every row's ``(program, size)`` (default the paper's).
         jobs: jobs per batch.
         submit_window_s: submissions are drawn in ``[0, submit_window_s)`` (seconds).
@@ -281,3 +287,135 @@ def swf_workload(
         entries.append(BatchEntry(spec, job.submit_s - t0))
     entries.sort(key=lambda e: e.submit_s)
     return Workload(tuple(entries), model)
+
+
+def synthetic_swf(
+    path: str | Path,
+    *,
+    jobs: int,
+    nodes: int = 64,
+    seed: int = 1,
+    mean_interarrival_s: float = 3000.0,
+    log_run_mu: float = 7.0,
+    log_run_sigma: float = 1.5,
+    requested_factor: tuple[float, float] = (1.0, 3.0),
+    requested_memory_kb: int = 1024,
+) -> Path:
+    """Write a synthetic SWF trace of rigid jobs on one-core nodes and return its path.
+
+    The workload of the AccaSim comparison (``benchmarks/accasim_compare.py``,
+    docs/guides/simulation.md), drawn with ``random.Random(seed)``:
+
+    * submissions: exponential inter-arrival times of mean ``mean_interarrival_s`` (s),
+      rounded down to whole seconds, the first job at 0;
+    * run time: ``max(1, round(lognormvariate(log_run_mu, log_run_sigma)))`` seconds
+      (``mu = 7, sigma = 1.5``: median 1,097 s, mean about 3,400 s);
+    * requested time: the run time times a uniform factor in ``requested_factor`` (1-3),
+      rounded up to whole seconds;
+    * size: uniform integer in ``[1, nodes]`` processors (= nodes, one core each);
+    * requested memory ``requested_memory_kb`` per processor (AccaSim refuses jobs that
+      request none); user, group, executable, queue, partition 1; status 1 (completed).
+
+    Args:
+        path: the ``.swf`` file to write (overwritten).
+        jobs: number of jobs (>= 1).
+        nodes: the largest job, and the ``MaxNodes``/``MaxProcs`` header (>= 1).
+        seed: seed of the draw.
+        mean_interarrival_s, log_run_mu, log_run_sigma, requested_factor: as above.
+        requested_memory_kb: SWF field 10 (KB per processor, > 0).
+
+    Raises:
+        ValueError: for ``jobs < 1``, ``nodes < 1``, a non-positive mean inter-arrival time
+            or memory, or a requested-time factor range not within ``[1, inf)``.
+    """
+    lo_f, hi_f = requested_factor
+    if jobs < 1 or nodes < 1:
+        raise ValueError(f"jobs and nodes must be >= 1, got {jobs} and {nodes}")
+    if not mean_interarrival_s > 0 or requested_memory_kb <= 0:
+        raise ValueError("mean_interarrival_s and requested_memory_kb must be > 0")
+    if not 1.0 <= lo_f <= hi_f:
+        raise ValueError(f"requested_factor must satisfy 1 <= low <= high, got {requested_factor}")
+    rng = random.Random(seed)
+    lines = [
+        "; Version: 2.2",
+        f"; Computer: synthetic ({nodes} one-core nodes), scheduler.workload.synthetic_swf",
+        f"; Note: seed {seed}, {jobs} jobs, exponential arrivals of mean {mean_interarrival_s} s,",
+        f"; Note: log-normal run times (mu {log_run_mu}, sigma {log_run_sigma}),",
+        f"; Note: requested time = run time x U({lo_f}, {hi_f}), sizes U{{1..{nodes}}}",
+        f"; MaxJobs: {jobs}",
+        f"; MaxRecords: {jobs}",
+        f"; MaxNodes: {nodes}",
+        f"; MaxProcs: {nodes}",
+    ]
+    submit = 0.0
+    for number in range(1, jobs + 1):
+        if number > 1:
+            submit += rng.expovariate(1.0 / mean_interarrival_s)
+        run = max(1, round(rng.lognormvariate(log_run_mu, log_run_sigma)))
+        requested = math.ceil(run * rng.uniform(lo_f, hi_f))
+        size = rng.randint(1, nodes)
+        lines.append(
+            f"{number} {int(submit)} -1 {run} {size} -1 -1 {size} {requested} "
+            f"{requested_memory_kb} 1 1 1 1 1 1 -1 -1"
+        )
+    out = Path(path)
+    out.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return out
+
+
+def write_swf(
+    records: Iterable[JobRecord],
+    path: str | Path,
+    *,
+    cores_per_node: int = 1,
+    total_nodes: int | None = None,
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write a simulated schedule as an SWF trace (Feitelson et al., Parallel Workloads
+    Archive, version 2.2) and return its path.
+
+    One line per record, in job-number order: field 1 the job number (the trace's own
+    number for jobs read by :func:`swf_workload`, else the simulator's id), 2 submit time,
+    3 wait time (start - submit), 4 run time (end - start; seconds, rounded to 3 decimals),
+    5 allocated processors (the most nodes the job held x ``cores_per_node``), 8 requested
+    processors (the job's maximum nodes x ``cores_per_node``), 9 requested time (the
+    spec's required time when known, else -1), 11 status 1 (completed); other fields -1.
+    Read back with :func:`read_swf`.
+
+    Args:
+        records: :class:`~scheduler.simulate.JobRecord` objects (``SimResult.records``).
+        path: the file to write (overwritten).
+        cores_per_node: processors per node (>= 1).
+        total_nodes: the simulated cluster's size, for the ``MaxNodes`` header line.
+        notes: extra ``; Note:`` header lines (algorithm, options...).
+
+    Raises:
+        ValueError: ``cores_per_node < 1``.
+    """
+    if cores_per_node < 1:
+        raise ValueError(f"cores_per_node must be >= 1, got {cores_per_node}")
+    rows = sorted(
+        records,
+        key=lambda r: (r.size if r.program == "swf" and isinstance(r.size, int) else r.job_id),
+    )
+    lines = ["; Version: 2.2", "; Computer: apgaspy scheduler simulator (scheduler.simulate)"]
+    if total_nodes is not None:
+        lines += [f"; MaxNodes: {total_nodes}", f"; MaxProcs: {total_nodes * cores_per_node}"]
+    lines += [f"; MaxJobs: {len(rows)}", f"; MaxRecords: {len(rows)}"]
+    lines += [f"; Note: {note}" for note in notes]
+
+    def num(x: float) -> str:
+        return f"{round(x, 3):g}" if x != int(x) else str(int(x))
+
+    for r in rows:
+        number = r.size if r.program == "swf" and isinstance(r.size, int) else r.job_id
+        held = max((len(nodes) for _, nodes in r.allotment), default=0)
+        required = r.required_s
+        lines.append(
+            f"{number} {num(r.submit_s)} {num(r.wait_s)} {num(r.run_s)} "
+            f"{held * cores_per_node} -1 -1 {r.max_nodes * cores_per_node} "
+            f"{num(required) if required is not None else -1} -1 1 -1 -1 -1 -1 -1 -1 -1"
+        )
+    out = Path(path)
+    out.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return out

@@ -1,4 +1,4 @@
-"""Scheduling algorithms (SPEC §5) on hand-made snapshots, with exact expected decisions."""
+"""Scheduling algorithms on hand-made snapshots, with exact expected decisions."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from scheduler.algorithms import (
     Algorithm,
     Backfilling,
     EasyBackfilling,
+    FreeNodes,
     Grow,
     MalleableMinAgree,
     RunningJob,
@@ -272,3 +273,32 @@ def test_malleable_counts_shrinks_in_flight():
     assert MalleableMinAgree().decide(view(1.0, (), running, waiting)) == []
     waiting[0] = wait(3, rigid(3))  # one more node needed: job 2 gives it
     assert MalleableMinAgree().decide(view(1.0, (), running, waiting)) == [Shrink(2, 1)]
+
+
+def test_next_change_times():
+    # Running: a rigid job started at 0 s (required 100 s: expected end 100 s), a malleable
+    # job ordered at 50 s (cool-down 60 s: orderable again at 110 s), a malleable job never
+    # ordered, one not ready yet.  Waiting: a head of 8 nodes.
+    running = (run(1, rigid(2, req=100.0), names(1, 2)),
+               run(2, mall(1, 4, req=500.0), names(3, 4), last=50.0),
+               run(3, mall(1, 4, req=400.0), names(5), last=None),
+               run(4, mall(1, 4, req=300.0), names(6), ready=False, last=10.0))
+    v = view(70.0, names(7), running, (wait(9, rigid(8)),))
+    assert FCFS().next_change_s(v) == Backfilling().next_change_s(v) == float("inf")
+    assert EasyBackfilling().next_change_s(v) == 100.0
+    assert MalleableMinAgree(cooldown_s=60.0).next_change_s(v) == 100.0
+    later = view(105.0, names(7), running, (wait(9, rigid(8)),))
+    assert EasyBackfilling().next_change_s(later) == 300.0  # job 4's expected end
+    assert MalleableMinAgree(cooldown_s=60.0).next_change_s(later) == 110.0
+    assert MalleableMinAgree(cooldown_s=0.0).next_change_s(later) == 300.0
+    # an expected end exactly now is no longer ahead
+    assert EasyBackfilling().next_change_s(view(300.0, names(7), running)) == 400.0
+
+
+def test_free_nodes_hands_out_lowest_names_first():
+    pool = FreeNodes(["n10", "n2", "n1", "n9"])
+    assert len(pool) == 4
+    assert pool.take(3) == ("n1", "n2", "n9")
+    assert pool.take(1) == ("n10",)
+    with pytest.raises(ValueError, match="asked for 1 nodes, 0 free"):
+        pool.take(1)

@@ -13,11 +13,18 @@ import pytest
 
 from scheduler import InvalidDecisionError, SimulationError
 from scheduler.__main__ import main
-from scheduler.algorithms import Grow, Shrink, Start, View
+from scheduler.algorithms import Grow, Shrink, Start, View, decision_problem
 from scheduler.jobs import BatchEntry, JobClass, JobSpec
 from scheduler.model import PAPER_MEDIANS, ResizeCostModel, RuntimeModel, ScalingCurve
 from scheduler.simulate import SimConfig, Simulator, aggregate, evaluate_paper
-from scheduler.workload import PAPER_MIX, paper_batch, read_swf, swf_workload
+from scheduler.workload import (
+    PAPER_MIX,
+    paper_batch,
+    read_swf,
+    swf_workload,
+    synthetic_swf,
+    write_swf,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_SWF = ROOT / "scheduler" / "data" / "sample.swf"
@@ -319,3 +326,213 @@ def test_python_dash_m_runs():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["rows"][0]["algorithm"] == "fcfs"
+
+
+# ------------------------------------------------------------- event-driven = every tick
+
+
+def _schedule(result):
+    """Every job's start, end and allotment changes (resizes with their times), exactly."""
+    return [(r.job_id, r.name, r.submit_s, r.start_s, r.end_s, r.allotment, r.shrinks, r.grows)
+            for r in result.records], result.refused
+
+
+def _both_loops(algorithm, workload, config):
+    fast = Simulator(algorithm, workload, config).run()
+    slow_sim = Simulator(algorithm, workload, config)
+    slow_sim._every_tick = True  # the first version's loop: a call at every period
+    slow = slow_sim.run()
+    return fast, slow
+
+
+@pytest.mark.parametrize("algorithm", ["fcfs", "backfilling", "easy", "malleable"])
+def test_event_driven_schedules_equal_the_every_tick_loop(algorithm, tmp_path):
+    trace = synthetic_swf(tmp_path / "t.swf", jobs=60, nodes=16, seed=5, log_run_mu=5.0,
+                          log_run_sigma=1.0, mean_interarrival_s=60.0)
+    cases = [
+        (paper_batch(43, 0), SimConfig()),
+        (paper_batch(44, 40), SimConfig(costs=ResizeCostModel.java())),
+        (paper_batch(45, 100, required_time_s=800.0), SimConfig()),
+        (paper_batch(46, 60, jobs=40), SimConfig(total_nodes=16, cooldown_s=0.0, ready_s=0.0,
+                                                 costs=FREE)),
+        (paper_batch(47, 80), SimConfig(interval_s=7.0, run_on_events=False)),
+        # required times far below the run times: jobs overrun their EASY reservations
+        (paper_batch(48, 40, required_time_s=100.0), SimConfig()),
+        (paper_batch(49, 0, jobs=80, required_time_s=30.0), SimConfig(total_nodes=24)),
+        (swf_workload(SAMPLE_SWF, total_nodes=8, cores_per_node=4, malleable_share=50),
+         SimConfig(total_nodes=8)),
+        (swf_workload(trace, total_nodes=16, malleable_share=30, seed=2),
+         SimConfig(total_nodes=16)),
+    ]
+    for workload, config in cases:
+        fast, slow = _both_loops(algorithm, workload, config)
+        assert _schedule(fast) == _schedule(slow)
+        assert fast.decide_calls < slow.decide_calls
+
+
+# --------------------------------------------------------------- hand-checked schedules
+
+# 4 one-core nodes; requested time = run time.  Job 1 (3 nodes, 0-100 s) leaves one node;
+# job 2 (4 nodes) blocks at 10 s with a reservation at 100 s and no extra node; job 3
+# (1 node, 60 s, submitted at 20 s) ends by 100 s; job 4 (1 node, 200 s, submitted at 30 s)
+# would not.
+HAND_SWF = """\
+1   0 -1 100 3 -1 -1 3 100 -1 1 1 1 1 1 -1 -1 -1
+2  10 -1  50 4 -1 -1 4  50 -1 1 1 1 1 1 -1 -1 -1
+3  20 -1  60 1 -1 -1 1  60 -1 1 1 1 1 1 -1 -1 -1
+4  30 -1 200 1 -1 -1 1 200 -1 1 1 1 1 1 -1 -1 -1
+"""
+HAND_STARTS = {
+    # FCFS: job 2 blocks the queue until job 1 ends; 3 and 4 start when job 2 ends.
+    "fcfs": {1: 0.0, 2: 100.0, 3: 150.0, 4: 150.0},
+    # Backfilling: 3 at once, 4 on the node 3 frees at 80 s, so job 2 waits for job 4 (280 s).
+    "backfilling": {1: 0.0, 2: 280.0, 3: 20.0, 4: 80.0},
+    # EASY: 3 ends by the reservation (20 + 60 <= 100) and starts; 4 would delay job 2 and
+    # waits; job 2 starts at its reservation, as soon as it fits; 4 after it.
+    "easy": {1: 0.0, 2: 100.0, 3: 20.0, 4: 150.0},
+}
+
+
+@pytest.mark.parametrize("algorithm", sorted(HAND_STARTS))
+def test_hand_checked_start_times(algorithm, tmp_path):
+    trace = tmp_path / "hand.swf"
+    trace.write_text(HAND_SWF)
+    result = Simulator(algorithm, swf_workload(trace, total_nodes=4),
+                       SimConfig(total_nodes=4)).run()
+    assert {r.size: r.start_s for r in result.records} == HAND_STARTS[algorithm]
+
+
+def test_easy_audit_finds_no_departure_here_and_catches_a_held_head(tmp_path):
+    from benchmarks.accasim_compare import AuditJob, easy_audit
+
+    trace = synthetic_swf(tmp_path / "t.swf", jobs=300, nodes=32, seed=3,
+                          mean_interarrival_s=1500.0)
+    result = Simulator("easy", swf_workload(trace, total_nodes=32),
+                       SimConfig(total_nodes=32)).run()
+    swf = {j.number: j for j in read_swf(trace)}
+    jobs = [AuditJob(r.size, r.submit_s, r.start_s, r.end_s, swf[r.size].processors,
+                     r.required_s) for r in result.records]
+    departures, shadows = easy_audit(jobs, 32)
+    assert departures == []
+    assert shadows and all(next(j.start for j in jobs if j.number == n) <= s
+                           for n, s in shadows.items())
+    # The hand trace with job 2 held back to 150 s although it fits at 100 s.
+    held = [AuditJob(1, 0, 0, 100, 3, 100), AuditJob(2, 10, 150, 200, 4, 50),
+            AuditJob(3, 20, 20, 80, 1, 60), AuditJob(4, 30, 200, 400, 1, 200)]
+    departures, shadows = easy_audit(held, 4)
+    assert [(d.time, d.kind, d.jobs, d.head) for d in departures] == [
+        (100, "head_held", (2,), 4)]
+    assert shadows == {2: 100, 4: 150}  # 4 waits for job 2, and starts at 200 s, past 150 s
+    # Backfilling's schedule of it: job 4 at 80 s takes the node job 2 has reserved.
+    starts = HAND_STARTS["backfilling"]
+    broken = [AuditJob(j.number, j.submit, starts[j.number], starts[j.number] + j.end - j.start,
+                       j.size, j.requested) for j in held]
+    departures, shadows = easy_audit(broken, 4)
+    assert [(d.time, d.kind, d.jobs, d.head, d.shadow) for d in departures] == [
+        (80, "reservation_broken", (4,), 2, 100)]
+    assert shadows == {2: 100}  # and job 2 starts at 280 s, past it
+
+
+# ----------------------------------------------------------------- one decision check
+
+
+def test_decision_problem_is_the_one_check():
+    rigid = JobSpec("r", nodes=2)
+    mall = JobSpec("m", job_class="malleable", min_nodes=1, max_nodes=3)
+    free = {"n3", "n4"}
+    assert decision_problem(Start(1, ("n3", "n4")), spec=rigid, state="waiting",
+                            free=free) is None
+    assert decision_problem(Start(1, ("n3",)), spec=rigid, state="waiting",
+                            free=free) == "1 nodes outside 2-2"
+    assert decision_problem(Start(1, ("n3", "n1")), spec=rigid, state="waiting",
+                            free=free) == "nodes not free: ['n1']"
+    assert decision_problem(Start(1, ("n3", "n3")), spec=rigid, state="waiting",
+                            free=free) == "names a node twice: ['n3', 'n3']"
+    assert decision_problem(Start(1, ("n3", "n4")), spec=rigid, state="running",
+                            free=free) == "no such waiting job"
+    assert decision_problem(Shrink(1, 1), spec=rigid, state="running", held=2,
+                            takes_orders=True) == "the job is not malleable"
+    assert decision_problem(Shrink(1, 1), spec=mall, state="running", held=2,
+                            takes_orders=False).startswith("the job is not ready for orders")
+    assert decision_problem(Shrink(1, 1), spec=mall, state="running", held=2,
+                            takes_orders=True) is None
+    assert decision_problem(Shrink(1, 2), spec=mall, state="running", held=2,
+                            takes_orders=True) == "cannot shrink 2 nodes by 2 (minimum 1)"
+    assert decision_problem(Grow(1, ("n3",)), spec=mall, state="running", held=2,
+                            takes_orders=True, free=free) is None
+    assert decision_problem(Grow(1, ("n3", "n4")), spec=mall, state="running", held=2,
+                            takes_orders=True, free=free) == "cannot grow 2 nodes by 2 (maximum 3)"
+    assert decision_problem(Grow(1, ()), spec=mall, state="running", held=2,
+                            takes_orders=True, free=free) == "cannot grow by no node"
+    assert decision_problem(Grow(9, ("n3",)), spec=None, state=None) == "no such running job"
+    assert decision_problem("start", spec=None, state=None) == "not a decision: 'start'"
+
+
+# ------------------------------------------------------------------ SWF out, progress
+
+
+def test_records_as_swf_read_back(tmp_path):
+    result = Simulator("easy", swf_workload(SAMPLE_SWF, total_nodes=8, cores_per_node=4),
+                       SimConfig(total_nodes=8)).run()
+    out = write_swf(result.records, tmp_path / "out.swf", cores_per_node=4, total_nodes=8,
+                    notes=["easy"])
+    back = {j.number: j for j in read_swf(out)}
+    assert sorted(back) == [1, 2, 3, 5, 6, 7, 8, 9, 10]
+    fields = {int(line.split()[0]): line.split() for line in out.read_text().splitlines()
+              if not line.startswith(";")}
+    for rec in result.records:
+        job = back[rec.size]
+        assert (job.submit_s, job.run_s) == (rec.submit_s, rec.run_s)
+        assert float(fields[rec.size][2]) == rec.wait_s
+        assert job.requested_s == rec.required_s
+    assert back[9].processors == 32 and back[5].processors == 4  # whole nodes of 4 cores
+    assert "; Note: easy" in out.read_text()
+
+
+def test_cli_records_swf_and_progress_counts(tmp_path):
+    run_cli("--json", "--quiet", "--swf", str(SAMPLE_SWF), "--cores-per-node", "4",
+            "--nodes", "8", "--shares", "0", "--algorithms", "fcfs,easy",
+            "--records", str(tmp_path / "r.json"), "--records-swf", str(tmp_path / "swf"))
+    assert sorted(p.name for p in (tmp_path / "swf").iterdir()) == ["easy@0.swf", "fcfs@0.swf"]
+    records = json.loads((tmp_path / "r.json").read_text())
+    easy = {r["size"]: r["start_s"] for r in records["easy@0"]}
+    swf_easy = {j.number: j.submit_s for j in read_swf(tmp_path / "swf" / "easy@0.swf")}
+    assert set(easy) == set(swf_easy)
+    counts = []
+    big = paper_batch(43, 40, jobs=700)
+    result = Simulator("malleable", big, SimConfig()).run(counts.append)
+    assert sum(counts) == 700 == result.jobs and counts[0] == 256
+
+
+def test_synthetic_swf_shape(tmp_path):
+    a = synthetic_swf(tmp_path / "a.swf", jobs=50, nodes=8, seed=9)
+    b = synthetic_swf(tmp_path / "b.swf", jobs=50, nodes=8, seed=9)
+    assert a.read_text() == b.read_text()
+    jobs = read_swf(a)
+    assert [j.number for j in jobs] == list(range(1, 51)) and jobs[0].submit_s == 0
+    assert all(1 <= j.processors <= 8 and j.run_s >= 1 for j in jobs)
+    assert all(j.run_s <= j.requested_s <= 3 * j.run_s + 1 for j in jobs)
+    assert all(x.submit_s <= y.submit_s for x, y in zip(jobs, jobs[1:], strict=False))
+    with pytest.raises(ValueError, match="requested_factor"):
+        synthetic_swf(tmp_path / "c.swf", jobs=1, requested_factor=(0.5, 1.0))
+
+
+def test_easy_wakes_when_a_running_job_passes_its_expected_end():
+    # 7 nodes.  X (5 nodes) and Y (1 node) overrun their required times (10 s, 100 s); the
+    # head H (6 nodes) waits with 1 node free.  Once both are past their expected ends they
+    # count as giving back their nodes "now", one release at a time in the order (time,
+    # count), and the extra node the head does not need appears: B backfills at 100 s, a
+    # tick with no event, which the event-driven loop must not skip.
+    model = RuntimeModel({("x", 1): ScalingCurve({5: 1000.0}), ("y", 1): ScalingCurve({1: 1000.0}),
+                          ("h", 1): ScalingCurve({6: 50.0}), ("b", 1): ScalingCurve({1: 10.0})})
+    entries = [entry("x", nodes=5, required_time_s=10.0),
+               entry("y", nodes=1, required_time_s=100.0),
+               entry("h", 1.0, nodes=6, required_time_s=50.0),
+               entry("b", 2.0, nodes=1, required_time_s=5000.0)]
+    config = SimConfig(total_nodes=7)
+    fast = Simulator("easy", entries, config, model=model).run()
+    slow_sim = Simulator("easy", entries, config, model=model)
+    slow_sim._every_tick = True
+    assert _schedule(fast) == _schedule(slow_sim.run())
+    assert {r.name: r.start_s for r in fast.records} == {
+        "x": 0.0, "y": 0.0, "h": 1000.0, "b": 100.0}

@@ -15,6 +15,7 @@ from .base import (
     DEFAULT_COOLDOWN_S,
     Algorithm,
     Decision,
+    FreeNodes,
     Grow,
     RunningJob,
     Shrink,
@@ -22,9 +23,11 @@ from .base import (
     View,
     WaitingJob,
     can_order,
+    next_change_s,
     node_key,
     sorted_nodes,
 )
+from .decisions import decision_problem
 from .easy import EasyBackfilling
 from .fcfs import FCFS
 from .malleable import MalleableMinAgree
@@ -36,6 +39,7 @@ __all__ = [
     "Backfilling",
     "Decision",
     "EasyBackfilling",
+    "FreeNodes",
     "Grow",
     "MalleableMinAgree",
     "RunningJob",
@@ -44,13 +48,15 @@ __all__ = [
     "View",
     "WaitingJob",
     "can_order",
+    "decision_problem",
     "make",
+    "next_change_s",
     "node_key",
     "registry",
     "sorted_nodes",
 ]
 
-#: Algorithm name → class (the four of SPEC §5).
+#: Algorithm name → class (the four of the paper's evaluation, docs/guides/simulation.md).
 registry: dict[str, type[Any]] = {
     "fcfs": FCFS,
     "backfilling": Backfilling,

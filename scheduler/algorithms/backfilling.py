@@ -1,4 +1,4 @@
-"""Backfilling without reservation (SPEC §5; the Java ElasticJobScheduler's ``Backfilling``).
+"""Backfilling without reservation (the Java ElasticJobScheduler's ``Backfilling``).
 
 Like FCFS, but a job that does not fit does not block the queue: every queued job that fits
 now starts, in submission order.  Nothing is reserved for the head, so a large job at the
@@ -7,7 +7,9 @@ head can be overtaken (and delayed) for ever by smaller jobs behind it.
 
 from __future__ import annotations
 
-from .base import Decision, NodePool, Start, View, size_up_to_max
+import math
+
+from .base import Decision, FreeNodes, Start, View, size_up_to_max
 
 __all__ = ["Backfilling"]
 
@@ -19,10 +21,14 @@ class Backfilling:
 
     def decide(self, view: View) -> list[Decision]:
         """Walk the queue once; start each job that fits in the nodes still free."""
-        pool = NodePool(view.free_nodes)
+        pool = FreeNodes(view.free_nodes)
         decisions: list[Decision] = []
         for job in view.waiting:
             size = size_up_to_max(job.spec, len(pool))
             if size is not None:
                 decisions.append(Start(job.job_id, pool.take(size)))
         return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """``inf``: the answer depends on the queue and the free nodes, never on the clock."""
+        return math.inf

@@ -20,14 +20,21 @@ Conventions all algorithms follow:
 
 * Node choice is deterministic: the lowest free node names first, in natural order
   (``n2`` before ``n10``; :func:`node_key`).  A shrink names only a count: the job chooses
-  the nodes it releases (SPEC §2: it replies with their names).
+  the nodes it releases (it replies with their names).
 * A running job may be ordered (shrink or grow) only when it is malleable, has announced
   ``APGAS-Ready`` (``RunningJob.malleable_ready``) and its last order is at least
-  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s; SPEC §6).
+  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s).
 * Decisions of one call are meant to be applied in order; they never use a node twice.
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
 in :data:`scheduler.algorithms.registry`.
+
+Optionally, a class also defines ``next_change_s(view) -> float``: given that
+``decide(view)`` returned no decision, the earliest time (seconds, ``>= view.now_s`` or
+``inf``) at which ``decide`` could answer otherwise for the same jobs and nodes, only the
+clock having moved (a cool-down that ends, a running job that passes its expected end).
+An event-driven mechanism (the simulator) then skips the periodic calls before that time;
+without the method it calls the algorithm at every period (:func:`next_change_s`).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ __all__ = [
     "DEFAULT_COOLDOWN_S",
     "Algorithm",
     "Decision",
+    "FreeNodes",
     "Grow",
     "JobId",
     "RunningJob",
@@ -52,6 +60,8 @@ __all__ = [
     "View",
     "WaitingJob",
     "can_order",
+    "expected_ends_after",
+    "next_change_s",
     "node_key",
     "sorted_nodes",
 ]
@@ -112,7 +122,7 @@ class View:
         now_s: the current time (seconds; real or simulated clock).
         free_nodes: names of the nodes that no job holds (any order).
         running: the running jobs (start order).
-        waiting: the queued jobs, in submission order (the queue of SPEC §5).
+        waiting: the queued jobs, in submission order (the queue the algorithms walk).
         total_nodes: the cluster's size (nodes).
     """
 
@@ -175,9 +185,42 @@ def node_key(name: str) -> tuple[tuple[int, int | str], ...]:
     )
 
 
+#: node name -> its rank in natural order among all the names seen so far (re-ranked when a
+#: new name comes; a cluster has few names).
+_RANK: dict[str, int] = {}
+
+
 def sorted_nodes(nodes: Iterable[str]) -> list[str]:
-    """Node names in natural order (lowest first, see :func:`node_key`)."""
-    return sorted(nodes, key=node_key)
+    """Node names in natural order (lowest first, see :func:`node_key`).
+
+    Names already seen are sorted by an integer rank kept in a dictionary, so that sorting
+    the free nodes at every ``decide`` call is a C-level sort of integers, not one regex
+    split and tuple comparisons per name.
+    """
+    global _RANK
+    nodes = list(nodes)
+    rank = _RANK
+    try:
+        return sorted(nodes, key=rank.__getitem__)
+    except KeyError:
+        known = set(rank) if len(rank) < 1 << 16 else set()
+        known.update(nodes)
+        # a new dictionary, swapped in at once: a sort in another thread keeps the old one
+        rank = {name: i for i, name in enumerate(sorted(known, key=node_key))}
+        _RANK = rank
+        return sorted(nodes, key=rank.__getitem__)
+
+
+def expected_ends_after(view: View) -> float:
+    """The earliest expected end (``start_s + required_time_s``, seconds) of a running job that
+    is still later than ``view.now_s``; ``inf`` when none.
+
+    Past that time :func:`releases_of` counts the job's nodes as given back *now* instead of
+    at its expected end, so an EASY reservation computed from the same state may change.
+    """
+    now = view.now_s
+    ends = [end for job in view.running if (end := job.expected_end_s) > now]
+    return min(ends, default=math.inf)
 
 
 def can_order(job: RunningJob, now_s: float, cooldown_s: float) -> bool:
@@ -191,6 +234,21 @@ def can_order(job: RunningJob, now_s: float, cooldown_s: float) -> bool:
     return job.last_order_s is None or now_s - job.last_order_s >= cooldown_s
 
 
+def next_change_s(algorithm: Algorithm, view: View) -> float:
+    """When ``algorithm`` could first answer ``view`` otherwise, only the clock having moved.
+
+    Args:
+        algorithm: the policy, which has just answered ``view`` with no decision.
+        view: that snapshot.
+
+    Returns:
+        ``algorithm.next_change_s(view)`` (seconds, ``inf`` for never) when the class defines
+        it, else ``view.now_s``: no promise, call it again at the next period.
+    """
+    hook = getattr(algorithm, "next_change_s", None)
+    return view.now_s if hook is None else float(hook(view))
+
+
 # --------------------------------------------------------------------------------------------
 # Shared queue passes.  ``size_of(spec, free)`` gives the node count a job would start with
 # when ``free`` nodes are free, or None when it cannot start.
@@ -200,14 +258,14 @@ SizeFn = Callable[[JobSpec, int], int | None]
 
 
 def size_up_to_max(spec: JobSpec, free: int) -> int | None:
-    """Start size of SPEC §5's FCFS/Backfilling/EASY: as many free nodes as allowed, ≥ min."""
+    """Start size of the paper's FCFS/Backfilling/EASY: as many free nodes as allowed, ≥ min."""
     if free < spec.lo:
         return None
     return min(free, spec.hi)
 
 
 def size_malleable_at_min(spec: JobSpec, free: int) -> int | None:
-    """Start size of SPEC §5's Malleable algorithm: malleable jobs at their minimum.
+    """Start size of the paper's Malleable algorithm: malleable jobs at their minimum.
 
     Rigid jobs take their count; moldable jobs, which cannot be grown later, take as many
     free nodes as allowed.
@@ -219,8 +277,16 @@ def size_malleable_at_min(spec: JobSpec, free: int) -> int | None:
     return min(free, spec.hi)
 
 
-class NodePool:
-    """The free nodes during one ``decide`` call, handed out lowest names first."""
+class FreeNodes:
+    """The free nodes during one ``decide`` call, handed out lowest names first.
+
+    Not to be confused with :class:`scheduler.nodes.NodeBackend`, the real machines a server
+    launches jobs on: this is a plain list an algorithm takes node names from while it builds
+    its decisions, so that one call never hands a node out twice.
+
+    Args:
+        nodes: the free node names (any order; sorted here with :func:`node_key`).
+    """
 
     def __init__(self, nodes: Iterable[str]) -> None:
         self._nodes = sorted_nodes(nodes)
@@ -237,9 +303,9 @@ class NodePool:
 
 
 def fcfs_pass(
-    waiting: Sequence[WaitingJob], pool: NodePool, size_of: SizeFn
+    waiting: Sequence[WaitingJob], pool: FreeNodes, size_of: SizeFn
 ) -> tuple[list[Decision], list[tuple[WaitingJob, int]], int]:
-    """Start queue heads while they fit (SPEC §5 FCFS).
+    """Start queue heads while they fit (FCFS).
 
     Returns the decisions, the started jobs with their sizes, and the index in ``waiting`` of
     the first job that did not fit (``len(waiting)`` when all started).
@@ -283,11 +349,11 @@ def easy_backfill(
     now_s: float,
     head: WaitingJob,
     rest: Sequence[WaitingJob],
-    pool: NodePool,
+    pool: FreeNodes,
     size_of: SizeFn,
     releases: list[tuple[float, int]],
 ) -> list[Decision]:
-    """EASY backfilling behind a head that cannot start (Lifka 1995; SPEC §5).
+    """EASY backfilling behind a head that cannot start (Lifka 1995).
 
     The head gets a reservation at the shadow time computed by :func:`reservation` from
     ``releases``.  A later job starts now when it fits and does not delay the reservation:

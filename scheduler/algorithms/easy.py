@@ -1,4 +1,4 @@
-"""EASY backfilling (Lifka 1995, "The ANL/IBM SP scheduling system"; SPEC §5).
+"""EASY backfilling (Lifka 1995, "The ANL/IBM SP scheduling system").
 
 Jobs start in submission order while the head fits (as FCFS).  The first job that does not
 fit, the head, gets a reservation: the earliest time (*shadow time*) at which the free nodes
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from .base import (
     Decision,
-    NodePool,
+    FreeNodes,
     View,
     easy_backfill,
+    expected_ends_after,
     fcfs_pass,
     releases_of,
     size_up_to_max,
@@ -32,7 +33,7 @@ class EasyBackfilling:
 
     def decide(self, view: View) -> list[Decision]:
         """Start the fitting prefix of the queue, then backfill behind the head's reservation."""
-        pool = NodePool(view.free_nodes)
+        pool = FreeNodes(view.free_nodes)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, size_up_to_max)
         if head_index < len(view.waiting) and len(pool) > 0:
             head = view.waiting[head_index]
@@ -46,3 +47,12 @@ class EasyBackfilling:
                 releases,
             )
         return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """When the clock alone can change an empty answer: the next expected end of a running
+        job (:func:`~.base.expected_ends_after`; ``inf`` when none).
+
+        Until then the head's shadow time and extra nodes stay put and a backfill candidate's
+        ``now + required_time_s`` only grows, so a job that could not start cannot start.
+        """
+        return expected_ends_after(view)

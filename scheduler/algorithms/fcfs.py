@@ -1,4 +1,4 @@
-"""First come, first served (SPEC §5; the Java ElasticJobScheduler's ``FCFS``).
+"""First come, first served (the Java ElasticJobScheduler's ``FCFS``).
 
 The queue is kept in submission order; its head starts while it fits.  Rigid jobs take their
 node count; moldable and malleable jobs take as many free nodes as there are, up to their
@@ -8,7 +8,9 @@ Running jobs are never resized.
 
 from __future__ import annotations
 
-from .base import Decision, NodePool, View, fcfs_pass, size_up_to_max
+import math
+
+from .base import Decision, FreeNodes, View, fcfs_pass, size_up_to_max
 
 __all__ = ["FCFS"]
 
@@ -20,5 +22,9 @@ class FCFS:
 
     def decide(self, view: View) -> list[Decision]:
         """Start the longest prefix of ``view.waiting`` that fits, lowest free nodes first."""
-        decisions, _, _ = fcfs_pass(view.waiting, NodePool(view.free_nodes), size_up_to_max)
+        decisions, _, _ = fcfs_pass(view.waiting, FreeNodes(view.free_nodes), size_up_to_max)
         return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """``inf``: the answer depends on the queue and the free nodes, never on the clock."""
+        return math.inf

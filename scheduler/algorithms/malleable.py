@@ -1,4 +1,4 @@
-"""The Malleable algorithm, *minAgree* (Finnerty et al. 2024; SPEC §5; the Java
+"""The Malleable algorithm, *minAgree* (Finnerty et al. 2024; the Java
 ElasticJobScheduler's ``MalleableStrategy``).
 
 One call does, in order:
@@ -24,7 +24,7 @@ free for the head: while they cover its need, the call only starts jobs (step 1)
 Only malleable jobs that announced ``APGAS-Ready`` and whose last order is at least
 ``cooldown_s`` old are ordered (Java: 60 s).  Unlike the Java strategy, which starts every
 job with up to its maximum and grows the largest possible expansion first, this follows
-SPEC §5 (start at the minimum, grow the smallest allotment first).
+the paper (start at the minimum, grow the smallest allotment first).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from __future__ import annotations
 from .base import (
     DEFAULT_COOLDOWN_S,
     Decision,
+    FreeNodes,
     Grow,
-    NodePool,
     Shrink,
     View,
     can_order,
     easy_backfill,
+    expected_ends_after,
     fcfs_pass,
     releases_of,
     size_malleable_at_min,
@@ -64,7 +65,7 @@ class MalleableMinAgree:
     def decide(self, view: View) -> list[Decision]:
         """Starts, then shrinks for the head or EASY backfilling, then grows (module doc)."""
         now = view.now_s
-        pool = NodePool(view.free_nodes)
+        pool = FreeNodes(view.free_nodes)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, size_malleable_at_min)
         order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
         orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]
@@ -107,3 +108,19 @@ class MalleableMinAgree:
                     break
                 decisions.append(Grow(job.job_id, pool.take(count)))
         return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """When the clock alone can change an empty answer (seconds; ``inf`` when never).
+
+        The earliest of: the next expected end of a running job (the EASY reservation, as
+        :meth:`EasyBackfilling.next_change_s`) and the end of the cool-down of a malleable
+        job that is ready for orders (it becomes a donor or a grow target then).
+        """
+        now = view.now_s
+        wake = expected_ends_after(view)
+        for job in view.running:
+            if job.malleable_ready and job.last_order_s is not None:
+                end = job.last_order_s + self.cooldown_s
+                if now < end < wake:
+                    wake = end
+        return wake
