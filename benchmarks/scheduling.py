@@ -1,4 +1,5 @@
-"""The paper's job-batch evaluation in simulation (SPEC.md §4-5), for README's table.
+"""The job-batch evaluation of Finnerty, Posner et al. (2024) in simulation, for the table
+of docs/benchmarks.md (the job mix: docs/reference/benchmark-definitions.md).
 
     python -m benchmarks.scheduling [--batches 10]
 

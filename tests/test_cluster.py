@@ -23,7 +23,7 @@ from communicators.scheduler_side import JavaSchedulerStandIn, SchedulerEndpoint
 
 PY = sys.executable
 MPIEXEC = str(BIN / "mpiexec")
-PORT = 8081  # the Java scheduler's constant order port (SPEC.md §6)
+PORT = 8081  # the Java scheduler's constant order port (docs/reference/protocols.md)
 
 
 def job_env(cluster, nodes=None, **extra):
@@ -311,8 +311,9 @@ def test_a_grow_that_cannot_complete_is_refused_and_the_job_runs_on(netns_cluste
 def test_orders_from_the_schedulers_host_are_accepted_from_any_of_its_addresses(
         netns_cluster):
     """The Java scheduler orders from whatever address its host routes from, not always
-    SCHEDULER_IP (SPEC.md §6): the job accepts every address of the scheduler's host (h3, with
-    a second address) and refuses a stranger (h2) with an ERROR line."""
+    SCHEDULER_IP (docs/reference/protocols.md): the job accepts every address of the
+    scheduler's host (h3, with a second address) and refuses a stranger (h2) with an ERROR
+    line."""
     cluster = netns_cluster
     h1, h2, h3 = (cluster.host(n) for n in ("h1", "h2", "h3"))
     second = "10.231.7.33"
@@ -347,11 +348,12 @@ def test_orders_from_the_schedulers_host_are_accepted_from_any_of_its_addresses(
 
 @pytest.mark.timeout(240)
 def test_jobs_live_with_the_java_scheduler_stand_in(netns_cluster):
-    """A stand-in that behaves as the Java ElasticJobScheduler (SPEC.md §6) on h3: it listens
-    on port 8081 of every address, gives jobs SCHEDULER_IP = one of its addresses and orders
-    from another, ELASTIC and a numeric JOBNAME, reads shrink replies line by line and grows
-    without reading.  A malleable job on h1 is grown onto h2 and shrunk back; a rigid job
-    announces nothing; a job on h3 itself (the stand-in holds *:8081 there) computes as rigid."""
+    """A stand-in that behaves as the Java ElasticJobScheduler (docs/reference/protocols.md)
+    on h3: it listens on port 8081 of every address, gives jobs SCHEDULER_IP = one of its
+    addresses and orders from another, ELASTIC and a numeric JOBNAME, reads shrink replies
+    line by line and grows without reading.  A malleable job on h1 is grown onto h2 and shrunk
+    back; a rigid job announces nothing; a job on h3 itself (the stand-in holds *:8081 there)
+    computes as rigid."""
     cluster = netns_cluster
     h1, h3 = cluster.host("h1"), cluster.host("h3")
     local = "10.231.7.34"  # the address Java's getLocalHost() gives, not the one it orders from
