@@ -23,7 +23,7 @@ Control messages handled here: ``ack`` (:meth:`Control._ctrl_ack`).  The request
 :meth:`Control._ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
 and the membership room (shrink).
 
-Locking: the pending-ack table changes only under the runtime's lock ``flock``, shared with the
+Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the
 finish and membership rooms, so that a death (which takes the place out of the table and
 resolves the acknowledgements waiting on it in one step) and a new request (which drops the
 places already dead after entering its entry) cannot miss each other.
@@ -54,14 +54,14 @@ class Control:
         rt: the runtime of this place (its sends).
 
     Attributes:
-        flock: the runtime's lock (shared with the finish and membership rooms); it guards
+        state_lock: the runtime's lock (shared with the finish and membership rooms); it guards
             the pending-ack table.
     """
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = rt.here
-        self.flock = rt.flock  # shared: guards the pending acks, finish records and places
+        self.state_lock = rt.state_lock  # shared: guards the pending acks, finish records and places
         self.membership: Membership = rt.membership
         self._ops = itertools.count(1)
         self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}
@@ -89,7 +89,7 @@ class Control:
         op = next(self._ops)
         waiting = set(targets)
         event = threading.Event()
-        with self.flock:
+        with self.state_lock:
             self._pending_acks[op] = (waiting, event)
         try:
             for t in targets:
@@ -97,19 +97,19 @@ class Control:
                     self.rt.send_ctrl(t, name, op, *args)
                 except ApgasError:
                     self._ctrl_ack(t, op)
-            with self.flock:  # died before the entry existed: place_died could not see it
+            with self.state_lock:  # died before the entry existed: place_died could not see it
                 waiting.difference_update(self.membership.dead)
                 if not waiting:
                     event.set()
             event.wait(timeout)
         finally:
-            with self.flock:
+            with self.state_lock:
                 self._pending_acks.pop(op, None)
                 late = sorted(waiting - self.membership.dead)
         return late
 
     def _ctrl_ack(self, src: int, op: int) -> None:
-        with self.flock:
+        with self.state_lock:
             entry = self._pending_acks.get(op)
             if entry is not None:
                 waiting, event = entry
@@ -125,7 +125,7 @@ class Control:
             pass
 
     def stop_waiting_on(self, place: int) -> None:
-        """Stop waiting for acknowledgements from ``place``, which died (flock held; called by
+        """Stop waiting for acknowledgements from ``place``, which died (state_lock held; called by
         ``Membership.place_died``): a request left waiting for nobody else returns."""
         for waiting, event in list(self._pending_acks.values()):
             waiting.discard(place)

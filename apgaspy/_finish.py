@@ -59,7 +59,7 @@ the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every f
 waits on it fails at once with :class:`DeadPlaceError`) and when a released place drains
 (no :attr:`Finishes.remotes` left).  The room handles no control message.
 
-Locking: the records and both tables change only under the runtime's lock ``flock``, which the
+Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
 membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
 takes the place out of the table and fails the finishes waiting on it in one step, and
 :meth:`Finishes._on_update` reads the dead places under the same lock, to fail a finish that an
@@ -243,13 +243,13 @@ class Finishes:
             spawned a remote task (it has a fid) and is not done.
         remotes: fid → the :class:`RemoteFinish` of a finish of another home with tasks
             live here.
-        flock: the runtime's lock (shared with the membership and control rooms).
+        state_lock: the runtime's lock (shared with the membership and control rooms).
     """
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = rt.here
-        self.flock = rt.flock  # shared: guards the records, the place table and the acks
+        self.state_lock = rt.state_lock  # shared: guards the records, the place table and the acks
         self.membership: Membership = rt.membership
         self.roots: dict[int, RootFinish] = {}
         self.remotes: dict[Any, RemoteFinish] = {}
@@ -271,7 +271,7 @@ class Finishes:
             fin = current_finish()
         here = self.here
         if dest == here:
-            with self.flock:
+            with self.state_lock:
                 if isinstance(fin, RootFinish):
                     fin.add(here, 1)
                 else:
@@ -283,7 +283,7 @@ class Finishes:
         if dest not in self.membership.table:
             raise self.membership.bad_place(dest)
         body = dumps_call(fn, args, kwargs)
-        with self.flock:
+        with self.state_lock:
             if isinstance(fin, RootFinish):
                 if fin.fid is None:
                     fin.fid = (here, next(self._seq))
@@ -299,7 +299,7 @@ class Finishes:
             # an async_at may leave with the tasks that follow it; an at's task leaves now
             self.rt._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO), soon=not flags)
         except BaseException:
-            with self.flock:
+            with self.state_lock:
                 if isinstance(fin, RootFinish):
                     fin.add(dest, -1)
                 else:
@@ -336,7 +336,7 @@ class Finishes:
         # at home the exception is kept as is; elsewhere packed for the UPDATE to the home
         err: Any = local_exception(exc, self.here) if isinstance(fin, RootFinish) \
             else pack_exception(exc, self.here)
-        with self.flock:
+        with self.state_lock:
             if flags & F_AT:
                 fin.at_error = err
             else:
@@ -346,7 +346,7 @@ class Finishes:
         here = self.here
         cls = type(fin)
         if cls is RootFinish:
-            with self.flock:
+            with self.state_lock:
                 if fin.add(here, -1):
                     self._release_root(fin)
             return
@@ -366,7 +366,7 @@ class Finishes:
             transport = self.rt.transport
             if not transport.has_peer(dest) and home in self.membership.table:
                 transport.add_peer(dest, fid[2])
-        with self.flock:
+        with self.state_lock:
             d = fin.deltas
             d[here] = d.get(here, 0) - 1
             fin.live -= 1
@@ -392,14 +392,14 @@ class Finishes:
                 log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
 
     def _release_root(self, fin: RootFinish) -> None:
-        # flock held
+        # state_lock held
         if fin.fid is not None:
             self.roots.pop(fin.fid[1], None)
         fin.release()
 
     def wait_root(self, fin: RootFinish) -> None:
         """Complete the body of ``fin`` (the calling thread) and wait for all its tasks."""
-        with self.flock:
+        with self.state_lock:
             if fin.failed:  # a place it waited on died before the body ended
                 return
             if fin.add(self.here, -1):
@@ -430,7 +430,7 @@ class Finishes:
             self.rt.wait_output(src, output_seq)
         errors = [pe.unpack() for pe in excs]
         at_exc = at_error.unpack() if at_error is not None else None
-        with self.flock:
+        with self.state_lock:
             fin = self.roots.get(fid[1])
             if fin is None:
                 return  # the finish already failed (a place died); late news
@@ -450,13 +450,13 @@ class Finishes:
     # ================================================================== failures
     def fail_waiting_on(self, place: int) -> None:
         """Fail, at once, every finish whose home is here and that still expects something
-        from ``place``, which died (flock held; called by ``Membership.place_died``)."""
+        from ``place``, which died (state_lock held; called by ``Membership.place_died``)."""
         for fin in list(self.roots.values()):
             if fin.waits_on(place):
                 self._fail_root(fin, place)
 
     def _fail_root(self, fin: RootFinish, place: int) -> None:
-        # flock held
+        # state_lock held
         fin.exceptions.append(DeadPlaceError(place))
         fin.failed = True
         fin.counts.clear()

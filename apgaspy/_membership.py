@@ -58,7 +58,7 @@ runtime's receiver thread (those messages) and its transport (``_on_peer_lost``,
 0's malleability orders (grow: ``add_places``, ``wait_ready``, ``abandon_place``,
 ``announce_dead``; shrink: ``release``).
 
-Locking: ``table``, ``dead`` and ``released`` change only under the runtime's lock ``flock``
+Locking: ``table``, ``dead`` and ``released`` change only under the runtime's lock ``state_lock``
 (but for ``Runtime.start``, before anything is received), shared with the finish and control
 rooms, so that a death takes the place out of the table and
 fails what waits on it (finishes, acknowledgements) in one step.  Readers on the hot path
@@ -130,14 +130,14 @@ class Membership:
         leaving: at place 0, during a shrink: released place → set when its connection closed.
         released_here: at place 0, during a shrink: released place → set when it said
             'released'.
-        flock: the runtime's lock (shared with the finish and control rooms); it guards
+        state_lock: the runtime's lock (shared with the finish and control rooms); it guards
             ``table``, ``dead`` and ``released``.
     """
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = here = rt.here
-        self.flock = rt.flock  # shared: guards the place table, finish records and acks
+        self.state_lock = rt.state_lock  # shared: guards the place table, finish records and acks
         self.table: dict[int, PlaceInfo] = {}
         self.dead: set[int] = set()
         self.released: set[int] = set()
@@ -202,7 +202,7 @@ class Membership:
     # ================================================================== adding places
     def add_places(self, infos: Iterable[PlaceInfo]) -> None:
         """Make ``infos`` part of this place's table (place 0 also watches them)."""
-        with self.flock:
+        with self.state_lock:
             for info in infos:
                 self.table[info.id] = info
         if self.here == 0:
@@ -220,7 +220,7 @@ class Membership:
             self.rt.send_ctrl(place, "shutdown", 1)
         except ApgasError:
             pass
-        with self.flock:
+        with self.state_lock:
             self.table.pop(place, None)
             self.dead.add(place)
         self.rt.transport.remove_peer(place, linger_s=setting("CLOSE_LINGER"))
@@ -275,8 +275,8 @@ class Membership:
         unfinished tasks are lost, so every finish still waiting on it, here or at any other
         place, fails with :class:`DeadPlaceError`, and naming it raises
         :class:`DeadPlaceError`.  The other places have already dropped it from their tables
-        (they ignore a plain 'dead' notice for it), so place 0 sends each of them a short
-        immediate task that records the death there.  The other places being released (no
+        (they ignore a plain 'dead' notice for it), so place 0 sends each of them a
+        'released_died' control message that records the death there.  The other places being released (no
         longer in place 0's table, so no task reaches them) were waiting for its 'fin'
         marker: place 0 sends it in its name (nothing more can come from a dead process).
         """
@@ -285,8 +285,7 @@ class Membership:
         self.place_died(place)
         for p in sorted(set(self.table) - {self.here, place}):
             try:
-                self.rt.spawn_uncounted(p, Membership._released_place_died_here, (place,), {},
-                                        immediate=True)
+                self.rt.send_ctrl(p, "released_died", place)
             except ApgasError:
                 pass
         fin = _dumps_msg((CTRL, place, "fin", ()), _PROTO)
@@ -303,15 +302,11 @@ class Membership:
         if event is not None:
             event.set()
 
-    @staticmethod
-    def _released_place_died_here(place: int) -> None:
-        """At any place (an immediate task from place 0): ``place``, which a shrink was
-        releasing, died before it left; fail what still waits on it here."""
-        from ._runtime import runtime
-
-        members = runtime().membership
-        if place not in members.dead:
-            members.place_died(place)
+    def _ctrl_released_died(self, src: int, place: int) -> None:
+        """At any place (from place 0): ``place``, which a shrink was releasing, died before
+        it left; fail what still waits on it here."""
+        if place not in self.dead:
+            self.place_died(place)
 
     def _ctrl_dead(self, src: int, place: int) -> None:
         if place in self.table:
@@ -331,7 +326,7 @@ class Membership:
         Args:
             place: the id of the dead place.
         """
-        with self.flock:
+        with self.state_lock:
             self.table.pop(place, None)
             self.dead.add(place)
             self.rt.finishes.fail_waiting_on(place)
@@ -394,7 +389,7 @@ class Membership:
     def remove_places(self, removed: list[int]) -> None:
         """Take ``removed`` out of the table and tell each of them that nothing more will come
         from here (a 'fin' marker, after anything already sent on the same connection)."""
-        with self.flock:
+        with self.state_lock:
             before = set(self.table)
             infos = {r: self.table.pop(r) for r in removed if r in self.table}
             self.released.update(removed)
@@ -482,7 +477,7 @@ class Membership:
                 self.rt.send_ctrl(p, "shutdown", code)
             except ApgasError:
                 self._ctrl_bye(p)
-        with self.flock:  # died between the table snapshot and now: no goodbye will come
+        with self.state_lock:  # died between the table snapshot and now: no goodbye will come
             gone = [p for p in others if p in self.dead]
         for p in gone:
             self._ctrl_bye(p)

@@ -31,7 +31,7 @@ OUTPUT      stream (1 or 2), text, src, seq                place 0's stdout/stde
 ``body`` is the cloudpickled ``(fn, args, kwargs)``; it is unpickled by the worker that runs it,
 so a task that fails to unpickle is reported to its finish like any other failure.
 
-Locking: one lock, :attr:`Runtime.flock`, shared by the three rooms (each keeps a reference
+Locking: one lock, :attr:`Runtime.state_lock`, shared by the three rooms (each keeps a reference
 under the same name), guards the finish records, the place table (with the dead and released
 places) and the pending acknowledgements.  It stays one lock because a death must take the
 place out of the table, fail the finishes that wait on it and resolve the acknowledgements that
@@ -47,9 +47,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import _testing
+from . import _test_delay
 from ._config import setting
 from ._control import Control
 from ._exceptions import ApgasError
@@ -60,7 +60,10 @@ from ._pool import Pool
 from ._serialization import dumps_call, loads, loads_call
 from ._transport import Transport
 
-__all__ = ["Runtime", "runtime", "set_runtime"]
+if TYPE_CHECKING:
+    from .elastic._orders import Malleability
+
+__all__ = ["Runtime", "runtime", "current_runtime", "set_runtime"]
 
 log = logging.getLogger("apgaspy")
 
@@ -82,6 +85,11 @@ def runtime() -> Runtime:
     return rt
 
 
+def current_runtime() -> Runtime | None:
+    """The runtime of this process, or ``None`` when it is not running (never raises)."""
+    return _RUNTIME
+
+
 def set_runtime(rt: Runtime | None) -> None:
     """Install (or clear) the process's runtime."""
     global _RUNTIME
@@ -99,10 +107,13 @@ class Runtime:
     Attributes:
         here: this place's id.
         secret: the job's MAC key (handed to places this one spawns).
-        flock: the lock shared by the rooms (see the module docstring).
+        state_lock: the lock shared by the rooms (see the module docstring).
         membership: the membership room (:class:`~apgaspy._membership.Membership`).
         control: the control room (:class:`~apgaspy._control.Control`).
         finishes: the finish room (:class:`~apgaspy._finish.Finishes`).
+        malleability: at place 0, the :class:`~apgaspy.elastic._orders.Malleability` that
+            owns the handler, the communicator and the orders (set by :mod:`._launch`);
+            ``None`` at the other places.
         pool: the worker pool (counted and uncounted tasks).
         immediate: the immediate pool (immediate tasks).
         transport: the connections to the other places.
@@ -114,7 +125,9 @@ class Runtime:
     def __init__(self, here: int, secret: bytes, bind_host: str) -> None:
         self.here = here
         self.secret = secret
-        self.flock = threading.Lock()  # guards finish records, the place table and the acks
+        self.state_lock = threading.Lock()  # guards finish records, the place table, the acks
+        # place 0's malleability state, handed in by the launcher (None at the other places)
+        self.malleability: Malleability | None = None
         self.membership = membership = Membership(self)
         self.control = control = Control(self)
         self.finishes = Finishes(self)
@@ -130,6 +143,7 @@ class Runtime:
             "remove_places": membership._ctrl_remove_places,
             "fin": membership._ctrl_fin,
             "released": membership._ctrl_released,
+            "released_died": membership._ctrl_released_died,
             "ready": membership._ctrl_ready,
         }
         threads = setting("THREADS")
@@ -163,7 +177,7 @@ class Runtime:
 
     @property
     def table(self) -> dict[int, PlaceInfo]:
-        """The place table, ``membership.table`` (the test delay hook of ``_testing`` reads
+        """The place table, ``membership.table`` (the test delay hook of ``_test_delay`` reads
         it here)."""
         return self.membership.table
 
@@ -210,7 +224,7 @@ class Runtime:
     def _send(self, dest: int, msg: bytes, soon: bool = False) -> None:
         """Send ``msg`` to ``dest``, opening the connection when it is the first message;
         ``soon``: it may leave with a batch of the messages that follow (``send_soon``)."""
-        if _testing.ACTIVE and _testing.delay_send(self, dest, msg):
+        if _test_delay.ACTIVE and _test_delay.delay_send(self, dest, msg):
             return  # test hook APGAS_TEST_DELAY (off by default): a delay thread sends it
         transport = self.transport
         send = transport.send_soon if soon else transport.send
@@ -295,12 +309,12 @@ class Runtime:
             _, fid, flags, body = msg
             fins = self.finishes  # the finish protocol's receiving side, inline for speed
             if fid[0] == self.here:
-                with self.flock:
+                with self.state_lock:
                     fin: Any = fins.roots.get(fid[1])
                 if fin is None:
                     fin = _Detached(fid)
             else:
-                with self.flock:
+                with self.state_lock:
                     fin = fins.remotes.get(fid)
                     if fin is None:
                         fin = fins.remotes[fid] = RemoteFinish(fid)

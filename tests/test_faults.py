@@ -352,9 +352,10 @@ def test_notify_scheduler_drops_what_it_cannot_send(tmp_path):
 
 
 @pytest.mark.timeout(10)
-def test_notify_scheduler_survives_a_failing_communicator(monkeypatch):
+def test_notify_scheduler_survives_a_failing_communicator():
+    from apgaspy._runtime import Runtime, set_runtime
     from apgaspy.elastic import notify_scheduler
-    from apgaspy.elastic._orders import malleability
+    from apgaspy.elastic._orders import Malleability
 
     class Broken:
         def notify(self, message: str) -> None:
@@ -371,9 +372,14 @@ def test_notify_scheduler_survives_a_failing_communicator(monkeypatch):
     keep = Keep()
     logger = logging.getLogger("apgaspy")
     logger.addHandler(keep)
+    rt = Runtime(0, os.urandom(32), "127.0.0.1")  # place 0's runtime, not started
+    rt.malleability = Malleability(rt)
+    rt.malleability.communicator = Broken()
+    set_runtime(rt)
     try:
-        monkeypatch.setattr(malleability(), "communicator", Broken())
         notify_scheduler("anything")  # logged, not raised
     finally:
+        set_runtime(None)
+        rt.close()
         logger.removeHandler(keep)
     assert any("the link is down" in m for m in keep.records), keep.records

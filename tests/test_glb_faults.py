@@ -16,7 +16,7 @@ import time
 import pytest
 from conftest import env_for, run_program
 
-from apgaspy import ConfigurationError, _testing
+from apgaspy import ConfigurationError, _test_delay
 from apgaspy._config import setting
 
 UTS_11 = 16_526_523
@@ -25,7 +25,7 @@ QUEENS = {15: 2_279_184, 16: 14_772_512}
 
 # (kernel, size, places, APGAS_TEST_DELAY, APGAS_SCHEDULE).  All the work starts at the last
 # place, which the first shrink releases while its answers to thieves are held back.  Delays
-# are only ever on messages *from* places that a shrink releases (see apgaspy._testing).
+# are only ever on messages *from* places that a shrink releases (see apgaspy._test_delay).
 LATE_ANSWER_RUNS = [
     ("uts", 11, 4, "3>1:0.6,3>2:0.6", "after 0.2 s shrink 1"),
     ("uts", 11, 4, "3>1:0.6,3>2:0.6", "after 0.3 s shrink 1"),
@@ -86,13 +86,13 @@ def test_broadcast_to_a_dead_place_fails_at_once():
 # ---------------------------------------------------------------------- the test hook itself
 
 def test_delay_format():
-    assert _testing.parse_delays(None) == {}
-    assert _testing.parse_delays(" ") == {}
-    assert _testing.parse_delays("2>1:0.3, 3 > 1 : 0.25,") == {(2, 1): 0.3, (3, 1): 0.25}
+    assert _test_delay.parse_delays(None) == {}
+    assert _test_delay.parse_delays(" ") == {}
+    assert _test_delay.parse_delays("2>1:0.3, 3 > 1 : 0.25,") == {(2, 1): 0.3, (3, 1): 0.25}
     for bad in ["2>1", "2:0.3", "a>1:0.3", "2>1:x", "2>1:-1", "1>1:0.1", "-1>2:0.1",
                 "2>1:inf", "2>1:0.3:4"]:
         with pytest.raises(ValueError):
-            _testing.parse_delays(bad)
+            _test_delay.parse_delays(bad)
 
 
 def test_delay_setting_is_off_by_default_and_checked(monkeypatch):
@@ -113,7 +113,7 @@ class _FakeRuntime:
         self.cv = threading.Condition()
 
     def _send(self, dest: int, msg: bytes) -> None:
-        if _testing.ACTIVE and _testing.delay_send(self, dest, msg):
+        if _test_delay.ACTIVE and _test_delay.delay_send(self, dest, msg):
             return
         if dest not in self.table:
             raise ValueError(f"no place {dest}")
@@ -125,10 +125,10 @@ class _FakeRuntime:
 @pytest.fixture
 def fresh_hook(monkeypatch):
     """The hook's per-process state, reset (and restored afterwards)."""
-    monkeypatch.setattr(_testing, "_pid", None)
-    monkeypatch.setattr(_testing, "_delays", {})
-    monkeypatch.setattr(_testing, "_lines", {})
-    monkeypatch.setattr(_testing, "ACTIVE", True)
+    monkeypatch.setattr(_test_delay, "_pid", None)
+    monkeypatch.setattr(_test_delay, "_delays", {})
+    monkeypatch.setattr(_test_delay, "_lines", {})
+    monkeypatch.setattr(_test_delay, "ACTIVE", True)
     return monkeypatch
 
 
@@ -144,7 +144,7 @@ def test_delayed_pairs_keep_their_order(fresh_hook):
     assert [m for d, m, _ in rt.sent] == [b"c%d" % i for i in range(20)]
     with pytest.raises(ValueError):
         rt._send(7, b"x")  # not a place: the real send raises at once
-    assert _testing.drain(10)
+    assert _test_delay.drain(10)
     by_dest: dict[int, list[bytes]] = {}
     for dest, msg, at in rt.sent:
         by_dest.setdefault(dest, []).append(msg)
@@ -165,7 +165,7 @@ def test_delay_hook_off_takes_nothing(fresh_hook):
     rt = _FakeRuntime(2, {0, 1})
     rt._send(1, b"m")
     assert [m for _, m, _ in rt.sent] == [b"m"]
-    assert _testing.ACTIVE is False  # later sends skip the hook altogether
+    assert _test_delay.ACTIVE is False  # later sends skip the hook altogether
 
 
 @pytest.mark.timeout(20)
@@ -177,7 +177,7 @@ def test_failed_delayed_send_is_logged(fresh_hook, caplog):
         rt = _FakeRuntime(2, {0, 1})
         rt._send(1, b"late")
         rt.table.discard(1)  # the destination leaves before the message is due
-        assert _testing.drain(10)
+        assert _test_delay.drain(10)
     finally:
         logger.removeHandler(caplog.handler)
     assert rt.sent == []

@@ -212,7 +212,8 @@ def test_a_death_reaches_every_room_of_the_runtime():
 
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
     try:
-        assert rt.finishes.flock is rt.flock is rt.membership.flock is rt.control.flock
+        assert rt.finishes.state_lock is rt.state_lock is rt.membership.state_lock \
+            is rt.control.state_lock
         for pid in (0, 1, 2):
             rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
                                                  "spawned")

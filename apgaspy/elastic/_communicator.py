@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from .._exceptions import MalleabilityError
 from .._place import Place
 from .._runtime import runtime
-from ._orders import OrderReport, malleability
+
+if TYPE_CHECKING:
+    from ._orders import Malleability, OrderReport
 
 __all__ = ["MalleableCommunicator"]
 
@@ -31,7 +35,13 @@ class MalleableCommunicator(ABC):
     one at a time) and sends :meth:`notify` messages its own way.  Supporting another
     scheduler means writing one subclass; nothing else changes (APGAS for Java's
     ``MalleableCommunicator``).
+
+    Attributes:
+        malleability: place 0's :class:`~apgaspy.elastic._orders.Malleability`, which carries
+            the orders out; the runtime sets it before :meth:`start` (``None`` before).
     """
+
+    malleability: Malleability | None = None
 
     @abstractmethod
     def start(self) -> None:
@@ -63,7 +73,7 @@ class MalleableCommunicator(ABC):
         Raises:
             MalleabilityError: the order is refused; the program runs on unchanged.
         """
-        return malleability().shrink(n_hosts, on_released)
+        return self._orders().shrink(n_hosts, on_released)
 
     def grow(self, hosts: Sequence[str]) -> OrderReport:
         """Carry out a grow onto ``hosts`` (one entry per host; waits for an order under way).
@@ -71,7 +81,13 @@ class MalleableCommunicator(ABC):
         Raises:
             MalleabilityError: the order is refused (an unreachable host, say).
         """
-        return malleability().grow(hosts)
+        return self._orders().grow(hosts)
+
+    def _orders(self) -> Malleability:
+        if self.malleability is None:
+            raise MalleabilityError("this communicator was not started by the runtime: it has "
+                                    "no orders to carry out")
+        return self.malleability
 
     @staticmethod
     def host_of(place: Place | int) -> str:

@@ -1,4 +1,4 @@
-"""Test hooks of the transport: **test hook, off by default**.
+"""The test hook that delays messages between chosen places: **off by default**.
 
 ``APGAS_TEST_DELAY`` delays the messages between chosen places, to provoke races that real
 networks only show now and then (a steal answer overtaken by a shrink, say)::
@@ -38,7 +38,7 @@ import time
 from collections import deque
 from typing import Any
 
-from ._config import setting
+from ._config import parse_delays, setting
 
 __all__ = ["ACTIVE", "parse_delays", "delays", "delay_send", "drain"]
 
@@ -56,46 +56,6 @@ _pid: int | None = None
 _delays: dict[tuple[int, int], float] = {}
 _lines: dict[tuple[int, int, int], _Line] = {}
 _local = threading.local()
-
-
-def parse_delays(text: str | None) -> dict[tuple[int, int], float]:
-    """Parse an ``APGAS_TEST_DELAY`` value.
-
-    Args:
-        text: ``"<src>><dst>:<seconds>[,...]"``, e.g. ``"2>1:0.3,3>1:0.3"``; ``None`` or blank
-            means no delay.
-
-    Returns:
-        ``{(src, dst): seconds}`` (place ids, seconds as a float ≥ 0); a pair given twice
-        keeps its last delay.
-
-    Raises:
-        ValueError: an entry does not parse, names a negative place or a negative delay,
-            or names the same place as source and destination.
-    """
-    out: dict[tuple[int, int], float] = {}
-    if text is None:
-        return out
-    for raw in text.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        try:
-            pair, seconds_text = item.split(":")
-            src_text, dst_text = pair.split(">")
-            src, dst = int(src_text), int(dst_text)
-            seconds = float(seconds_text)
-        except ValueError:
-            raise ValueError(
-                f"entry {item!r}: expected '<src>><dst>:<seconds>', e.g. '2>1:0.3'") from None
-        if src < 0 or dst < 0:
-            raise ValueError(f"entry {item!r}: place ids must not be negative")
-        if src == dst:
-            raise ValueError(f"entry {item!r}: a place's messages to itself are not sent")
-        if not seconds >= 0 or seconds == float("inf"):
-            raise ValueError(f"entry {item!r}: the delay must be a finite number ≥ 0")
-        out[(src, dst)] = seconds
-    return out
 
 
 def delays() -> dict[tuple[int, int], float]:
