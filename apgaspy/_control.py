@@ -61,7 +61,7 @@ class Control:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = rt.here
-        self.state_lock = rt.state_lock  # shared: guards the pending acks, finish records and places
+        self.state_lock = rt.state_lock  # shared: guards the acks, finish records and places
         self.membership: Membership = rt.membership
         self._ops = itertools.count(1)
         self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}

@@ -276,9 +276,10 @@ class Membership:
         place, fails with :class:`DeadPlaceError`, and naming it raises
         :class:`DeadPlaceError`.  The other places have already dropped it from their tables
         (they ignore a plain 'dead' notice for it), so place 0 sends each of them a
-        'released_died' control message that records the death there.  The other places being released (no
-        longer in place 0's table, so no task reaches them) were waiting for its 'fin'
-        marker: place 0 sends it in its name (nothing more can come from a dead process).
+        'released_died' control message that records the death there.  The other places
+        being released (no longer in place 0's table, so no message reaches them) were
+        waiting for its 'fin' marker: place 0 sends it in its name (nothing more can come
+        from a dead process).
         """
         log.warning("place(%d) died while it was being released; it counts as released, "
                     "its unfinished tasks are lost", place)

@@ -3,7 +3,7 @@
 Run with 4 places, ``APGAS_COMMUNICATOR=schedule`` and
 ``APGAS_SCHEDULE="after 0.5 s shrink 1"``.  Prints two JSON lines:
 
-1. ``{"part": "broadcast", ...}``: ``glb._handler._broadcast`` to place 3, which kills itself
+1. ``{"part": "broadcast", ...}``: ``glb._broadcast.broadcast`` to place 3, which kills itself
    (SIGKILL) instead of answering: the error and how long it took.
 2. ``{"part": "compute", ...}``: a malleable GLB UTS computation on places 0..2; place 2 is
    killed just before the shrink order, whose broadcast to the leaving place 2 then waits on a
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from apgaspy import MultipleException, at, places, run  # noqa: E402
 from benchmarks.kernels.uts import UTSBag  # noqa: E402
 from glb import LongSum, compute_dynamic  # noqa: E402
-from glb._handler import _broadcast  # noqa: E402
+from glb._broadcast import broadcast  # noqa: E402
 
 
 def _die(reply):
@@ -40,7 +40,7 @@ def main():
     victim = max(pids)
     t = time.monotonic()
     try:
-        _broadcast([victim], _die)
+        broadcast([victim], _die)
         errors = []
     except Exception as exc:  # noqa: BLE001 - reported
         errors = _describe(exc)
