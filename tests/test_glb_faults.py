@@ -83,6 +83,20 @@ def test_broadcast_to_a_dead_place_fails_at_once():
     assert took < 30, took
 
 
+@pytest.mark.timeout(90)
+def test_broadcast_to_a_silent_place_times_out_with_and_without_skip_dead():
+    """A target that neither answers nor dies ends the wait after GLB_REPLY_TIMEOUT, also in
+    a resilient computation's wait (which skips dead places; it used to wait forever)."""
+    env = env_for(2, GLB_REPLY_TIMEOUT="1")
+    r = run_program("glb_silent_broadcast.py", 2, "spawn", env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    plain, resilient = r.json_lines()
+    for line, skip_dead in ((plain, False), (resilient, True)):
+        assert line["skip_dead"] is skip_dead
+        assert line["error"] == "TimeoutError", line
+        assert 1.0 <= line["seconds"] < 10, line
+
+
 # ---------------------------------------------------------------------- the test hook itself
 
 def test_delay_format():
