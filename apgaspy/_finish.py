@@ -77,7 +77,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ApgasError, DeadPlaceError, RemoteError
-from ._messages import _PROTO, F_AT, TASK, UPDATE, _dumps_msg
+from ._messages import F_AT, Task, Update
 from ._pool import current_pool
 from ._serialization import PackedException, dumps, dumps_call, loads_call, pack_exception
 
@@ -297,7 +297,7 @@ class Finishes:
             fid = fin.fid
         try:
             # an async_at may leave with the tasks that follow it; an at's task leaves now
-            self.rt._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO), soon=not flags)
+            self.rt._send(dest, Task.encode(fid, flags, body), soon=not flags)
         except BaseException:
             with self.state_lock:
                 if isinstance(fin, RootFinish):
@@ -373,11 +373,8 @@ class Finishes:
             if fin.live:
                 return
             del self.remotes[fin.fid]
-            msg = _dumps_msg(
-                (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error,
-                 self.rt.output_seq if to_inbox else 0),
-                _PROTO,
-            )
+            msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
+                                fin.at_error, self.rt.output_seq if to_inbox else 0)
             try:
                 self.rt.transport.post(dest, msg)
                 posted = True
@@ -421,17 +418,16 @@ class Finishes:
             event.acquire()
 
     # ================================================================== receiving
-    def _on_update(self, fid: Any, src: int, deltas: dict[int, int],
-                   excs: list[PackedException], result: bytes | None,
-                   at_error: PackedException | None, output_seq: int = 0) -> None:
+    def _on_update(self, msg: Update) -> None:
         # output_seq: the print output ``src`` had sent to place 0 before this UPDATE to an
         # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
-        if output_seq:
-            self.rt.wait_output(src, output_seq)
-        errors = [pe.unpack() for pe in excs]
-        at_exc = at_error.unpack() if at_error is not None else None
+        if msg.output_seq:
+            self.rt.wait_output(msg.src, msg.output_seq)
+        errors = [pe.unpack() for pe in msg.exceptions]
+        at_exc = msg.at_error.unpack() if msg.at_error is not None else None
+        result, deltas = msg.result, msg.deltas
         with self.state_lock:
-            fin = self.roots.get(fid[1])
+            fin = self.roots.get(msg.fid[1])
             if fin is None:
                 return  # the finish already failed (a place died); late news
             fin.exceptions.extend(errors)

@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING
 
 from ._config import setting
 from ._exceptions import ApgasError, BadPlaceError, DeadPlaceError, MalleabilityError
-from ._messages import _PROTO, CTRL, _dumps_msg
+from ._messages import Ctrl
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -289,7 +289,7 @@ class Membership:
                 self.rt.send_ctrl(p, "released_died", place)
             except ApgasError:
                 pass
-        fin = _dumps_msg((CTRL, place, "fin", ()), _PROTO)
+        fin = Ctrl.encode(place, "fin", ())
         for other in list(self.leaving):
             if other != place:
                 try:
@@ -398,7 +398,7 @@ class Membership:
             self._fins_expected = before - {self.here} - self.dead
             threading.Thread(target=self._drain_and_leave, name="apgaspy-release",
                              daemon=True).start()
-        fin = _dumps_msg((CTRL, self.here, "fin", ()), _PROTO)
+        fin = Ctrl.encode(self.here, "fin", ())
         for r, info in infos.items():
             if r == self.here:
                 continue

@@ -14,19 +14,8 @@ runs uncounted tasks, and dispatches every message its transport receives
 (:meth:`Runtime._on_message`; control messages through :attr:`Runtime.ctrl_handlers`, which maps
 each name to the room method that handles it).
 
-Messages (each a pickled tuple, kinds in ``_messages``; see ``_transport`` for how they travel):
-
-==========  =============================================  =====================================
-kind        fields                                         handled by
-==========  =============================================  =====================================
-TASK        fid, flags, body                               worker pool (counted in finish ``fid``)
-UNCOUNTED   body                                           worker pool, no finish
-IMMEDIATE   body                                           immediate pool, no finish
-UPDATE      fid, src, deltas, exceptions, result,          receiver thread at the finish's home,
-            at_error, output_seq                           or the thread that waits in ``at``
-CTRL        src, name, args                                receiver thread (or a control thread)
-OUTPUT      stream (1 or 2), text, src, seq                place 0's stdout/stderr
-==========  =============================================  =====================================
+Messages: the named tuples of :mod:`._messages` (its docstring has the table of kinds, their
+fields and who handles each; see ``_transport`` for how they travel).
 
 ``body`` is the cloudpickled ``(fn, args, kwargs)``; it is unpickled by the worker that runs it,
 so a task that fails to unpickle is reported to its finish like any other failure.
@@ -55,9 +44,22 @@ from ._control import Control
 from ._exceptions import ApgasError
 from ._finish import Finishes, RemoteFinish, _Detached
 from ._membership import Membership, PlaceInfo
-from ._messages import _PROTO, CTRL, IMMEDIATE, OUTPUT, TASK, UNCOUNTED, UPDATE, _dumps_msg
+from ._messages import (
+    CTRL,
+    IMMEDIATE,
+    OUTPUT,
+    TASK,
+    UNCOUNTED,
+    UPDATE,
+    Ctrl,
+    Immediate,
+    Output,
+    Uncounted,
+    UnknownMessageError,
+    decode,
+)
 from ._pool import Pool
-from ._serialization import dumps_call, loads, loads_call
+from ._serialization import dumps_call, loads_call
 from ._transport import Transport
 
 if TYPE_CHECKING:
@@ -239,13 +241,13 @@ class Runtime:
 
     def send_ctrl(self, dest: int, name: str, *args: Any) -> None:
         """Send control message ``name`` to ``dest`` (plain-pickled arguments)."""
-        self._send(dest, _dumps_msg((CTRL, self.here, name, args), _PROTO))
+        self._send(dest, Ctrl.encode(self.here, name, args))
 
     def send_output(self, stream: int, text: str) -> None:
         """Send print output to place 0 (counted in :attr:`output_seq` once it left)."""
         with self._output_lock:
             seq = self.output_seq + 1
-            self._send(0, _dumps_msg((OUTPUT, stream, text, self.here, seq), _PROTO))
+            self._send(0, Output.encode(stream, text, self.here, seq))
             self.output_seq = seq
 
     def wait_output(self, src: int, seq: int) -> None:
@@ -285,7 +287,7 @@ class Runtime:
         if dest not in self.membership.table:
             raise self.membership.bad_place(dest)
         body = dumps_call(fn, args, kwargs)
-        self._send(dest, _dumps_msg((IMMEDIATE if immediate else UNCOUNTED, body), _PROTO))
+        self._send(dest, Immediate.encode(body) if immediate else Uncounted.encode(body))
 
     def _run_uncounted(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         try:
@@ -303,10 +305,14 @@ class Runtime:
 
     # ================================================================== receiving
     def _on_message(self, frame: bytes) -> None:
-        msg = loads(frame)
-        kind = msg[0]
+        try:
+            msg: Any = decode(frame)
+        except UnknownMessageError as exc:
+            log.error("%s", exc)
+            return
+        kind = msg.kind
         if kind == TASK:
-            _, fid, flags, body = msg
+            fid = msg.fid
             fins = self.finishes  # the finish protocol's receiving side, inline for speed
             if fid[0] == self.here:
                 with self.state_lock:
@@ -319,34 +325,30 @@ class Runtime:
                     if fin is None:
                         fin = fins.remotes[fid] = RemoteFinish(fid)
                     fin.live += 1
-            self.pool.submit(fins._run_remote, fin, body, flags)
+            self.pool.submit(fins._run_remote, fin, msg.body, msg.flags)
         elif kind == UPDATE:
-            self.finishes._on_update(*msg[1:])
+            self.finishes._on_update(msg)
         elif kind == UNCOUNTED:
-            self.pool.submit(self._run_uncounted_body, msg[1])
+            self.pool.submit(self._run_uncounted_body, msg.body)
         elif kind == IMMEDIATE:
-            self.immediate.submit(self._run_uncounted_body, msg[1])
+            self.immediate.submit(self._run_uncounted_body, msg.body)
         elif kind == CTRL:
-            _, src, name, args = msg
-            handler = self.ctrl_handlers.get(name)
+            handler = self.ctrl_handlers.get(msg.name)
             if handler is None:
-                log.error("unknown control message %r from place(%d)", name, src)
+                log.error("unknown control message %r from place(%d)", msg.name, msg.src)
             else:
-                handler(src, *args)
+                handler(msg.src, *msg.args)
         elif kind == OUTPUT:
-            _, number, text, src, seq = msg
-            stream = sys.stdout if number == 1 else sys.stderr
+            stream = sys.stdout if msg.stream == 1 else sys.stderr
             try:
-                stream.write(text)
+                stream.write(msg.text)
                 stream.flush()
             except (OSError, ValueError):
                 pass
             finally:  # written or not, an at waiting for it goes on (wait_output)
                 with self._output_cond:
-                    self._output_written[src] = seq
+                    self._output_written[msg.src] = msg.seq
                     self._output_cond.notify_all()
-        else:
-            log.error("unknown message kind %r", kind)
 
     # ================================================================== registries
     def register_object(self, obj: Any) -> int:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import threading
 import time
 from collections import deque
 from typing import Any
 
 from ._config import parse_delays, setting
+from ._messages import Ctrl, decode
 
 __all__ = ["ACTIVE", "parse_delays", "delays", "delay_send", "drain"]
 
@@ -148,14 +148,11 @@ def drain(timeout: float = _DRAIN_LIMIT_S) -> bool:
 def _is_last_word(msg: bytes) -> bool:
     if len(msg) > 256 or not any(w.encode() in msg for w in _LAST_WORDS):
         return False
-    from ._messages import CTRL
-
     try:
-        decoded = pickle.loads(msg)
-    except Exception:  # noqa: BLE001 - not a plain control message
+        decoded = decode(msg)
+    except Exception:  # noqa: BLE001 - not a message
         return False
-    return (isinstance(decoded, tuple) and len(decoded) == 4 and decoded[0] == CTRL
-            and decoded[2] in _LAST_WORDS)
+    return isinstance(decoded, Ctrl) and decoded.name in _LAST_WORDS
 
 
 def delay_send(rt: Any, dest: int, msg: bytes) -> bool:

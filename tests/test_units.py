@@ -151,7 +151,7 @@ def test_an_inbox_update_waits_until_the_output_sent_before_it_is_written(capsys
     handles it once the receiver wrote that output, and stops waiting for a dead place."""
     import os
 
-    from apgaspy._messages import _PROTO, OUTPUT, _dumps_msg
+    from apgaspy._messages import Output
     from apgaspy._runtime import Runtime
 
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
@@ -159,9 +159,9 @@ def test_an_inbox_update_waits_until_the_output_sent_before_it_is_written(capsys
         waited = threading.Event()
         waiter = threading.Thread(target=lambda: (rt.wait_output(1, 2), waited.set()))
         waiter.start()
-        rt._on_message(_dumps_msg((OUTPUT, 1, "first\n", 1, 1), _PROTO))
+        rt._on_message(Output.encode(1, "first\n", 1, 1))
         assert not waited.wait(0.3)
-        rt._on_message(_dumps_msg((OUTPUT, 1, "second\n", 1, 2), _PROTO))
+        rt._on_message(Output.encode(1, "second\n", 1, 2))
         assert waited.wait(5)
         waiter.join(5)
         assert capsys.readouterr().out == "first\nsecond\n"
@@ -208,6 +208,7 @@ def test_a_death_reaches_every_room_of_the_runtime():
 
     from apgaspy import DeadPlaceError
     from apgaspy._membership import PlaceInfo
+    from apgaspy._messages import UPDATE, Update
     from apgaspy._runtime import Runtime
 
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
@@ -236,10 +237,10 @@ def test_a_death_reaches_every_room_of_the_runtime():
         assert list(rt.finishes.roots) == [2] and not other.failed
         assert event.is_set() and not waiting
         assert isinstance(rt.membership.bad_place(1), DeadPlaceError)
-        rt.finishes._on_update((0, 1), 1, {1: -1}, [], None, None)  # late news: ignored
+        rt.finishes._on_update(Update(UPDATE, (0, 1), 1, {1: -1}, [], None, None, 0))  # late
         assert fin.exceptions == [fin.exceptions[0]]
         assert not other.add(0, -1)  # its body ended; its task at place 2 has not
-        rt.finishes._on_update((0, 2), 2, {2: -1}, [], None, None)
+        rt.finishes._on_update(Update(UPDATE, (0, 2), 2, {2: -1}, [], None, None, 0))
         assert other.done and not rt.finishes.roots
     finally:
         rt.close()
@@ -272,3 +273,35 @@ def test_place_0_lines_never_interleave():
     assert original.getvalue() == "Hello from place(1)\nHello from place(0)\n"
     stream.flush_all()  # a thread's unfinished line is written when the runtime closes
     assert original.getvalue().endswith("\ntail")
+
+
+def test_every_message_kind_decodes_to_its_named_tuple():
+    import pickle
+
+    from apgaspy._messages import (
+        Ctrl,
+        Immediate,
+        Output,
+        Task,
+        Uncounted,
+        UnknownMessageError,
+        Update,
+        decode,
+    )
+
+    task = decode(Task.encode((0, 7), 1, b"body"))
+    assert type(task) is Task and (task.fid, task.flags, task.body) == ((0, 7), 1, b"body")
+    assert decode(Uncounted.encode(b"u")).body == b"u"
+    assert type(decode(Immediate.encode(b"i"))) is Immediate
+    update = decode(Update.encode((0, 7), 2, {2: -1}, [], b"r", None, 5))
+    assert type(update) is Update
+    assert (update.src, update.deltas, update.result, update.output_seq) == (2, {2: -1}, b"r", 5)
+    ctrl = decode(Ctrl.encode(3, "fin", ()))
+    assert type(ctrl) is Ctrl and (ctrl.src, ctrl.name, ctrl.args) == (3, "fin", ())
+    out = decode(Output.encode(2, "text", 4, 9))
+    assert (out.stream, out.text, out.src, out.seq) == (2, "text", 4, 9)
+    # on the wire a message is a plain tuple: no class name travels
+    assert pickle.loads(Ctrl.encode(3, "fin", ())) == (ctrl.kind, 3, "fin", ())
+    for bad in [(99, "x"), ("TASK",), ()]:
+        with pytest.raises(UnknownMessageError):
+            decode(pickle.dumps(bad))
