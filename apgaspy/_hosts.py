@@ -325,16 +325,18 @@ class Launcher:
 
 def _mpiexec_options() -> dict[str, str]:
     """Launcher options of the mpiexec this process runs under (an ancestor), if any."""
-    pid = os.getpid()
-    for _ in range(6):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
-        except (OSError, ValueError, IndexError):
+    import psutil  # here: only a grow onto other hosts asks
+
+    try:
+        ancestors = psutil.Process().parents()[:6]
+    except psutil.Error:
+        return {}
+    for proc in ancestors:
+        if proc.pid <= 1:
             return {}
-        if pid <= 1:
+        try:
+            argv = proc.cmdline()
+        except psutil.Error:
             return {}
         if argv and os.path.basename(argv[0]).startswith(("mpiexec", "mpirun")):
             opts: dict[str, str] = {}

@@ -514,14 +514,15 @@ def _is_here(host: str) -> bool:
 
 def _wait_process_gone(pid: int, deadline: float) -> None:
     """Wait until process ``pid`` of this machine has ended (or ``deadline`` passed)."""
+    import psutil  # here: a place that never shrinks does not load it
+
     delay = 0.0005
     while time.monotonic() < deadline:
         try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except OSError:
-            return  # no such process (or no /proc: nothing more we can check)
+            if psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                return
+        except psutil.Error:
+            return  # no such process (or it cannot be read: nothing more we can check)
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
     log.warning("released place process %d has not ended yet", pid)
