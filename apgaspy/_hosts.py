@@ -16,7 +16,7 @@ A place is started *for a host*: a name or address in the spelling the scheduler
   run (``-launcher``/``-launcher-exec`` of the ``mpiexec`` this job runs under,
   ``HYDRA_LAUNCHER``/``HYDRA_LAUNCHER_EXEC``, else ssh), with the same options, so a host that
   would make MPICH abort or hang the caller is refused with a clear reason before anything is
-  spawned (SPEC.md §2, §7).
+  spawned.
 """
 
 from __future__ import annotations

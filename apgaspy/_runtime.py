@@ -167,7 +167,7 @@ class Runtime:
         # True when a task's end must flush output: something was written to a forwarding
         # stream since the last flush_output, or always with place 0's line streams (a task
         # that printed complete lines flushes the original stream).  Checked at each task's
-        # end instead of calling the streams' flush (issue 11).
+        # end instead of calling the streams' flush (cheaper per task).
         self.output_dirty = False
         self._always_flush = False
         # OUTPUT messages this place sent to place 0 so far; an UPDATE to an inbox carries it

@@ -56,7 +56,7 @@ def test_nqueens_exact(places):
 
 
 def test_uts_seed_29_under_mpiexec():
-    # the reference UTS workload T1L (SPEC.md §3), every rank a place
+    # the reference UTS workload T1L (Olivier et al., LCPC 2006), every rank a place
     r = bench("uts", ["--depth", "13", "--seed", "29"], 3, mode="mpiexec")
     assert r["places"] == 3 and r["result"] == 102_181_082 and r["correct"] is True
 
@@ -183,7 +183,7 @@ def test_benchmark_is_a_malleable_job_under_a_scheduler(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_short_options_are_the_java_benchmarks_problem_sizes():
-    """A job script written for the Java GLB benchmarks (SPEC.md §6) runs the same problem:
+    """A job script written for the Java GLB benchmarks (LifelineGLB) runs the same problem:
     ``-n 10`` is the board (it used to mean 10 work units with the default N=14)."""
     assert bench("nqueens", ["-n", "10"], 1)["result"] == 724
     assert bench("bc", ["-n", "6"], 1)["params"]["scale"] == 6

@@ -102,7 +102,7 @@ def test_pool_logs_and_survives_task_errors(caplog):
 
 
 def test_a_pool_takes_queued_tasks_and_counts_its_threads_idle_again():
-    """A worker takes a queued task without counting itself idle (issue 11: one lock per task
+    """A worker takes a queued task without counting itself idle (one lock per task
     in a burst, not three); after a burst every thread is idle again and nothing pending."""
     pool = Pool("test", parallelism=2, max_threads=4)
     done = []
@@ -120,7 +120,7 @@ def test_a_pool_takes_queued_tasks_and_counts_its_threads_idle_again():
 
 
 def test_forwarded_output_is_flushed_at_a_tasks_end_only_when_written():
-    """``Runtime.output_dirty`` says a task's end must flush (issue 11: checking it costs
+    """``Runtime.output_dirty`` says a task's end must flush (checking it costs
     less than calling the streams' flush for every task)."""
     import io
     import os
