@@ -67,8 +67,9 @@ def test_late_steal_answers_lose_no_work(kernel, size, places, delay, schedule):
 @pytest.mark.timeout(60)
 def test_broadcast_to_a_dead_place_fails_at_once():
     """A broadcast whose target dies raises DeadPlaceError in seconds, not GLB_REPLY_TIMEOUT;
-    so does a malleable computation whose shrink waits on a place killed just before it."""
-    env = env_for(4, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE="after 0.5 s shrink 1")
+    so does a malleable computation whose shrink waits on a place killed just before it (the
+    communicator kills it, then orders the shrink: no timing race)."""
+    env = env_for(4, APGAS_COMMUNICATOR="__main__:KillThenShrink")
     t = time.monotonic()
     r = run_program("glb_dead_broadcast.py", 4, "spawn", env=env, timeout=45)
     took = time.monotonic() - t
@@ -79,6 +80,7 @@ def test_broadcast_to_a_dead_place_fails_at_once():
     assert compute["value"] is None and compute["errors"], compute
     assert {name for name, _ in compute["errors"]} == {"DeadPlaceError"}, compute
     assert {place for _, place in compute["errors"]} == {compute["killed"]}, compute
+    assert compute["order_error"] == [["DeadPlaceError", compute["killed"]]], compute
     assert compute["seconds"] < 8, compute
     assert took < 30, took
 

@@ -204,20 +204,27 @@ def test_a_callers_inbox_receives_on_the_calling_thread_in_order(pair):
 @pytest.mark.timeout(30)
 def test_a_release_from_another_thread_wakes_the_inbox(pair, monkeypatch):
     """A finish completed by another thread (a local task, a death) wakes the waiting thread
-    at once: with a one-minute poll timeout, a lost wake-up would hang this test."""
+    at once: with a one-minute poll timeout, a lost wake-up would hang this test.  The release
+    comes once the waiter has looked at its condition (and found it false), so it lands while
+    the waiter polls or is about to."""
     _, rx, _ = pair
     monkeypatch.setattr("apgaspy._transport._POLL_MS", 60_000)
     box = rx.inbox()
     done = threading.Event()
+    looked = threading.Event()
+
+    def finished() -> bool:
+        looked.set()
+        return done.is_set()
 
     def complete() -> None:
-        time.sleep(0.2)
+        assert looked.wait(10)
         done.set()
         box.release()
 
     threading.Thread(target=complete).start()
     t0 = time.monotonic()
-    rx.wait_inbox(box, done.is_set)
+    rx.wait_inbox(box, finished)
     assert done.is_set() and time.monotonic() - t0 < 20
     box.release()  # on the owner's own thread: nothing to wake, nothing queued
     assert rx._inboxes == [box]
