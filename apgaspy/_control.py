@@ -9,7 +9,7 @@ request to several places and wait until each one has carried it out::
       op = next number; pending[op] = (waiting, event)
       CTRL(src, name, (op, *args)) ═══════════════════►  receiver: ctrl_handlers[name](src, op,
                                                             *args) does its work, then
-    receiver: _ctrl_ack ◄════════════════ CTRL(t, "ack", (op,))  ◄── Control._ack(src, op)
+    receiver: ctrl_ack ◄════════════════ CTRL(t, "ack", (op,))  ◄── Control.ack(src, op)
       waiting.discard(t); empty ─► event.set()
       ─► request_all returns the late ones (timeout)
 
@@ -18,9 +18,9 @@ calls :meth:`Control.stop_waiting_on` under the shared lock, and :meth:`Control.
 drops the places already dead after entering its request; a target that cannot be sent to
 (unknown, released) counts as acknowledged.
 
-Control messages handled here: ``ack`` (:meth:`Control._ctrl_ack`).  The requests themselves
+Control messages handled here: ``ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
 (``add_places``, ``remove_places``) are handled by the membership room, which answers them with
-:meth:`Control._ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
+:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
 and the membership room (shrink).
 
 Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the
@@ -74,7 +74,7 @@ class Control:
         A target that is or becomes dead (or cannot be sent to: unknown or released) stops
         being waited for at once (see ``Membership.place_died``); it is not in the returned
         list, and the caller finds it in ``membership.dead``.  The handler of ``name`` at the
-        target receives ``(src, op, *args)`` and must answer with :meth:`_ack`.
+        target receives ``(src, op, *args)`` and must answer with :meth:`ack`.
 
         Args:
             targets: place ids (this place is skipped).
@@ -96,7 +96,7 @@ class Control:
                 try:
                     self.rt.send_ctrl(t, name, op, *args)
                 except ApgasError:
-                    self._ctrl_ack(t, op)
+                    self.ctrl_ack(t, op)
             with self.state_lock:  # died before the entry existed: place_died could not see it
                 waiting.difference_update(self.membership.dead)
                 if not waiting:
@@ -108,7 +108,8 @@ class Control:
                 late = sorted(waiting - self.membership.dead)
         return late
 
-    def _ctrl_ack(self, src: int, op: int) -> None:
+    def ctrl_ack(self, src: int, op: int) -> None:
+        """Control message 'ack': place ``src`` acknowledged request ``op``."""
         with self.state_lock:
             entry = self._pending_acks.get(op)
             if entry is not None:
@@ -117,7 +118,7 @@ class Control:
                 if not waiting:
                     event.set()
 
-    def _ack(self, src: int, op: int) -> None:
+    def ack(self, src: int, op: int) -> None:
         """Acknowledge request ``op`` of place ``src`` (the end of a request's handler)."""
         try:
             self.rt.send_ctrl(src, "ack", op)

@@ -25,7 +25,7 @@ the snapshots they carry.
 
 The room (:class:`Finishes`, one per place, ``runtime().finishes``) holds the records of this
 place (:class:`RootFinish` for the finishes whose home is here, :class:`RemoteFinish` for the
-others, :class:`_Detached` for tasks of a finish that no longer exists) and runs the protocol
+others, :class:`DetachedFinish` for tasks of a finish that no longer exists) and runs the protocol
 above::
 
     home place h                                         place p
@@ -35,17 +35,17 @@ above::
       and enters it in ``roots``)
       ═══════════ TASK(fid, flags, body) ════════════►  receiver: the RemoteFinish of fid in
                                                            ``remotes`` (created), live += 1
-                                                           ─► worker: _run_remote ─► f()
+                                                           ─► worker: run_remote ─► f()
                                                          f spawns to q: deltas[q] += 1
                                                          f ends (_complete): deltas[p] -= 1,
                                                            live -= 1; at zero: forget the
                                                            record, send its deltas
-    receiver: _on_update ◄═ UPDATE(fid, p, deltas, exceptions, result, at_error) ══
+    receiver: on_update ◄═ UPDATE(fid, p, deltas, exceptions, result, at_error) ══
       apply the deltas; all zero ─► _release_root ─► wait_root returns
 
 An ``at`` called outside the worker pool gives its finish the fid (h, seq, endpoint) of the
 calling thread's inbox (``Transport.inbox``): every place sends that finish's UPDATEs there,
-and the waiting thread runs ``_on_update`` itself (``wait_root`` → ``Transport.wait_inbox``);
+and the waiting thread runs ``on_update`` itself (``wait_root`` → ``Transport.wait_inbox``);
 a release from another thread (a local task, a death) wakes it through the inbox.  Such an
 UPDATE also carries ``output_seq``, the last print output its place sent to place 0's receiver
 before it; the waiting thread handles it once that output is written
@@ -54,7 +54,7 @@ before it; the waiting thread handles it once that output is written
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
 TASK is entered in :attr:`Finishes.remotes` inline, for speed, then runs
-:meth:`Finishes._run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes._on_update`);
+:meth:`Finishes.run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes.on_update`);
 the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every finish here that
 waits on it fails at once with :class:`DeadPlaceError`) and when a released place drains
 (no :attr:`Finishes.remotes` left).  The room handles no control message.
@@ -62,7 +62,7 @@ waits on it fails at once with :class:`DeadPlaceError`) and when a released plac
 Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
 membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
 takes the place out of the table and fails the finishes waiting on it in one step, and
-:meth:`Finishes._on_update` reads the dead places under the same lock, to fail a finish that an
+:meth:`Finishes.on_update` reads the dead places under the same lock, to fail a finish that an
 UPDATE leaves waiting on a place that died meanwhile.
 """
 
@@ -209,7 +209,7 @@ class RemoteFinish:
         self.at_error: PackedException | None = None
 
 
-class _Detached(RemoteFinish):
+class DetachedFinish(RemoteFinish):
     """Stands in for a home finish that no longer exists (it failed): reports nothing."""
 
     __slots__ = ()
@@ -318,7 +318,8 @@ class Finishes:
             del stack[-1]
             self._complete(fin)
 
-    def _run_remote(self, fin: Any, body: bytes, flags: int) -> None:
+    def run_remote(self, fin: Any, body: bytes, flags: int) -> None:
+        """Run a received task (worker pool) counted by ``fin``; ``flags`` as in a ``Task``."""
         stack = finish_stack()
         stack.append(fin)
         try:
@@ -350,7 +351,7 @@ class Finishes:
                 if fin.add(here, -1):
                     self._release_root(fin)
             return
-        if cls is _Detached:
+        if cls is DetachedFinish:
             for pe in fin.exceptions:
                 log.error("a task of a failed finish raised:%s", pe.tb)
             fin.exceptions.clear()
@@ -418,7 +419,8 @@ class Finishes:
             event.acquire()
 
     # ================================================================== receiving
-    def _on_update(self, msg: Update) -> None:
+    def on_update(self, msg: Update) -> None:
+        """Apply an ``Update`` to the finish it names, here at its home."""
         # output_seq: the print output ``src`` had sent to place 0 before this UPDATE to an
         # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
         if msg.output_seq:

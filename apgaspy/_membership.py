@@ -12,7 +12,7 @@ dead).  Every place enters the new places in its table (:meth:`Membership.add_pl
 others on place 0's ``add_places`` request, acknowledged through the control room).
 
 **Deaths.**  Place 0 watches every place and the others watch place 0 (see :mod:`._transport`);
-the transport's verdict arrives in :meth:`Membership._on_peer_lost`.  Place 0 tells every place
+the transport's verdict arrives in :meth:`Membership.on_peer_lost`.  Place 0 tells every place
 (:meth:`Membership.announce_dead`, control message ``dead``), and each one takes the place out
 of its table and fails, at once, everything that waits on it (:meth:`Membership.place_died`):
 the finishes whose home is here (finish room), the control requests waiting for its
@@ -25,19 +25,19 @@ ends at once (exit code 1).
     ───────                           ──────────────────────────      ─────────────────────
     leaving[r], released_here[r]
     remove_places: drop r from the
-      table, 'fin' ══════════════════════════════════════════════►  _ctrl_fin: fins += {0}
-    request_all('remove_places') ═►  _ctrl_remove_places:
+      table, 'fin' ══════════════════════════════════════════════►  ctrl_fin: fins += {0}
+    request_all('remove_places') ═►  ctrl_remove_places:
                                        drop r from the table,
                                        'fin' (after whatever it
-                                       sent before) ══════════════►  _ctrl_fin: fins += {o}
-    _ctrl_ack ◄══════════════════════  ack
+                                       sent before) ══════════════►  ctrl_fin: fins += {o}
+    ctrl_ack ◄══════════════════════  ack
                                                                      (at r itself,
                                                                      remove_places starts
                                                                      _drain_and_leave:)
                                                                      every 'fin' arrived, no
                                                                      task and no remote finish
-    _ctrl_released: released_here[r] ◄════════════════════════════   left ─► 'released'; ends
-    _on_peer_down: leaving[r] ◄╌╌╌╌╌ its connection closes ╌╌╌╌╌╌╌╌   (a spawned process exits,
+    ctrl_released: released_here[r] ◄════════════════════════════   left ─► 'released'; ends
+    on_peer_down: leaving[r] ◄╌╌╌╌╌ its connection closes ╌╌╌╌╌╌╌╌   (a spawned process exits,
     forget r; a spawned process on                                   an mpiexec rank retires:
       this machine: wait until it is                                 it waits in MPI_Finalize
       gone ─► its host can go back                                   without using the CPU)
@@ -52,8 +52,8 @@ counts as gone at once.
 
 Control messages handled here: ``ready``, ``add_places``, ``remove_places`` (the two answered
 with an ``ack``), ``dead``, ``fin``, ``released``, ``shutdown`` and ``bye``.  Who calls it: the
-runtime's receiver thread (those messages) and its transport (``_on_peer_lost``,
-``_on_peer_down``); ``_launch`` (start-up, ``shutdown``, the end state); the constructs
+runtime's receiver thread (those messages) and its transport (``on_peer_lost``,
+``on_peer_down``); ``_launch`` (start-up, ``shutdown``, the end state); the constructs
 (``place_ids``, ``check_place``); the finish room (``table``, ``bad_place``, ``dead``); place
 0's malleability orders (grow: ``add_places``, ``wait_ready``, ``abandon_place``,
 ``announce_dead``; shrink: ``release``).
@@ -176,7 +176,8 @@ class Membership:
         )
 
     # ================================================================== readiness
-    def _ctrl_ready(self, src: int) -> None:
+    def ctrl_ready(self, src: int) -> None:
+        """Control message 'ready': place ``src`` serves tasks (start-up, grow)."""
         with self._ready_cv:
             self._ready.add(src)
             self._ready_cv.notify_all()
@@ -209,9 +210,11 @@ class Membership:
             for info in infos:
                 self.rt.transport.add_peer(info.id, info.endpoint, watch=True)
 
-    def _ctrl_add_places(self, src: int, op: int, infos: list[PlaceInfo]) -> None:
+    def ctrl_add_places(self, src: int, op: int, infos: list[PlaceInfo]) -> None:
+        """Control message 'add_places' from place 0 (a grow): add ``infos``, acknowledge
+        request ``op``."""
         self.add_places(infos)
-        self.rt.control._ack(src, op)
+        self.rt.control.ack(src, op)
 
     def abandon_place(self, place: int) -> None:
         """At place 0: give up a new place that never became ready (a failed grow): tell it
@@ -226,7 +229,7 @@ class Membership:
         self.rt.transport.remove_peer(place, linger_s=setting("CLOSE_LINGER"))
 
     # ================================================================== deaths
-    def _on_peer_lost(self, place: int) -> None:
+    def on_peer_lost(self, place: int) -> None:
         """The transport's verdict: the connection to ``place`` broke for good (receiver
         thread).  Place 0 watches every place; the others watch only place 0."""
         if place == 0:
@@ -303,13 +306,14 @@ class Membership:
         if event is not None:
             event.set()
 
-    def _ctrl_released_died(self, src: int, place: int) -> None:
+    def ctrl_released_died(self, src: int, place: int) -> None:
         """At any place (from place 0): ``place``, which a shrink was releasing, died before
         it left; fail what still waits on it here."""
         if place not in self.dead:
             self.place_died(place)
 
-    def _ctrl_dead(self, src: int, place: int) -> None:
+    def ctrl_dead(self, src: int, place: int) -> None:
+        """Control message 'dead': ``place`` died (ignored once it left this table)."""
         if place in self.table:
             self.place_died(place)
 
@@ -336,7 +340,7 @@ class Membership:
             self._ready_cv.notify_all()
         self.rt.transport.remove_peer(place, linger_s=0)
         if self.stopping and self._byes_expected:
-            self._ctrl_bye(place)
+            self.ctrl_bye(place)
 
     # ================================================================== shrink
     def release(self, removed: list[int], ack_timeout: float) -> None:
@@ -411,11 +415,14 @@ class Membership:
             if self.here != 0:
                 self.rt.transport.remove_peer(r, linger_s=setting("RELEASE_LINGER"))
 
-    def _ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
+    def ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
+        """Control message 'remove_places' from place 0 (a shrink): drop ``removed``,
+        acknowledge request ``op``."""
         self.remove_places(removed)
-        self.rt.control._ack(src, op)
+        self.rt.control.ack(src, op)
 
-    def _ctrl_fin(self, src: int) -> None:
+    def ctrl_fin(self, src: int) -> None:
+        """Control message 'fin': place ``src`` sends this released place nothing more."""
         self._fins.add(src)
 
     def _drain_and_leave(self) -> None:
@@ -445,12 +452,14 @@ class Membership:
         self.exit_code = 0
         self.stopped.set()
 
-    def _ctrl_released(self, src: int) -> None:
+    def ctrl_released(self, src: int) -> None:
+        """Control message 'released': place ``src`` finished leaving (at place 0)."""
         event = self.released_here.get(src)
         if event is not None:
             event.set()
 
-    def _on_peer_down(self, place: int) -> None:
+    def on_peer_down(self, place: int) -> None:
+        """The transport saw the connection to ``place`` close (a released place ends)."""
         event = self.leaving.get(place)
         if event is not None:
             event.set()
@@ -477,17 +486,18 @@ class Membership:
             try:
                 self.rt.send_ctrl(p, "shutdown", code)
             except ApgasError:
-                self._ctrl_bye(p)
+                self.ctrl_bye(p)
         with self.state_lock:  # died between the table snapshot and now: no goodbye will come
             gone = [p for p in others if p in self.dead]
         for p in gone:
-            self._ctrl_bye(p)
+            self.ctrl_bye(p)
         if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT")):
             missing = sorted(self._byes_expected - self._byes)
             log.warning("places %s did not confirm shutdown in time", missing)
         self.stopped.set()
 
-    def _ctrl_shutdown(self, src: int, code: int) -> None:
+    def ctrl_shutdown(self, src: int, code: int) -> None:
+        """Control message 'shutdown' from place 0: end this place with exit ``code``."""
         self.stopping = True
         self.exit_code = code
         self.rt.flush_output()
@@ -497,7 +507,8 @@ class Membership:
             pass
         self.stopped.set()
 
-    def _ctrl_bye(self, src: int) -> None:
+    def ctrl_bye(self, src: int) -> None:
+        """Control message 'bye': place ``src`` ended (at place 0, during shutdown)."""
         self._byes.add(src)
         if self._byes >= self._byes_expected:
             self._byes_done.set()

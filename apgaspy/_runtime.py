@@ -42,7 +42,7 @@ from . import _test_delay
 from ._config import setting
 from ._control import Control
 from ._exceptions import ApgasError
-from ._finish import Finishes, RemoteFinish, _Detached
+from ._finish import DetachedFinish, Finishes, RemoteFinish
 from ._membership import Membership, PlaceInfo
 from ._messages import (
     CTRL,
@@ -137,16 +137,16 @@ class Runtime:
         self._object_ids = itertools.count(1)
         self.plos: dict[Any, Any] = {}  # PlaceLocalObject registry
         self.ctrl_handlers: dict[str, Callable[..., None]] = {
-            "shutdown": membership._ctrl_shutdown,
-            "bye": membership._ctrl_bye,
-            "dead": membership._ctrl_dead,
-            "ack": control._ctrl_ack,
-            "add_places": membership._ctrl_add_places,
-            "remove_places": membership._ctrl_remove_places,
-            "fin": membership._ctrl_fin,
-            "released": membership._ctrl_released,
-            "released_died": membership._ctrl_released_died,
-            "ready": membership._ctrl_ready,
+            "shutdown": membership.ctrl_shutdown,
+            "bye": membership.ctrl_bye,
+            "dead": membership.ctrl_dead,
+            "ack": control.ctrl_ack,
+            "add_places": membership.ctrl_add_places,
+            "remove_places": membership.ctrl_remove_places,
+            "fin": membership.ctrl_fin,
+            "released": membership.ctrl_released,
+            "released_died": membership.ctrl_released_died,
+            "ready": membership.ctrl_ready,
         }
         threads = setting("THREADS")
         max_threads = setting("MAX_THREADS")
@@ -156,11 +156,11 @@ class Runtime:
             secret,
             bind_host,
             self._on_message,
-            membership._on_peer_lost,
+            membership.on_peer_lost,
             dead_timeout=setting("DEAD_PLACE_TIMEOUT"),
             connect_grace=setting("CONNECT_GRACE"),
             heartbeat=setting("HEARTBEAT"),
-            on_peer_down=membership._on_peer_down,
+            on_peer_down=membership.on_peer_down,
         )
         self.forward_output = setting("FORWARD_OUTPUT") and here != 0
         self._streams: list[Any] = []
@@ -261,7 +261,7 @@ class Runtime:
         or after ``APGAS_DEAD_PLACE_TIMEOUT`` seconds.
         """
         written = self._output_written
-        if written.get(src, 0) >= seq or threading.current_thread() is self.transport._thread:
+        if written.get(src, 0) >= seq or self.transport.on_receiver_thread():
             return  # written, or on the receiver itself (which writes it later)
         deadline = time.monotonic() + setting("DEAD_PLACE_TIMEOUT")
         with self._output_cond:
@@ -318,16 +318,16 @@ class Runtime:
                 with self.state_lock:
                     fin: Any = fins.roots.get(fid[1])
                 if fin is None:
-                    fin = _Detached(fid)
+                    fin = DetachedFinish(fid)
             else:
                 with self.state_lock:
                     fin = fins.remotes.get(fid)
                     if fin is None:
                         fin = fins.remotes[fid] = RemoteFinish(fid)
                     fin.live += 1
-            self.pool.submit(fins._run_remote, fin, msg.body, msg.flags)
+            self.pool.submit(fins.run_remote, fin, msg.body, msg.flags)
         elif kind == UPDATE:
-            self.finishes._on_update(msg)
+            self.finishes.on_update(msg)
         elif kind == UNCOUNTED:
             self.pool.submit(self._run_uncounted_body, msg.body)
         elif kind == IMMEDIATE:

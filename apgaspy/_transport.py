@@ -458,6 +458,10 @@ class Transport:
         self._local.inbox = box
         return box
 
+    def on_receiver_thread(self) -> bool:
+        """True when the calling thread is this transport's receiver thread."""
+        return threading.current_thread() is self._thread
+
     def wait_inbox(self, box: _Inbox, done: Callable[[], bool]) -> None:
         """Handle the messages of the calling thread's inbox until ``done()`` is true.
 

@@ -221,8 +221,8 @@ def test_a_death_reaches_every_room_of_the_runtime():
             rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
                                                  "spawned")
         assert rt.table is rt.membership.table
-        assert rt.ctrl_handlers["ack"] == rt.control._ctrl_ack
-        assert rt.ctrl_handlers["dead"] == rt.membership._ctrl_dead
+        assert rt.ctrl_handlers["ack"] == rt.control.ctrl_ack
+        assert rt.ctrl_handlers["dead"] == rt.membership.ctrl_dead
         fin = RootFinish(0)
         fin.fid = (0, 1)
         fin.add(1, 1)
@@ -239,10 +239,10 @@ def test_a_death_reaches_every_room_of_the_runtime():
         assert list(rt.finishes.roots) == [2] and not other.failed
         assert event.is_set() and not waiting
         assert isinstance(rt.membership.bad_place(1), DeadPlaceError)
-        rt.finishes._on_update(Update(UPDATE, (0, 1), 1, {1: -1}, [], None, None, 0))  # late
+        rt.finishes.on_update(Update(UPDATE, (0, 1), 1, {1: -1}, [], None, None, 0))  # late
         assert fin.exceptions == [fin.exceptions[0]]
         assert not other.add(0, -1)  # its body ended; its task at place 2 has not
-        rt.finishes._on_update(Update(UPDATE, (0, 2), 2, {2: -1}, [], None, None, 0))
+        rt.finishes.on_update(Update(UPDATE, (0, 2), 2, {2: -1}, [], None, None, 0))
         assert other.done and not rt.finishes.roots
     finally:
         rt.close()
