@@ -117,7 +117,8 @@ def test_a_pool_takes_queued_tasks_and_counts_its_threads_idle_again():
     while (pool.pending or pool._idle != pool._threads) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(done) == list(range(2000))
-    assert pool.pending == 0 and pool._idle == pool._threads == 2
+    # a second thread starts only when no thread is idle at a submit: one may keep up alone
+    assert pool.pending == 0 and pool._idle == pool._threads and 1 <= pool._threads <= 2
     pool.close()
 
 
