@@ -58,21 +58,9 @@ def emit(**event):
 
 def tree():
     """Pids of every process below this one (MPI process manager, anchors, places)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)]
 
 
 def leaves(exc):
