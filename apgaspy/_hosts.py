@@ -358,10 +358,10 @@ def launcher() -> Launcher:
         kind = opts.get("launcher") or ("slurm" if slurm_allocation() else "ssh")
         return Launcher(kind, opts.get("launcher-exec"), "the options of mpiexec")
     env = os.environ
-    kind = env.get("HYDRA_LAUNCHER") or env.get("HYDRA_BOOTSTRAP")
+    named = env.get("HYDRA_LAUNCHER") or env.get("HYDRA_BOOTSTRAP")
     exe = env.get("HYDRA_LAUNCHER_EXEC") or env.get("HYDRA_BOOTSTRAP_EXEC")
-    if kind or exe:
-        return Launcher(kind or "ssh", exe, "HYDRA_LAUNCHER/HYDRA_LAUNCHER_EXEC")
+    if named or exe:
+        return Launcher(named or "ssh", exe, "HYDRA_LAUNCHER/HYDRA_LAUNCHER_EXEC")
     if slurm_allocation() is not None:
         return Launcher("slurm", None, "the Slurm allocation")
     return Launcher("ssh", None, "the default")

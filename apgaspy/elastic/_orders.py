@@ -290,8 +290,8 @@ class Malleability:
                 lost = [i for i in infos if i.id in late or i.id in members.dead]
                 never_ready |= late
                 if lost:
-                    for i in lost:
-                        members.abandon_place(i.id)
+                    for info in lost:
+                        members.abandon_place(info.id)
                     error = MalleabilityError(
                         "could not start " + "; ".join(
                             f"place({i.id}) on host {i.host}: "
@@ -301,15 +301,15 @@ class Malleability:
                             for i in lost))
                     infos = [i for i in infos if i not in lost]
             if infos:
-                late = rt.control.request_all([p for p in members.place_ids() if p not in
-                                               {i.id for i in infos}], "add_places", infos,
-                                              timeout=setting("ACK_TIMEOUT"))
-                if late:
-                    log.warning("places %s did not confirm the grow in time", late)
+                silent = rt.control.request_all([p for p in members.place_ids() if p not in
+                                                 {i.id for i in infos}], "add_places", infos,
+                                                timeout=setting("ACK_TIMEOUT"))
+                if silent:
+                    log.warning("places %s did not confirm the grow in time", silent)
                 gone = [i for i in infos if i.id not in members.table]  # died after 'ready'
                 if gone:
-                    for i in gone:
-                        members.abandon_place(i.id)
+                    for info in gone:
+                        members.abandon_place(info.id)
                     more = "; ".join(f"place({i.id}) on host {i.host}: it died while the "
                                      f"grow was under way" for i in gone)
                     error = MalleabilityError(
