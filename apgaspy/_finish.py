@@ -297,7 +297,7 @@ class Finishes:
             fid = fin.fid
         try:
             # an async_at may leave with the tasks that follow it; an at's task leaves now
-            self.rt._send(dest, Task.encode(fid, flags, body), soon=not flags)
+            self.rt.send(dest, Task.encode(fid, flags, body), soon=not flags)
         except BaseException:
             with self.state_lock:
                 if isinstance(fin, RootFinish):
@@ -385,7 +385,7 @@ class Finishes:
             self.rt.transport.pump(dest)
         else:
             try:
-                self.rt._send(home, msg)
+                self.rt.send(home, msg)
             except ApgasError:
                 log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
 

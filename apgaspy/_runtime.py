@@ -9,7 +9,7 @@ The rooms, each a module with its protocol in its docstring:
   readiness, grow, deaths, the shrink protocol and the shutdown handshake.
 * :mod:`._control` (``rt.control``): control requests that wait for acknowledgements.
 
-The runtime creates them, sends for them (:meth:`Runtime._send`, :meth:`Runtime.send_ctrl`),
+The runtime creates them, sends for them (:meth:`Runtime.send`, :meth:`Runtime.send_ctrl`),
 runs uncounted tasks, and dispatches every message its transport receives
 (:meth:`Runtime._on_message`; control messages through :attr:`Runtime.ctrl_handlers`, which maps
 each name to the room method that handles it).
@@ -223,9 +223,14 @@ class Runtime:
         self.transport.close(setting("CLOSE_LINGER"))
 
     # ================================================================== sending
-    def _send(self, dest: int, msg: bytes, soon: bool = False) -> None:
-        """Send ``msg`` to ``dest``, opening the connection when it is the first message;
-        ``soon``: it may leave with a batch of the messages that follow (``send_soon``)."""
+    def send(self, dest: int, msg: bytes, soon: bool = False) -> None:
+        """Send ``msg`` (an encoded message of :mod:`._messages`) to place ``dest``, opening
+        the connection when it is the first message; ``soon``: it may leave with a batch of
+        the messages that follow (``Transport.send_soon``).
+
+        Raises:
+            BadPlaceError, DeadPlaceError: ``dest`` is not in this place's table.
+        """
         if _test_delay.ACTIVE and _test_delay.delay_send(self, dest, msg):
             return  # test hook APGAS_TEST_DELAY (off by default): a delay thread sends it
         transport = self.transport
@@ -241,13 +246,13 @@ class Runtime:
 
     def send_ctrl(self, dest: int, name: str, *args: Any) -> None:
         """Send control message ``name`` to ``dest`` (plain-pickled arguments)."""
-        self._send(dest, Ctrl.encode(self.here, name, args))
+        self.send(dest, Ctrl.encode(self.here, name, args))
 
     def send_output(self, stream: int, text: str) -> None:
         """Send print output to place 0 (counted in :attr:`output_seq` once it left)."""
         with self._output_lock:
             seq = self.output_seq + 1
-            self._send(0, Output.encode(stream, text, self.here, seq))
+            self.send(0, Output.encode(stream, text, self.here, seq))
             self.output_seq = seq
 
     def wait_output(self, src: int, seq: int) -> None:
@@ -287,7 +292,7 @@ class Runtime:
         if dest not in self.membership.table:
             raise self.membership.bad_place(dest)
         body = dumps_call(fn, args, kwargs)
-        self._send(dest, Immediate.encode(body) if immediate else Uncounted.encode(body))
+        self.send(dest, Immediate.encode(body) if immediate else Uncounted.encode(body))
 
     def _run_uncounted(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         try:

@@ -11,9 +11,9 @@ by commas (seconds ≥ 0, a decimal number; spaces allowed around the parts).  T
 read once per process, at its first message.  Unset or empty (the default), nothing changes:
 :func:`delay_send` is not even called after the first message of the process.
 
-How it works: ``Runtime._send`` hands a message of a delayed pair to :func:`delay_send`, which
+How it works: ``Runtime.send`` hands a message of a delayed pair to :func:`delay_send`, which
 queues it on the pair's delay line (one queue and one daemon thread per pair, started at the
-pair's first message).  The thread sends each message through the real ``Runtime._send``
+pair's first message).  The thread sends each message through the real ``Runtime.send``
 once its time has come, so the messages of one pair keep their order; only the order across
 pairs (and against pairs without delay) changes.  A delayed send that fails (the destination
 left meanwhile) is logged, not raised.  A message to a place that is not in the sender's
@@ -23,7 +23,7 @@ A place's last words (the ``released`` report of a place released by a shrink, a
 ``bye`` at shutdown) wait until every delay line of the process is empty, so that the process
 does not exit with delayed messages still queued.
 
-Limits: the ``fin`` markers of a shrink are sent below ``Runtime._send`` and are therefore
+Limits: the ``fin`` markers of a shrink are sent below ``Runtime.send`` and are therefore
 never delayed; delay the messages *from* places that a shrink releases, not the messages *to*
 them (a delayed message to a released place could arrive after its ``fin`` marker, too late).
 """
@@ -44,7 +44,7 @@ __all__ = ["ACTIVE", "parse_delays", "delays", "delay_send", "drain"]
 
 log = logging.getLogger("apgaspy")
 
-#: False once this process knows that it delays nothing (``Runtime._send`` then skips the
+#: False once this process knows that it delays nothing (``Runtime.send`` then skips the
 #: hook).  True until the first message of the process has been looked at.
 ACTIVE = True
 
@@ -109,7 +109,7 @@ class _Line:
             if wait > 0:
                 time.sleep(wait)
             try:
-                self.rt._send(self.dest, msg)
+                self.rt.send(self.dest, msg)
             except Exception as exc:  # noqa: BLE001 - a test hook: log, never raise
                 log.warning("test delay: a message from place(%d) to place(%d) was lost: %r",
                             self.rt.here, self.dest, exc)
@@ -156,7 +156,7 @@ def _is_last_word(msg: bytes) -> bool:
 
 
 def delay_send(rt: Any, dest: int, msg: bytes) -> bool:
-    """The hook of ``Runtime._send``: take ``msg`` for later delivery if its pair is delayed.
+    """The hook of ``Runtime.send``: take ``msg`` for later delivery if its pair is delayed.
 
     Args:
         rt: the sending :class:`~apgaspy._runtime.Runtime` (its ``here`` is the source).

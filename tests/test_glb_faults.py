@@ -128,7 +128,7 @@ class _FakeRuntime:
         self.sent: list[tuple[int, bytes, float]] = []
         self.cv = threading.Condition()
 
-    def _send(self, dest: int, msg: bytes) -> None:
+    def send(self, dest: int, msg: bytes) -> None:
         if _test_delay.ACTIVE and _test_delay.delay_send(self, dest, msg):
             return
         if dest not in self.table:
@@ -154,12 +154,12 @@ def test_delayed_pairs_keep_their_order(fresh_hook):
     rt = _FakeRuntime(2, {0, 1, 3})
     t0 = time.monotonic()
     for i in range(20):
-        rt._send(1, b"a%d" % i)
-        rt._send(3, b"b%d" % i)
-        rt._send(0, b"c%d" % i)  # no delay: sent at once
+        rt.send(1, b"a%d" % i)
+        rt.send(3, b"b%d" % i)
+        rt.send(0, b"c%d" % i)  # no delay: sent at once
     assert [m for d, m, _ in rt.sent] == [b"c%d" % i for i in range(20)]
     with pytest.raises(ValueError):
-        rt._send(7, b"x")  # not a place: the real send raises at once
+        rt.send(7, b"x")  # not a place: the real send raises at once
     assert _test_delay.drain(10)
     by_dest: dict[int, list[bytes]] = {}
     for dest, msg, at in rt.sent:
@@ -179,7 +179,7 @@ def test_delayed_pairs_keep_their_order(fresh_hook):
 def test_delay_hook_off_takes_nothing(fresh_hook):
     fresh_hook.delenv("APGAS_TEST_DELAY", raising=False)
     rt = _FakeRuntime(2, {0, 1})
-    rt._send(1, b"m")
+    rt.send(1, b"m")
     assert [m for _, m, _ in rt.sent] == [b"m"]
     assert _test_delay.ACTIVE is False  # later sends skip the hook altogether
 
@@ -191,7 +191,7 @@ def test_failed_delayed_send_is_logged(fresh_hook, caplog):
     logger.addHandler(caplog.handler)  # the logger may not propagate (configure_logging)
     try:
         rt = _FakeRuntime(2, {0, 1})
-        rt._send(1, b"late")
+        rt.send(1, b"late")
         rt.table.discard(1)  # the destination leaves before the message is due
         assert _test_delay.drain(10)
     finally:
