@@ -2,7 +2,7 @@
 
 Places (one process each), ``finish``, ``async_at``, ``at``, ``GlobalRef`` and
 ``PlaceLocalObject``, over MPI process management and ZeroMQ messages.  Names follow
-APGAS for Java (SPEC.md §1)::
+APGAS for Java (``apgas.Constructs``, in PEP 8 spelling)::
 
     from apgaspy import finish, async_at, places, here, run
 

@@ -1,6 +1,6 @@
 """The APGAS constructs: places, finish, async_at, at, and starting the runtime.
 
-Names follow APGAS for Java (``apgas.Constructs``) in PEP 8 spelling; see SPEC.md §1.
+Names follow APGAS for Java (``apgas.Constructs``) in PEP 8 spelling.
 """
 
 from __future__ import annotations

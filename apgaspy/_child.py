@@ -22,7 +22,7 @@ Hydra only ever sees clean exits, so a crashed place becomes a :class:`DeadPlace
 the program can handle, and a released place's process exits on its own.  The place dies with
 its anchor (``PR_SET_PDEATHSIG``), so nothing is left behind if the anchor is killed.
 
-Memory (issue 11): the anchor used to keep what it had loaded for MPI, about 38 MB RSS per
+Memory: the anchor used to keep what it had loaded for MPI, about 38 MB RSS per
 place; once MPI is finalized it replaces its image (``execv``, same pid, so Hydra and the
 place's ``PR_SET_PDEATHSIG`` see no change) with a small waiter (:func:`_become_waiter`):
 about 1.8 MB RSS.  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
@@ -45,13 +45,18 @@ ANCHOR_MARK = "apgaspy-anchor"
 """In the waiting anchor's argv, so tools (and tests) can tell it from the place."""
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+importing_main: int | None = None
+"""This place's id while it imports the program's main module, else ``None`` (written here
+only; :func:`apgaspy._launch.start` reads it): a main module that starts a computation at
+import would otherwise make the place start one of its own (and hang in MPI start-up)."""
+
 
 def sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> Any:
     """``comm.recv(source=source, tag=tag)`` (a pickled object) without spinning.
 
     A blocking receive busy-polls in MPICH: with many places starting at once, every anchor
-    waiting for its place table burnt a core's worth of polling (issue 11's CPU per place
-    grew 3× from 8 to 64 places).  This probes (``MPI_Improbe``) with a sleep that doubles
+    waiting for its place table burnt a core's worth of polling (the CPU per place grew 3×
+    from 8 to 64 places).  This probes (``MPI_Improbe``) with a sleep that doubles
     from 0.1 ms to ``max_sleep`` seconds, then receives the matched message, whatever its
     size.  A probe costs about as much as a poll of the progress engine, so a long wait
     wants a long ``max_sleep`` (the anchor's wait for the place table: 50 ms).
@@ -85,6 +90,7 @@ def _die_with_parent() -> None:
 
 def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     """The place process: never uses MPI."""
+    global importing_main
     import logging
     import multiprocessing.spawn
     import socket
@@ -109,9 +115,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         os._exit(0)
     code = 1
     try:
-        from . import _launch
-
-        _launch.PLACE_IMPORTING_MAIN = place_id
+        importing_main = place_id
         try:
             multiprocessing.spawn.prepare(prep)
         except BaseException:
@@ -119,7 +123,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
                 "place(%d) could not import the program's main module", place_id)
             raise
         finally:
-            _launch.PLACE_IMPORTING_MAIN = None
+            importing_main = None
         set_runtime(rt)
         rt.start(table)
         rt.membership.report_ready()

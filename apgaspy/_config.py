@@ -4,7 +4,7 @@ Every setting of the runtime is read through :func:`setting`, which rejects bad 
 :class:`ConfigurationError` naming the variable, the value and what is expected.  The table
 :data:`SETTINGS` documents every variable (README.md lists the same).  ``APGAS_TEST_DELAY``
 is a test hook, off by default: it delays messages between chosen places (see
-:mod:`apgaspy._testing`).
+:mod:`apgaspy._test_delay`; :func:`parse_delays` reads its value).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from ._exceptions import ConfigurationError
 
-__all__ = ["Setting", "SETTINGS", "setting"]
+__all__ = ["Setting", "SETTINGS", "setting", "parse_delays"]
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,47 @@ def _log_level(raw: Any) -> str:
     return text
 
 
-def _test_delay(v: Any) -> str | None:
-    from ._testing import parse_delays
+def parse_delays(text: str | None) -> dict[tuple[int, int], float]:
+    """Parse an ``APGAS_TEST_DELAY`` value.
 
+    Args:
+        text: ``"<src>><dst>:<seconds>[,...]"``, e.g. ``"2>1:0.3,3>1:0.3"``; ``None`` or blank
+            means no delay.
+
+    Returns:
+        ``{(src, dst): seconds}`` (place ids, seconds as a float ≥ 0); a pair given twice
+        keeps its last delay.
+
+    Raises:
+        ValueError: an entry does not parse, names a negative place or a negative delay,
+            or names the same place as source and destination.
+    """
+    out: dict[tuple[int, int], float] = {}
+    if text is None:
+        return out
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        try:
+            pair, seconds_text = item.split(":")
+            src_text, dst_text = pair.split(">")
+            src, dst = int(src_text), int(dst_text)
+            seconds = float(seconds_text)
+        except ValueError:
+            raise ValueError(
+                f"entry {item!r}: expected '<src>><dst>:<seconds>', e.g. '2>1:0.3'") from None
+        if src < 0 or dst < 0:
+            raise ValueError(f"entry {item!r}: place ids must not be negative")
+        if src == dst:
+            raise ValueError(f"entry {item!r}: a place's messages to itself are not sent")
+        if not seconds >= 0 or seconds == float("inf"):
+            raise ValueError(f"entry {item!r}: the delay must be a finite number ≥ 0")
+        out[(src, dst)] = seconds
+    return out
+
+
+def _test_delay(v: Any) -> str | None:
     try:
         parse_delays(v)
     except ValueError as exc:
@@ -150,7 +188,7 @@ SETTINGS: dict[str, Setting] = {
                 "seconds a place's last messages to a released place may take to leave"),
         Setting("TEST_DELAY", None, str, _test_delay,
                 "test hook, off by default: delay every message from one place to another, "
-                "'<src>><dst>:<seconds>[,...]', e.g. '2>1:0.3,3>1:0.3' (see apgaspy._testing)"),
+                "'<src>><dst>:<seconds>[,...]', e.g. '2>1:0.3,3>1:0.3' (see apgaspy._test_delay)"),
     ]
 }
 

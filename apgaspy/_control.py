@@ -9,7 +9,7 @@ request to several places and wait until each one has carried it out::
       op = next number; pending[op] = (waiting, event)
       CTRL(src, name, (op, *args)) ═══════════════════►  receiver: ctrl_handlers[name](src, op,
                                                             *args) does its work, then
-    receiver: _ctrl_ack ◄════════════════ CTRL(t, "ack", (op,))  ◄── Control._ack(src, op)
+    receiver: ctrl_ack ◄════════════════ CTRL(t, "ack", (op,))  ◄── Control.ack(src, op)
       waiting.discard(t); empty ─► event.set()
       ─► request_all returns the late ones (timeout)
 
@@ -18,12 +18,12 @@ calls :meth:`Control.stop_waiting_on` under the shared lock, and :meth:`Control.
 drops the places already dead after entering its request; a target that cannot be sent to
 (unknown, released) counts as acknowledged.
 
-Control messages handled here: ``ack`` (:meth:`Control._ctrl_ack`).  The requests themselves
+Control messages handled here: ``ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
 (``add_places``, ``remove_places``) are handled by the membership room, which answers them with
-:meth:`Control._ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
+:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
 and the membership room (shrink).
 
-Locking: the pending-ack table changes only under the runtime's lock ``flock``, shared with the
+Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the
 finish and membership rooms, so that a death (which takes the place out of the table and
 resolves the acknowledgements waiting on it in one step) and a new request (which drops the
 places already dead after entering its entry) cannot miss each other.
@@ -54,14 +54,14 @@ class Control:
         rt: the runtime of this place (its sends).
 
     Attributes:
-        flock: the runtime's lock (shared with the finish and membership rooms); it guards
+        state_lock: the runtime's lock (shared with the finish and membership rooms); it guards
             the pending-ack table.
     """
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = rt.here
-        self.flock = rt.flock  # shared: guards the pending acks, finish records and places
+        self.state_lock = rt.state_lock  # shared: guards the acks, finish records and places
         self.membership: Membership = rt.membership
         self._ops = itertools.count(1)
         self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}
@@ -74,7 +74,7 @@ class Control:
         A target that is or becomes dead (or cannot be sent to: unknown or released) stops
         being waited for at once (see ``Membership.place_died``); it is not in the returned
         list, and the caller finds it in ``membership.dead``.  The handler of ``name`` at the
-        target receives ``(src, op, *args)`` and must answer with :meth:`_ack`.
+        target receives ``(src, op, *args)`` and must answer with :meth:`ack`.
 
         Args:
             targets: place ids (this place is skipped).
@@ -89,27 +89,28 @@ class Control:
         op = next(self._ops)
         waiting = set(targets)
         event = threading.Event()
-        with self.flock:
+        with self.state_lock:
             self._pending_acks[op] = (waiting, event)
         try:
             for t in targets:
                 try:
                     self.rt.send_ctrl(t, name, op, *args)
                 except ApgasError:
-                    self._ctrl_ack(t, op)
-            with self.flock:  # died before the entry existed: place_died could not see it
+                    self.ctrl_ack(t, op)
+            with self.state_lock:  # died before the entry existed: place_died could not see it
                 waiting.difference_update(self.membership.dead)
                 if not waiting:
                     event.set()
             event.wait(timeout)
         finally:
-            with self.flock:
+            with self.state_lock:
                 self._pending_acks.pop(op, None)
                 late = sorted(waiting - self.membership.dead)
         return late
 
-    def _ctrl_ack(self, src: int, op: int) -> None:
-        with self.flock:
+    def ctrl_ack(self, src: int, op: int) -> None:
+        """Control message 'ack': place ``src`` acknowledged request ``op``."""
+        with self.state_lock:
             entry = self._pending_acks.get(op)
             if entry is not None:
                 waiting, event = entry
@@ -117,7 +118,7 @@ class Control:
                 if not waiting:
                     event.set()
 
-    def _ack(self, src: int, op: int) -> None:
+    def ack(self, src: int, op: int) -> None:
         """Acknowledge request ``op`` of place ``src`` (the end of a request's handler)."""
         try:
             self.rt.send_ctrl(src, "ack", op)
@@ -125,7 +126,7 @@ class Control:
             pass
 
     def stop_waiting_on(self, place: int) -> None:
-        """Stop waiting for acknowledgements from ``place``, which died (flock held; called by
+        """Stop waiting for acknowledgements from ``place``, which died (state_lock held; called by
         ``Membership.place_died``): a request left waiting for nobody else returns."""
         for waiting, event in list(self._pending_acks.values()):
             waiting.discard(place)

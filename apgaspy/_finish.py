@@ -25,7 +25,7 @@ the snapshots they carry.
 
 The room (:class:`Finishes`, one per place, ``runtime().finishes``) holds the records of this
 place (:class:`RootFinish` for the finishes whose home is here, :class:`RemoteFinish` for the
-others, :class:`_Detached` for tasks of a finish that no longer exists) and runs the protocol
+others, :class:`DetachedFinish` for tasks of a finish that no longer exists) and runs the protocol
 above::
 
     home place h                                         place p
@@ -35,17 +35,17 @@ above::
       and enters it in ``roots``)
       ═══════════ TASK(fid, flags, body) ════════════►  receiver: the RemoteFinish of fid in
                                                            ``remotes`` (created), live += 1
-                                                           ─► worker: _run_remote ─► f()
+                                                           ─► worker: run_remote ─► f()
                                                          f spawns to q: deltas[q] += 1
                                                          f ends (_complete): deltas[p] -= 1,
                                                            live -= 1; at zero: forget the
                                                            record, send its deltas
-    receiver: _on_update ◄═ UPDATE(fid, p, deltas, exceptions, result, at_error) ══
+    receiver: on_update ◄═ UPDATE(fid, p, deltas, exceptions, result, at_error) ══
       apply the deltas; all zero ─► _release_root ─► wait_root returns
 
 An ``at`` called outside the worker pool gives its finish the fid (h, seq, endpoint) of the
 calling thread's inbox (``Transport.inbox``): every place sends that finish's UPDATEs there,
-and the waiting thread runs ``_on_update`` itself (``wait_root`` → ``Transport.wait_inbox``);
+and the waiting thread runs ``on_update`` itself (``wait_root`` → ``Transport.wait_inbox``);
 a release from another thread (a local task, a death) wakes it through the inbox.  Such an
 UPDATE also carries ``output_seq``, the last print output its place sent to place 0's receiver
 before it; the waiting thread handles it once that output is written
@@ -54,15 +54,15 @@ before it; the waiting thread handles it once that output is written
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
 TASK is entered in :attr:`Finishes.remotes` inline, for speed, then runs
-:meth:`Finishes._run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes._on_update`);
+:meth:`Finishes.run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes.on_update`);
 the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every finish here that
 waits on it fails at once with :class:`DeadPlaceError`) and when a released place drains
 (no :attr:`Finishes.remotes` left).  The room handles no control message.
 
-Locking: the records and both tables change only under the runtime's lock ``flock``, which the
+Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
 membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
 takes the place out of the table and fails the finishes waiting on it in one step, and
-:meth:`Finishes._on_update` reads the dead places under the same lock, to fail a finish that an
+:meth:`Finishes.on_update` reads the dead places under the same lock, to fail a finish that an
 UPDATE leaves waiting on a place that died meanwhile.
 """
 
@@ -77,7 +77,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ApgasError, DeadPlaceError, RemoteError
-from ._messages import _PROTO, F_AT, TASK, UPDATE, _dumps_msg
+from ._messages import F_AT, Task, Update
 from ._pool import current_pool
 from ._serialization import PackedException, dumps, dumps_call, loads_call, pack_exception
 
@@ -209,7 +209,7 @@ class RemoteFinish:
         self.at_error: PackedException | None = None
 
 
-class _Detached(RemoteFinish):
+class DetachedFinish(RemoteFinish):
     """Stands in for a home finish that no longer exists (it failed): reports nothing."""
 
     __slots__ = ()
@@ -243,13 +243,13 @@ class Finishes:
             spawned a remote task (it has a fid) and is not done.
         remotes: fid → the :class:`RemoteFinish` of a finish of another home with tasks
             live here.
-        flock: the runtime's lock (shared with the membership and control rooms).
+        state_lock: the runtime's lock (shared with the membership and control rooms).
     """
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = rt.here
-        self.flock = rt.flock  # shared: guards the records, the place table and the acks
+        self.state_lock = rt.state_lock  # shared: guards the records, the place table and the acks
         self.membership: Membership = rt.membership
         self.roots: dict[int, RootFinish] = {}
         self.remotes: dict[Any, RemoteFinish] = {}
@@ -271,7 +271,7 @@ class Finishes:
             fin = current_finish()
         here = self.here
         if dest == here:
-            with self.flock:
+            with self.state_lock:
                 if isinstance(fin, RootFinish):
                     fin.add(here, 1)
                 else:
@@ -283,7 +283,7 @@ class Finishes:
         if dest not in self.membership.table:
             raise self.membership.bad_place(dest)
         body = dumps_call(fn, args, kwargs)
-        with self.flock:
+        with self.state_lock:
             if isinstance(fin, RootFinish):
                 if fin.fid is None:
                     fin.fid = (here, next(self._seq))
@@ -297,9 +297,9 @@ class Finishes:
             fid = fin.fid
         try:
             # an async_at may leave with the tasks that follow it; an at's task leaves now
-            self.rt._send(dest, _dumps_msg((TASK, fid, flags, body), _PROTO), soon=not flags)
+            self.rt.send(dest, Task.encode(fid, flags, body), soon=not flags)
         except BaseException:
-            with self.flock:
+            with self.state_lock:
                 if isinstance(fin, RootFinish):
                     fin.add(dest, -1)
                 else:
@@ -318,7 +318,8 @@ class Finishes:
             del stack[-1]
             self._complete(fin)
 
-    def _run_remote(self, fin: Any, body: bytes, flags: int) -> None:
+    def run_remote(self, fin: Any, body: bytes, flags: int) -> None:
+        """Run a received task (worker pool) counted by ``fin``; ``flags`` as in a ``Task``."""
         stack = finish_stack()
         stack.append(fin)
         try:
@@ -336,7 +337,7 @@ class Finishes:
         # at home the exception is kept as is; elsewhere packed for the UPDATE to the home
         err: Any = local_exception(exc, self.here) if isinstance(fin, RootFinish) \
             else pack_exception(exc, self.here)
-        with self.flock:
+        with self.state_lock:
             if flags & F_AT:
                 fin.at_error = err
             else:
@@ -346,11 +347,11 @@ class Finishes:
         here = self.here
         cls = type(fin)
         if cls is RootFinish:
-            with self.flock:
+            with self.state_lock:
                 if fin.add(here, -1):
                     self._release_root(fin)
             return
-        if cls is _Detached:
+        if cls is DetachedFinish:
             for pe in fin.exceptions:
                 log.error("a task of a failed finish raised:%s", pe.tb)
             fin.exceptions.clear()
@@ -366,18 +367,15 @@ class Finishes:
             transport = self.rt.transport
             if not transport.has_peer(dest) and home in self.membership.table:
                 transport.add_peer(dest, fid[2])
-        with self.flock:
+        with self.state_lock:
             d = fin.deltas
             d[here] = d.get(here, 0) - 1
             fin.live -= 1
             if fin.live:
                 return
             del self.remotes[fin.fid]
-            msg = _dumps_msg(
-                (UPDATE, fin.fid, here, fin.deltas, fin.exceptions, fin.result, fin.at_error,
-                 self.rt.output_seq if to_inbox else 0),
-                _PROTO,
-            )
+            msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
+                                fin.at_error, self.rt.output_seq if to_inbox else 0)
             try:
                 self.rt.transport.post(dest, msg)
                 posted = True
@@ -387,19 +385,19 @@ class Finishes:
             self.rt.transport.pump(dest)
         else:
             try:
-                self.rt._send(home, msg)
+                self.rt.send(home, msg)
             except ApgasError:
                 log.debug("finish %s: home place %d is gone, update dropped", fin.fid, home)
 
     def _release_root(self, fin: RootFinish) -> None:
-        # flock held
+        # state_lock held
         if fin.fid is not None:
             self.roots.pop(fin.fid[1], None)
         fin.release()
 
     def wait_root(self, fin: RootFinish) -> None:
         """Complete the body of ``fin`` (the calling thread) and wait for all its tasks."""
-        with self.flock:
+        with self.state_lock:
             if fin.failed:  # a place it waited on died before the body ended
                 return
             if fin.add(self.here, -1):
@@ -421,17 +419,17 @@ class Finishes:
             event.acquire()
 
     # ================================================================== receiving
-    def _on_update(self, fid: Any, src: int, deltas: dict[int, int],
-                   excs: list[PackedException], result: bytes | None,
-                   at_error: PackedException | None, output_seq: int = 0) -> None:
+    def on_update(self, msg: Update) -> None:
+        """Apply an ``Update`` to the finish it names, here at its home."""
         # output_seq: the print output ``src`` had sent to place 0 before this UPDATE to an
         # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
-        if output_seq:
-            self.rt.wait_output(src, output_seq)
-        errors = [pe.unpack() for pe in excs]
-        at_exc = at_error.unpack() if at_error is not None else None
-        with self.flock:
-            fin = self.roots.get(fid[1])
+        if msg.output_seq:
+            self.rt.wait_output(msg.src, msg.output_seq)
+        errors = [pe.unpack() for pe in msg.exceptions]
+        at_exc = msg.at_error.unpack() if msg.at_error is not None else None
+        result, deltas = msg.result, msg.deltas
+        with self.state_lock:
+            fin = self.roots.get(msg.fid[1])
             if fin is None:
                 return  # the finish already failed (a place died); late news
             fin.exceptions.extend(errors)
@@ -450,13 +448,13 @@ class Finishes:
     # ================================================================== failures
     def fail_waiting_on(self, place: int) -> None:
         """Fail, at once, every finish whose home is here and that still expects something
-        from ``place``, which died (flock held; called by ``Membership.place_died``)."""
+        from ``place``, which died (state_lock held; called by ``Membership.place_died``)."""
         for fin in list(self.roots.values()):
             if fin.waits_on(place):
                 self._fail_root(fin, place)
 
     def _fail_root(self, fin: RootFinish, place: int) -> None:
-        # flock held
+        # state_lock held
         fin.exceptions.append(DeadPlaceError(place))
         fin.failed = True
         fin.counts.clear()

@@ -16,7 +16,7 @@ A place is started *for a host*: a name or address in the spelling the scheduler
   run (``-launcher``/``-launcher-exec`` of the ``mpiexec`` this job runs under,
   ``HYDRA_LAUNCHER``/``HYDRA_LAUNCHER_EXEC``, else ssh), with the same options, so a host that
   would make MPICH abort or hang the caller is refused with a clear reason before anything is
-  spawned (SPEC.md §2, §7).
+  spawned.
 """
 
 from __future__ import annotations
@@ -325,16 +325,18 @@ class Launcher:
 
 def _mpiexec_options() -> dict[str, str]:
     """Launcher options of the mpiexec this process runs under (an ancestor), if any."""
-    pid = os.getpid()
-    for _ in range(6):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
-        except (OSError, ValueError, IndexError):
+    import psutil  # here: only a grow onto other hosts asks
+
+    try:
+        ancestors = psutil.Process().parents()[:6]
+    except psutil.Error:
+        return {}
+    for proc in ancestors:
+        if proc.pid <= 1:
             return {}
-        if pid <= 1:
+        try:
+            argv = proc.cmdline()
+        except psutil.Error:
             return {}
         if argv and os.path.basename(argv[0]).startswith(("mpiexec", "mpirun")):
             opts: dict[str, str] = {}
@@ -356,10 +358,10 @@ def launcher() -> Launcher:
         kind = opts.get("launcher") or ("slurm" if slurm_allocation() else "ssh")
         return Launcher(kind, opts.get("launcher-exec"), "the options of mpiexec")
     env = os.environ
-    kind = env.get("HYDRA_LAUNCHER") or env.get("HYDRA_BOOTSTRAP")
+    named = env.get("HYDRA_LAUNCHER") or env.get("HYDRA_BOOTSTRAP")
     exe = env.get("HYDRA_LAUNCHER_EXEC") or env.get("HYDRA_BOOTSTRAP_EXEC")
-    if kind or exe:
-        return Launcher(kind or "ssh", exe, "HYDRA_LAUNCHER/HYDRA_LAUNCHER_EXEC")
+    if named or exe:
+        return Launcher(named or "ssh", exe, "HYDRA_LAUNCHER/HYDRA_LAUNCHER_EXEC")
     if slurm_allocation() is not None:
         return Launcher("slurm", None, "the Slurm allocation")
     return Launcher("ssh", None, "the default")

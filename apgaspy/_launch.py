@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from . import _child
 from ._child import TAG as _TAG
 from ._child import sleepy_recv as _sleepy_recv
 from ._config import setting
@@ -50,16 +51,12 @@ from ._hosts import (
     slurm_allocation,
 )
 from ._membership import PlaceInfo
-from ._runtime import Runtime, set_runtime
+from ._runtime import Runtime, current_runtime, set_runtime
+from .elastic._orders import Malleability
 
 __all__ = ["start", "stop", "serve", "spawn_places"]
 
 log = logging.getLogger("apgaspy")
-
-PLACE_IMPORTING_MAIN: int | None = None
-"""Set by a spawned place (``_child``) to its id while it imports the program's main module:
-a main module that starts a computation at import would otherwise make the place start one
-of its own (and hang in MPI start-up)."""
 
 _CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
@@ -120,7 +117,7 @@ def _own_stdio_for_process_manager() -> Iterator[None]:
     # The process manager and the places it starts inherit this environment.  MPI carries
     # only the start-up handshake: TCP suffices, and UCX's shared-memory transports take
     # hosts that are network namespaces or containers of one machine for one node and kill
-    # the job when a place starts on another (SPEC.md §7).  UCX then warns of requests left
+    # the job when a place starts on another.  UCX then warns of requests left
     # in its pools at MPI_Finalize, on the places' stdout: only errors are shown.
     for key, value in _SPAWN_ENV.items():
         os.environ.setdefault(key, value)
@@ -194,15 +191,11 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
         ApgasError: the runtime is already running in this process.
         ConfigurationError: a setting is invalid.
     """
-    from ._runtime import _RUNTIME
-    from .elastic._orders import reset
-
-    reset()
-    if _RUNTIME is not None:
+    if current_runtime() is not None:
         raise ApgasError("the apgaspy runtime is already running in this process")
-    if PLACE_IMPORTING_MAIN is not None:
+    if _child.importing_main is not None:
         raise ApgasError(
-            f"place({PLACE_IMPORTING_MAIN}) imports the program's main module, and the module "
+            f"place({_child.importing_main}) imports the program's main module, and the module "
             f"starts a computation at import: put the apgaspy.run() (or session()) call under "
             f"'if __name__ == \"__main__\":', as multiprocessing requires")
     MPI = _mpi()  # noqa: N806 - the mpi4py convention
@@ -212,6 +205,29 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
     if world.Get_size() > 1:
         return _start_world(world), world.Get_rank() == 0
     return _start_embedded(places), True
+
+
+class _Launcher:
+    """Starts the places of a grow for place 0's :class:`Malleability` (a ``PlaceLauncher``)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def check_hosts(self, hosts: Sequence[str]) -> dict[str, str]:
+        """See :func:`check_grow_hosts`."""
+        return check_grow_hosts(self.rt, hosts)
+
+    def spawn(self, specs: Sequence[tuple[int, str]], known: Sequence[PlaceInfo],
+              slots: Sequence[int], mpi_hosts: dict[str, str]) -> list[PlaceInfo]:
+        """See :func:`spawn_places`."""
+        return spawn_places(self.rt, specs, known, slots=slots, mpi_hosts=mpi_hosts)
+
+
+def _install(rt: Runtime) -> None:
+    """Make ``rt`` this process's runtime; at place 0 hand it its malleability state."""
+    if rt.here == 0:
+        rt.malleability = Malleability(rt, _Launcher(rt))
+    set_runtime(rt)
 
 
 def _start_world(world: Any) -> Runtime:
@@ -244,7 +260,7 @@ def _start_world(world: Any) -> Runtime:
     table = [PlaceInfo(i, ep, h, pid, "world", i // per_host)
              for i, (ep, h, pid, _) in enumerate(infos)]
     SESSION.world = world
-    set_runtime(rt)
+    _install(rt)
     rt.start(table)
     rt.membership.report_ready()
     verdict = ""
@@ -329,7 +345,7 @@ def _start_embedded(places: int | None) -> Runtime:
         rt.close()
         raise
     SESSION.world = None
-    set_runtime(rt)
+    _install(rt)
     rt.start([me, *others])
     failed = _not_ready(rt, rt.membership.place_ids())
     if failed:
@@ -432,7 +448,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
 
     # Spawns in flight are bounded: a new place's MPI_Init busy-polls until place 0, which
     # serves one spawn at a time, gets to it; 32 places at once on 2 cores took 15-19 s to be
-    # ready and 0.9-1.1 s of CPU per place, 4 at a time 9-10 s and 0.5-0.6 s (issue 11).
+    # ready and 0.9-1.1 s of CPU per place, 4 at a time 9-10 s and 0.5-0.6 s.
     gate = threading.BoundedSemaphore(setting("SPAWN_CONCURRENCY")
                                       or max(4, 2 * (os.cpu_count() or 1)))
 
@@ -500,10 +516,9 @@ def _raise_failed(total: int, failed: dict[int, tuple[str, str]]) -> None:
 # ---------------------------------------------------------------------- stop
 def stop(rt: Runtime, code: int = 0) -> None:
     """On place 0: end every place and release this one."""
-    from .elastic._orders import reset
-
     try:
-        reset()  # stops a communicator still running (APGAS-Disabled)
+        if rt.malleability is not None:
+            rt.malleability.close()  # stops a communicator still running (APGAS-Disabled)
         rt.membership.shutdown(code)
     finally:
         rt.close()

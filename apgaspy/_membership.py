@@ -12,7 +12,7 @@ dead).  Every place enters the new places in its table (:meth:`Membership.add_pl
 others on place 0's ``add_places`` request, acknowledged through the control room).
 
 **Deaths.**  Place 0 watches every place and the others watch place 0 (see :mod:`._transport`);
-the transport's verdict arrives in :meth:`Membership._on_peer_lost`.  Place 0 tells every place
+the transport's verdict arrives in :meth:`Membership.on_peer_lost`.  Place 0 tells every place
 (:meth:`Membership.announce_dead`, control message ``dead``), and each one takes the place out
 of its table and fails, at once, everything that waits on it (:meth:`Membership.place_died`):
 the finishes whose home is here (finish room), the control requests waiting for its
@@ -25,19 +25,19 @@ ends at once (exit code 1).
     ───────                           ──────────────────────────      ─────────────────────
     leaving[r], released_here[r]
     remove_places: drop r from the
-      table, 'fin' ══════════════════════════════════════════════►  _ctrl_fin: fins += {0}
-    request_all('remove_places') ═►  _ctrl_remove_places:
+      table, 'fin' ══════════════════════════════════════════════►  ctrl_fin: fins += {0}
+    request_all('remove_places') ═►  ctrl_remove_places:
                                        drop r from the table,
                                        'fin' (after whatever it
-                                       sent before) ══════════════►  _ctrl_fin: fins += {o}
-    _ctrl_ack ◄══════════════════════  ack
+                                       sent before) ══════════════►  ctrl_fin: fins += {o}
+    ctrl_ack ◄══════════════════════  ack
                                                                      (at r itself,
                                                                      remove_places starts
                                                                      _drain_and_leave:)
                                                                      every 'fin' arrived, no
                                                                      task and no remote finish
-    _ctrl_released: released_here[r] ◄════════════════════════════   left ─► 'released'; ends
-    _on_peer_down: leaving[r] ◄╌╌╌╌╌ its connection closes ╌╌╌╌╌╌╌╌   (a spawned process exits,
+    ctrl_released: released_here[r] ◄════════════════════════════   left ─► 'released'; ends
+    on_peer_down: leaving[r] ◄╌╌╌╌╌ its connection closes ╌╌╌╌╌╌╌╌   (a spawned process exits,
     forget r; a spawned process on                                   an mpiexec rank retires:
       this machine: wait until it is                                 it waits in MPI_Finalize
       gone ─► its host can go back                                   without using the CPU)
@@ -52,13 +52,13 @@ counts as gone at once.
 
 Control messages handled here: ``ready``, ``add_places``, ``remove_places`` (the two answered
 with an ``ack``), ``dead``, ``fin``, ``released``, ``shutdown`` and ``bye``.  Who calls it: the
-runtime's receiver thread (those messages) and its transport (``_on_peer_lost``,
-``_on_peer_down``); ``_launch`` (start-up, ``shutdown``, the end state); the constructs
+runtime's receiver thread (those messages) and its transport (``on_peer_lost``,
+``on_peer_down``); ``_launch`` (start-up, ``shutdown``, the end state); the constructs
 (``place_ids``, ``check_place``); the finish room (``table``, ``bad_place``, ``dead``); place
 0's malleability orders (grow: ``add_places``, ``wait_ready``, ``abandon_place``,
 ``announce_dead``; shrink: ``release``).
 
-Locking: ``table``, ``dead`` and ``released`` change only under the runtime's lock ``flock``
+Locking: ``table``, ``dead`` and ``released`` change only under the runtime's lock ``state_lock``
 (but for ``Runtime.start``, before anything is received), shared with the finish and control
 rooms, so that a death takes the place out of the table and
 fails what waits on it (finishes, acknowledgements) in one step.  Readers on the hot path
@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING
 
 from ._config import setting
 from ._exceptions import ApgasError, BadPlaceError, DeadPlaceError, MalleabilityError
-from ._messages import _PROTO, CTRL, _dumps_msg
+from ._messages import Ctrl
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -130,14 +130,14 @@ class Membership:
         leaving: at place 0, during a shrink: released place → set when its connection closed.
         released_here: at place 0, during a shrink: released place → set when it said
             'released'.
-        flock: the runtime's lock (shared with the finish and control rooms); it guards
+        state_lock: the runtime's lock (shared with the finish and control rooms); it guards
             ``table``, ``dead`` and ``released``.
     """
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.here = here = rt.here
-        self.flock = rt.flock  # shared: guards the place table, finish records and acks
+        self.state_lock = rt.state_lock  # shared: guards the place table, finish records and acks
         self.table: dict[int, PlaceInfo] = {}
         self.dead: set[int] = set()
         self.released: set[int] = set()
@@ -176,7 +176,8 @@ class Membership:
         )
 
     # ================================================================== readiness
-    def _ctrl_ready(self, src: int) -> None:
+    def ctrl_ready(self, src: int) -> None:
+        """Control message 'ready': place ``src`` serves tasks (start-up, grow)."""
         with self._ready_cv:
             self._ready.add(src)
             self._ready_cv.notify_all()
@@ -202,16 +203,18 @@ class Membership:
     # ================================================================== adding places
     def add_places(self, infos: Iterable[PlaceInfo]) -> None:
         """Make ``infos`` part of this place's table (place 0 also watches them)."""
-        with self.flock:
+        with self.state_lock:
             for info in infos:
                 self.table[info.id] = info
         if self.here == 0:
             for info in infos:
                 self.rt.transport.add_peer(info.id, info.endpoint, watch=True)
 
-    def _ctrl_add_places(self, src: int, op: int, infos: list[PlaceInfo]) -> None:
+    def ctrl_add_places(self, src: int, op: int, infos: list[PlaceInfo]) -> None:
+        """Control message 'add_places' from place 0 (a grow): add ``infos``, acknowledge
+        request ``op``."""
         self.add_places(infos)
-        self.rt.control._ack(src, op)
+        self.rt.control.ack(src, op)
 
     def abandon_place(self, place: int) -> None:
         """At place 0: give up a new place that never became ready (a failed grow): tell it
@@ -220,13 +223,13 @@ class Membership:
             self.rt.send_ctrl(place, "shutdown", 1)
         except ApgasError:
             pass
-        with self.flock:
+        with self.state_lock:
             self.table.pop(place, None)
             self.dead.add(place)
         self.rt.transport.remove_peer(place, linger_s=setting("CLOSE_LINGER"))
 
     # ================================================================== deaths
-    def _on_peer_lost(self, place: int) -> None:
+    def on_peer_lost(self, place: int) -> None:
         """The transport's verdict: the connection to ``place`` broke for good (receiver
         thread).  Place 0 watches every place; the others watch only place 0."""
         if place == 0:
@@ -275,21 +278,21 @@ class Membership:
         unfinished tasks are lost, so every finish still waiting on it, here or at any other
         place, fails with :class:`DeadPlaceError`, and naming it raises
         :class:`DeadPlaceError`.  The other places have already dropped it from their tables
-        (they ignore a plain 'dead' notice for it), so place 0 sends each of them a short
-        immediate task that records the death there.  The other places being released (no
-        longer in place 0's table, so no task reaches them) were waiting for its 'fin'
-        marker: place 0 sends it in its name (nothing more can come from a dead process).
+        (they ignore a plain 'dead' notice for it), so place 0 sends each of them a
+        'released_died' control message that records the death there.  The other places
+        being released (no longer in place 0's table, so no message reaches them) were
+        waiting for its 'fin' marker: place 0 sends it in its name (nothing more can come
+        from a dead process).
         """
         log.warning("place(%d) died while it was being released; it counts as released, "
                     "its unfinished tasks are lost", place)
         self.place_died(place)
         for p in sorted(set(self.table) - {self.here, place}):
             try:
-                self.rt.spawn_uncounted(p, Membership._released_place_died_here, (place,), {},
-                                        immediate=True)
+                self.rt.send_ctrl(p, "released_died", place)
             except ApgasError:
                 pass
-        fin = _dumps_msg((CTRL, place, "fin", ()), _PROTO)
+        fin = Ctrl.encode(place, "fin", ())
         for other in list(self.leaving):
             if other != place:
                 try:
@@ -303,17 +306,14 @@ class Membership:
         if event is not None:
             event.set()
 
-    @staticmethod
-    def _released_place_died_here(place: int) -> None:
-        """At any place (an immediate task from place 0): ``place``, which a shrink was
-        releasing, died before it left; fail what still waits on it here."""
-        from ._runtime import runtime
+    def ctrl_released_died(self, src: int, place: int) -> None:
+        """At any place (from place 0): ``place``, which a shrink was releasing, died before
+        it left; fail what still waits on it here."""
+        if place not in self.dead:
+            self.place_died(place)
 
-        members = runtime().membership
-        if place not in members.dead:
-            members.place_died(place)
-
-    def _ctrl_dead(self, src: int, place: int) -> None:
+    def ctrl_dead(self, src: int, place: int) -> None:
+        """Control message 'dead': ``place`` died (ignored once it left this table)."""
         if place in self.table:
             self.place_died(place)
 
@@ -331,7 +331,7 @@ class Membership:
         Args:
             place: the id of the dead place.
         """
-        with self.flock:
+        with self.state_lock:
             self.table.pop(place, None)
             self.dead.add(place)
             self.rt.finishes.fail_waiting_on(place)
@@ -340,7 +340,7 @@ class Membership:
             self._ready_cv.notify_all()
         self.rt.transport.remove_peer(place, linger_s=0)
         if self.stopping and self._byes_expected:
-            self._ctrl_bye(place)
+            self.ctrl_bye(place)
 
     # ================================================================== shrink
     def release(self, removed: list[int], ack_timeout: float) -> None:
@@ -394,7 +394,7 @@ class Membership:
     def remove_places(self, removed: list[int]) -> None:
         """Take ``removed`` out of the table and tell each of them that nothing more will come
         from here (a 'fin' marker, after anything already sent on the same connection)."""
-        with self.flock:
+        with self.state_lock:
             before = set(self.table)
             infos = {r: self.table.pop(r) for r in removed if r in self.table}
             self.released.update(removed)
@@ -402,7 +402,7 @@ class Membership:
             self._fins_expected = before - {self.here} - self.dead
             threading.Thread(target=self._drain_and_leave, name="apgaspy-release",
                              daemon=True).start()
-        fin = _dumps_msg((CTRL, self.here, "fin", ()), _PROTO)
+        fin = Ctrl.encode(self.here, "fin", ())
         for r, info in infos.items():
             if r == self.here:
                 continue
@@ -415,11 +415,14 @@ class Membership:
             if self.here != 0:
                 self.rt.transport.remove_peer(r, linger_s=setting("RELEASE_LINGER"))
 
-    def _ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
+    def ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
+        """Control message 'remove_places' from place 0 (a shrink): drop ``removed``,
+        acknowledge request ``op``."""
         self.remove_places(removed)
-        self.rt.control._ack(src, op)
+        self.rt.control.ack(src, op)
 
-    def _ctrl_fin(self, src: int) -> None:
+    def ctrl_fin(self, src: int) -> None:
+        """Control message 'fin': place ``src`` sends this released place nothing more."""
         self._fins.add(src)
 
     def _drain_and_leave(self) -> None:
@@ -449,12 +452,14 @@ class Membership:
         self.exit_code = 0
         self.stopped.set()
 
-    def _ctrl_released(self, src: int) -> None:
+    def ctrl_released(self, src: int) -> None:
+        """Control message 'released': place ``src`` finished leaving (at place 0)."""
         event = self.released_here.get(src)
         if event is not None:
             event.set()
 
-    def _on_peer_down(self, place: int) -> None:
+    def on_peer_down(self, place: int) -> None:
+        """The transport saw the connection to ``place`` close (a released place ends)."""
         event = self.leaving.get(place)
         if event is not None:
             event.set()
@@ -481,17 +486,18 @@ class Membership:
             try:
                 self.rt.send_ctrl(p, "shutdown", code)
             except ApgasError:
-                self._ctrl_bye(p)
-        with self.flock:  # died between the table snapshot and now: no goodbye will come
+                self.ctrl_bye(p)
+        with self.state_lock:  # died between the table snapshot and now: no goodbye will come
             gone = [p for p in others if p in self.dead]
         for p in gone:
-            self._ctrl_bye(p)
+            self.ctrl_bye(p)
         if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT")):
             missing = sorted(self._byes_expected - self._byes)
             log.warning("places %s did not confirm shutdown in time", missing)
         self.stopped.set()
 
-    def _ctrl_shutdown(self, src: int, code: int) -> None:
+    def ctrl_shutdown(self, src: int, code: int) -> None:
+        """Control message 'shutdown' from place 0: end this place with exit ``code``."""
         self.stopping = True
         self.exit_code = code
         self.rt.flush_output()
@@ -501,7 +507,8 @@ class Membership:
             pass
         self.stopped.set()
 
-    def _ctrl_bye(self, src: int) -> None:
+    def ctrl_bye(self, src: int) -> None:
+        """Control message 'bye': place ``src`` ended (at place 0, during shutdown)."""
         self._byes.add(src)
         if self._byes >= self._byes_expected:
             self._byes_done.set()
@@ -518,14 +525,15 @@ def _is_here(host: str) -> bool:
 
 def _wait_process_gone(pid: int, deadline: float) -> None:
     """Wait until process ``pid`` of this machine has ended (or ``deadline`` passed)."""
+    import psutil  # here: a place that never shrinks does not load it
+
     delay = 0.0005
     while time.monotonic() < deadline:
         try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except OSError:
-            return  # no such process (or no /proc: nothing more we can check)
+            if psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                return
+        except psutil.Error:
+            return  # no such process (or it cannot be read: nothing more we can check)
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
     log.warning("released place process %d has not ended yet", pid)

@@ -115,7 +115,7 @@ class Pool:
         lock = self._lock
         while True:
             # A queued task is taken without counting the thread idle: one lock per task in
-            # a burst instead of three (issue 11).
+            # a burst instead of three.
             try:
                 item = get_nowait()
             except _Empty:

@@ -9,29 +9,18 @@ The rooms, each a module with its protocol in its docstring:
   readiness, grow, deaths, the shrink protocol and the shutdown handshake.
 * :mod:`._control` (``rt.control``): control requests that wait for acknowledgements.
 
-The runtime creates them, sends for them (:meth:`Runtime._send`, :meth:`Runtime.send_ctrl`),
+The runtime creates them, sends for them (:meth:`Runtime.send`, :meth:`Runtime.send_ctrl`),
 runs uncounted tasks, and dispatches every message its transport receives
 (:meth:`Runtime._on_message`; control messages through :attr:`Runtime.ctrl_handlers`, which maps
 each name to the room method that handles it).
 
-Messages (each a pickled tuple, kinds in ``_messages``; see ``_transport`` for how they travel):
-
-==========  =============================================  =====================================
-kind        fields                                         handled by
-==========  =============================================  =====================================
-TASK        fid, flags, body                               worker pool (counted in finish ``fid``)
-UNCOUNTED   body                                           worker pool, no finish
-IMMEDIATE   body                                           immediate pool, no finish
-UPDATE      fid, src, deltas, exceptions, result,          receiver thread at the finish's home,
-            at_error, output_seq                           or the thread that waits in ``at``
-CTRL        src, name, args                                receiver thread (or a control thread)
-OUTPUT      stream (1 or 2), text, src, seq                place 0's stdout/stderr
-==========  =============================================  =====================================
+Messages: the named tuples of :mod:`._messages` (its docstring has the table of kinds, their
+fields and who handles each; see ``_transport`` for how they travel).
 
 ``body`` is the cloudpickled ``(fn, args, kwargs)``; it is unpickled by the worker that runs it,
 so a task that fails to unpickle is reported to its finish like any other failure.
 
-Locking: one lock, :attr:`Runtime.flock`, shared by the three rooms (each keeps a reference
+Locking: one lock, :attr:`Runtime.state_lock`, shared by the three rooms (each keeps a reference
 under the same name), guards the finish records, the place table (with the dead and released
 places) and the pending acknowledgements.  It stays one lock because a death must take the
 place out of the table, fail the finishes that wait on it and resolve the acknowledgements that
@@ -47,20 +36,36 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import _testing
+from . import _test_delay
 from ._config import setting
 from ._control import Control
 from ._exceptions import ApgasError
-from ._finish import Finishes, RemoteFinish, _Detached
+from ._finish import DetachedFinish, Finishes, RemoteFinish
 from ._membership import Membership, PlaceInfo
-from ._messages import _PROTO, CTRL, IMMEDIATE, OUTPUT, TASK, UNCOUNTED, UPDATE, _dumps_msg
+from ._messages import (
+    CTRL,
+    IMMEDIATE,
+    OUTPUT,
+    TASK,
+    UNCOUNTED,
+    UPDATE,
+    Ctrl,
+    Immediate,
+    Output,
+    Uncounted,
+    UnknownMessageError,
+    decode,
+)
 from ._pool import Pool
-from ._serialization import dumps_call, loads, loads_call
+from ._serialization import dumps_call, loads_call
 from ._transport import Transport
 
-__all__ = ["Runtime", "runtime", "set_runtime"]
+if TYPE_CHECKING:
+    from .elastic._orders import Malleability
+
+__all__ = ["Runtime", "runtime", "current_runtime", "set_runtime"]
 
 log = logging.getLogger("apgaspy")
 
@@ -82,6 +87,11 @@ def runtime() -> Runtime:
     return rt
 
 
+def current_runtime() -> Runtime | None:
+    """The runtime of this process, or ``None`` when it is not running (never raises)."""
+    return _RUNTIME
+
+
 def set_runtime(rt: Runtime | None) -> None:
     """Install (or clear) the process's runtime."""
     global _RUNTIME
@@ -99,10 +109,13 @@ class Runtime:
     Attributes:
         here: this place's id.
         secret: the job's MAC key (handed to places this one spawns).
-        flock: the lock shared by the rooms (see the module docstring).
+        state_lock: the lock shared by the rooms (see the module docstring).
         membership: the membership room (:class:`~apgaspy._membership.Membership`).
         control: the control room (:class:`~apgaspy._control.Control`).
         finishes: the finish room (:class:`~apgaspy._finish.Finishes`).
+        malleability: at place 0, the :class:`~apgaspy.elastic._orders.Malleability` that
+            owns the handler, the communicator and the orders (set by :mod:`._launch`);
+            ``None`` at the other places.
         pool: the worker pool (counted and uncounted tasks).
         immediate: the immediate pool (immediate tasks).
         transport: the connections to the other places.
@@ -114,7 +127,9 @@ class Runtime:
     def __init__(self, here: int, secret: bytes, bind_host: str) -> None:
         self.here = here
         self.secret = secret
-        self.flock = threading.Lock()  # guards finish records, the place table and the acks
+        self.state_lock = threading.Lock()  # guards finish records, the place table, the acks
+        # place 0's malleability state, handed in by the launcher (None at the other places)
+        self.malleability: Malleability | None = None
         self.membership = membership = Membership(self)
         self.control = control = Control(self)
         self.finishes = Finishes(self)
@@ -122,15 +137,16 @@ class Runtime:
         self._object_ids = itertools.count(1)
         self.plos: dict[Any, Any] = {}  # PlaceLocalObject registry
         self.ctrl_handlers: dict[str, Callable[..., None]] = {
-            "shutdown": membership._ctrl_shutdown,
-            "bye": membership._ctrl_bye,
-            "dead": membership._ctrl_dead,
-            "ack": control._ctrl_ack,
-            "add_places": membership._ctrl_add_places,
-            "remove_places": membership._ctrl_remove_places,
-            "fin": membership._ctrl_fin,
-            "released": membership._ctrl_released,
-            "ready": membership._ctrl_ready,
+            "shutdown": membership.ctrl_shutdown,
+            "bye": membership.ctrl_bye,
+            "dead": membership.ctrl_dead,
+            "ack": control.ctrl_ack,
+            "add_places": membership.ctrl_add_places,
+            "remove_places": membership.ctrl_remove_places,
+            "fin": membership.ctrl_fin,
+            "released": membership.ctrl_released,
+            "released_died": membership.ctrl_released_died,
+            "ready": membership.ctrl_ready,
         }
         threads = setting("THREADS")
         max_threads = setting("MAX_THREADS")
@@ -140,18 +156,18 @@ class Runtime:
             secret,
             bind_host,
             self._on_message,
-            membership._on_peer_lost,
+            membership.on_peer_lost,
             dead_timeout=setting("DEAD_PLACE_TIMEOUT"),
             connect_grace=setting("CONNECT_GRACE"),
             heartbeat=setting("HEARTBEAT"),
-            on_peer_down=membership._on_peer_down,
+            on_peer_down=membership.on_peer_down,
         )
         self.forward_output = setting("FORWARD_OUTPUT") and here != 0
         self._streams: list[Any] = []
         # True when a task's end must flush output: something was written to a forwarding
         # stream since the last flush_output, or always with place 0's line streams (a task
         # that printed complete lines flushes the original stream).  Checked at each task's
-        # end instead of calling the streams' flush (issue 11).
+        # end instead of calling the streams' flush (cheaper per task).
         self.output_dirty = False
         self._always_flush = False
         # OUTPUT messages this place sent to place 0 so far; an UPDATE to an inbox carries it
@@ -163,7 +179,7 @@ class Runtime:
 
     @property
     def table(self) -> dict[int, PlaceInfo]:
-        """The place table, ``membership.table`` (the test delay hook of ``_testing`` reads
+        """The place table, ``membership.table`` (the test delay hook of ``_test_delay`` reads
         it here)."""
         return self.membership.table
 
@@ -207,10 +223,15 @@ class Runtime:
         self.transport.close(setting("CLOSE_LINGER"))
 
     # ================================================================== sending
-    def _send(self, dest: int, msg: bytes, soon: bool = False) -> None:
-        """Send ``msg`` to ``dest``, opening the connection when it is the first message;
-        ``soon``: it may leave with a batch of the messages that follow (``send_soon``)."""
-        if _testing.ACTIVE and _testing.delay_send(self, dest, msg):
+    def send(self, dest: int, msg: bytes, soon: bool = False) -> None:
+        """Send ``msg`` (an encoded message of :mod:`._messages`) to place ``dest``, opening
+        the connection when it is the first message; ``soon``: it may leave with a batch of
+        the messages that follow (``Transport.send_soon``).
+
+        Raises:
+            BadPlaceError, DeadPlaceError: ``dest`` is not in this place's table.
+        """
+        if _test_delay.ACTIVE and _test_delay.delay_send(self, dest, msg):
             return  # test hook APGAS_TEST_DELAY (off by default): a delay thread sends it
         transport = self.transport
         send = transport.send_soon if soon else transport.send
@@ -225,13 +246,13 @@ class Runtime:
 
     def send_ctrl(self, dest: int, name: str, *args: Any) -> None:
         """Send control message ``name`` to ``dest`` (plain-pickled arguments)."""
-        self._send(dest, _dumps_msg((CTRL, self.here, name, args), _PROTO))
+        self.send(dest, Ctrl.encode(self.here, name, args))
 
     def send_output(self, stream: int, text: str) -> None:
         """Send print output to place 0 (counted in :attr:`output_seq` once it left)."""
         with self._output_lock:
             seq = self.output_seq + 1
-            self._send(0, _dumps_msg((OUTPUT, stream, text, self.here, seq), _PROTO))
+            self.send(0, Output.encode(stream, text, self.here, seq))
             self.output_seq = seq
 
     def wait_output(self, src: int, seq: int) -> None:
@@ -245,7 +266,7 @@ class Runtime:
         or after ``APGAS_DEAD_PLACE_TIMEOUT`` seconds.
         """
         written = self._output_written
-        if written.get(src, 0) >= seq or threading.current_thread() is self.transport._thread:
+        if written.get(src, 0) >= seq or self.transport.on_receiver_thread():
             return  # written, or on the receiver itself (which writes it later)
         deadline = time.monotonic() + setting("DEAD_PLACE_TIMEOUT")
         with self._output_cond:
@@ -271,7 +292,7 @@ class Runtime:
         if dest not in self.membership.table:
             raise self.membership.bad_place(dest)
         body = dumps_call(fn, args, kwargs)
-        self._send(dest, _dumps_msg((IMMEDIATE if immediate else UNCOUNTED, body), _PROTO))
+        self.send(dest, Immediate.encode(body) if immediate else Uncounted.encode(body))
 
     def _run_uncounted(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         try:
@@ -289,50 +310,50 @@ class Runtime:
 
     # ================================================================== receiving
     def _on_message(self, frame: bytes) -> None:
-        msg = loads(frame)
-        kind = msg[0]
+        try:
+            msg: Any = decode(frame)
+        except UnknownMessageError as exc:
+            log.error("%s", exc)
+            return
+        kind = msg.kind
         if kind == TASK:
-            _, fid, flags, body = msg
+            fid = msg.fid
             fins = self.finishes  # the finish protocol's receiving side, inline for speed
             if fid[0] == self.here:
-                with self.flock:
+                with self.state_lock:
                     fin: Any = fins.roots.get(fid[1])
                 if fin is None:
-                    fin = _Detached(fid)
+                    fin = DetachedFinish(fid)
             else:
-                with self.flock:
+                with self.state_lock:
                     fin = fins.remotes.get(fid)
                     if fin is None:
                         fin = fins.remotes[fid] = RemoteFinish(fid)
                     fin.live += 1
-            self.pool.submit(fins._run_remote, fin, body, flags)
+            self.pool.submit(fins.run_remote, fin, msg.body, msg.flags)
         elif kind == UPDATE:
-            self.finishes._on_update(*msg[1:])
+            self.finishes.on_update(msg)
         elif kind == UNCOUNTED:
-            self.pool.submit(self._run_uncounted_body, msg[1])
+            self.pool.submit(self._run_uncounted_body, msg.body)
         elif kind == IMMEDIATE:
-            self.immediate.submit(self._run_uncounted_body, msg[1])
+            self.immediate.submit(self._run_uncounted_body, msg.body)
         elif kind == CTRL:
-            _, src, name, args = msg
-            handler = self.ctrl_handlers.get(name)
+            handler = self.ctrl_handlers.get(msg.name)
             if handler is None:
-                log.error("unknown control message %r from place(%d)", name, src)
+                log.error("unknown control message %r from place(%d)", msg.name, msg.src)
             else:
-                handler(src, *args)
+                handler(msg.src, *msg.args)
         elif kind == OUTPUT:
-            _, number, text, src, seq = msg
-            stream = sys.stdout if number == 1 else sys.stderr
+            stream = sys.stdout if msg.stream == 1 else sys.stderr
             try:
-                stream.write(text)
+                stream.write(msg.text)
                 stream.flush()
             except (OSError, ValueError):
                 pass
             finally:  # written or not, an at waiting for it goes on (wait_output)
                 with self._output_cond:
-                    self._output_written[src] = seq
+                    self._output_written[msg.src] = msg.seq
                     self._output_cond.notify_all()
-        else:
-            log.error("unknown message kind %r", kind)
 
     # ================================================================== registries
     def register_object(self, obj: Any) -> int:

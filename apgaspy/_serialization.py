@@ -114,7 +114,7 @@ _SPLIT = b"\x00"
 _FN_CACHE: dict[Any, bytes] = {}  # function sent by reference → its pickle
 _FN_CACHE_MAX = 4096
 # The receiving side: fn's pickle → the function.  Loading a function by reference imports its
-# module and looks up its name, 1.1 µs per task (issue 11); a place looks each name up once,
+# module and looks up its name, 1.1 µs per task; a place looks each name up once,
 # as a JVM loads a class once.  A place that rebinds a module-level name after a task used it
 # keeps running the function it first found.
 _FN_LOADED: dict[bytes, Any] = {}

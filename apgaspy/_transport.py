@@ -1,4 +1,4 @@
-"""Messages between places: ZeroMQ PUSH/PULL over TCP, authenticated with HMAC-SHA256.
+"""Messages between places: ZeroMQ PUSH/PULL over TCP, authenticated with keyed BLAKE2b.
 
 How a message travels (``async_at(q, f)`` at place p; ``at`` is the same plus the reply)::
 
@@ -10,10 +10,10 @@ How a message travels (``async_at(q, f)`` at place p; ``at`` is the same plus th
       [MAC | len msg | len msg ...] ─► PUSH ══ TCP ══►  PULL socket ─► verify the MAC (drop
                                                           and log on mismatch, before any
                                                           unpickling) ─► per message:
-                                                            TASK      ─► worker pool ─► f()
-                                                            UPDATE    ─► finish home (inline)
-                                                            IMMEDIATE ─► immediate pool
-    receiver thread ◄════ [MAC | len UPDATE(+result)] ◄══ worker ends f, its place is
+                                                            Task      ─► worker pool ─► f()
+                                                            Update    ─► finish home (inline)
+                                                            Immediate ─► immediate pool
+    receiver thread ◄════ [MAC | len Update(+result)] ◄══ worker ends f, its place is
       finish counts hit zero ─► waiting thread wakes      quiescent for that finish: flush
 
 An ``at`` called outside the worker pool waits on an inbox of its calling thread instead (a
@@ -43,12 +43,12 @@ and its bytes.  One frame, not one frame per message, because every frame costs 
 layer a few microseconds on both sides, which a round trip of small messages feels.
 
 Security: the per-job secret (32 random bytes handed out over MPI at start-up) keys a MAC over
-every batch, as the HMAC of the Jupyter wire protocol does; a frame with a wrong or missing MAC
-is dropped and logged before anything in it is unpickled (each frame of a multipart message,
-which no place sends, on its own).  The MAC
-is keyed BLAKE2b with a 32-byte digest (RFC 7693, section 2.9: BLAKE2's keyed mode is a MAC and
-needs no HMAC construction); it costs a third of OpenSSL's HMAC-SHA256 per call, whose key set-up
-dominates for small batches.
+every batch (as the Jupyter wire protocol signs its messages); a frame with a wrong or missing
+MAC is dropped and logged before anything in it is unpickled (each frame of a multipart
+message, which no place sends, on its own).  The MAC is keyed BLAKE2b with a 32-byte digest,
+not HMAC: BLAKE2's keyed mode is a MAC by itself and needs no HMAC construction (RFC 7693,
+section 2.9); it costs a third of OpenSSL's HMAC-SHA256 per call, whose key set-up dominates
+for small batches.  The MACs are compared in constant time (``hmac.compare_digest``).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from time import perf_counter as _perf_counter
 import zmq
 
 try:  # what hashlib.blake2b and hmac.compare_digest are, without hashlib loading OpenSSL's
-    # libcrypto (3.7 MB RSS in every place; issue 11's memory per place)
+    # libcrypto (3.7 MB RSS in every place)
     from _blake2 import blake2b
     from _operator import _compare_digest as compare_digest
 except ImportError:  # another Python implementation
@@ -194,7 +194,7 @@ class Transport:
     """The ZeroMQ endpoint of one place.
 
     Args:
-        secret: the job's HMAC key (bytes).
+        secret: the job's MAC key (bytes; keys BLAKE2b).
         bind_host: IP address to bind and advertise (e.g. ``"127.0.0.1"``).
         on_message: called on the receiver thread with each authenticated message (bytes).
         on_peer_lost: called on the receiver thread with the id of a watched place whose
@@ -438,7 +438,7 @@ class Transport:
 
         A thread that waits for the answer of an ``at`` receives it on its own PULL socket
         and handles it itself, instead of the receiver thread handling it and waking the
-        waiter: the wake-up of one thread less on the round trip (issue 11).  The places that
+        waiter: the wake-up of one thread less on the round trip.  The places that
         answer send every UPDATE of that finish there (the finish id carries the endpoint), so
         the UPDATEs of one place to the finish stay in order.
         """
@@ -457,6 +457,10 @@ class Transport:
             self._inboxes.append(box)
         self._local.inbox = box
         return box
+
+    def on_receiver_thread(self) -> bool:
+        """True when the calling thread is this transport's receiver thread."""
+        return threading.current_thread() is self._thread
 
     def wait_inbox(self, box: _Inbox, done: Callable[[], bool]) -> None:
         """Handle the messages of the calling thread's inbox until ``done()`` is true.

@@ -1,9 +1,11 @@
-"""Reading Linux's ``/proc`` for the runtime-scale benchmark: the processes of a job, their CPU
-time, memory and roles, and the file descriptors of a process.
+"""Reading the processes of a job for the runtime-scale benchmark: their CPU time, memory and
+roles, and the file descriptors of a process.
 
-Everything here reads ``/proc`` (proc(5)) and nothing else; the parsing functions take the
-files' text, so they can be tested on any text.  A process that ends while it is being read is
-left out (its files vanish: ``OSError``).
+Process fields (parent, state, CPU times, threads, start time, RSS, command line) come from
+psutil; the memory breakdown (``/proc/<pid>/status``, ``smaps``, ``smaps_rollup``) and the
+socket tables of ``/proc/net`` are Linux's own (proc(5)), which psutil does not break down:
+their parsing functions take the files' text, so they can be tested on any text.  A process
+that ends while it is being read is left out.
 """
 
 from __future__ import annotations
@@ -12,53 +14,40 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import psutil
+
 __all__ = [
-    "ProcStat", "parse_stat", "parse_status", "read_stat", "read_cmdline", "ppid_map",
+    "ProcStat", "parse_status", "read_stat", "read_cmdline", "ppid_map",
     "descendants", "classify", "job_processes", "fd_info", "fd_kinds", "socket_inodes",
     "parse_smaps_rss", "top_mappings", "CLK_TCK",
-    "PAGE_SIZE",
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+_STATE = {psutil.STATUS_RUNNING: "R", psutil.STATUS_SLEEPING: "S",
+          psutil.STATUS_DISK_SLEEP: "D", psutil.STATUS_STOPPED: "T",
+          psutil.STATUS_TRACING_STOP: "t", psutil.STATUS_ZOMBIE: "Z",
+          psutil.STATUS_DEAD: "X", psutil.STATUS_IDLE: "I"}
+_ATTRS = ["pid", "ppid", "name", "status", "cpu_times", "num_threads", "create_time",
+          "memory_info"]
 
 
 class ProcStat(dict):  # type: ignore[type-arg]
-    """The fields of ``/proc/<pid>/stat`` that the benchmark uses (a ``dict``): ``pid``,
-    ``comm``, ``state``, ``ppid``, ``utime_s``, ``stime_s``, ``cutime_s``, ``cstime_s``
-    (seconds), ``threads``, ``starttime`` (clock ticks after boot, identifies the process
-    together with its pid) and ``rss_bytes``."""
+    """What the benchmark uses of a process (a ``dict``): ``pid``, ``comm``, ``state`` (the
+    letter of proc(5): ``R``, ``S``, ``Z``, ...), ``ppid``, ``utime_s``, ``stime_s``,
+    ``cutime_s``, ``cstime_s`` (seconds), ``threads``, ``starttime`` (clock ticks after boot,
+    identifies the process together with its pid) and ``rss_bytes``."""
 
 
-def parse_stat(text: str, clk_tck: int = CLK_TCK, page_size: int = PAGE_SIZE) -> ProcStat:
-    """Parse the one line of ``/proc/<pid>/stat`` (proc(5)).
-
-    The command name (field 2) is in parentheses and may itself hold spaces and parentheses,
-    so the fields after it are counted from the *last* ``)``.
-
-    Args:
-        text: the file's content.
-        clk_tck: clock ticks per second (``sysconf(_SC_CLK_TCK)``), the unit of the times.
-        page_size: bytes per page (``sysconf(_SC_PAGE_SIZE)``), the unit of field 24 (rss).
-
-    Returns:
-        A :class:`ProcStat`; times in seconds, RSS in bytes.
-
-    Raises:
-        ValueError: the text is not a stat line.
-    """
-    open_, close = text.find("("), text.rfind(")")
-    if open_ < 0 or close < open_:
-        raise ValueError(f"not a /proc/<pid>/stat line: {text[:60]!r}")
-    rest = text[close + 2:].split()
-    if len(rest) < 22:
-        raise ValueError(f"not a /proc/<pid>/stat line (too few fields): {text[:60]!r}")
-    # rest[0] is field 3 (state); field n is rest[n - 3]
+def _proc_stat(info: dict[str, Any], boot: float) -> ProcStat:
+    cpu = info["cpu_times"]
     return ProcStat(
-        pid=int(text[:open_]), comm=text[open_ + 1:close], state=rest[0], ppid=int(rest[1]),
-        utime_s=int(rest[11]) / clk_tck, stime_s=int(rest[12]) / clk_tck,
-        cutime_s=int(rest[13]) / clk_tck, cstime_s=int(rest[14]) / clk_tck,
-        threads=int(rest[17]), starttime=int(rest[19]), rss_bytes=int(rest[21]) * page_size)
+        pid=info["pid"], comm=info["name"], state=_STATE.get(info["status"], "?"),
+        ppid=info["ppid"], utime_s=cpu.user, stime_s=cpu.system,
+        cutime_s=cpu.children_user, cstime_s=cpu.children_system,
+        threads=info["num_threads"],
+        starttime=round((info["create_time"] - boot) * CLK_TCK),
+        rss_bytes=info["memory_info"].rss)
 
 
 def parse_status(text: str) -> dict[str, int]:
@@ -81,35 +70,48 @@ def _read(path: str) -> str:
 
 
 def read_stat(pid: int) -> ProcStat:
-    """:func:`parse_stat` of ``/proc/<pid>/stat``.
+    """The :class:`ProcStat` of process ``pid``, read now.
 
     Raises:
-        OSError: no such process (any more).
+        ProcessLookupError: no such process (any more).
+        PermissionError: the process may not be read.
     """
-    return parse_stat(_read(f"/proc/{pid}/stat"))
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return _proc_stat(proc.as_dict(_ATTRS), psutil.boot_time())
+    except psutil.NoSuchProcess as exc:
+        raise ProcessLookupError(f"no process {pid}") from exc
+    except psutil.AccessDenied as exc:
+        raise PermissionError(f"process {pid} may not be read") from exc
 
 
 def read_cmdline(pid: int) -> list[str]:
-    """The command line of ``pid`` (``/proc/<pid>/cmdline``, NUL-separated), ``[]`` for a
-    zombie or kernel thread.
+    """The command line of ``pid``, ``[]`` for a zombie or kernel thread.
 
     Raises:
-        OSError: no such process (any more).
+        ProcessLookupError: no such process (any more).
+        PermissionError: the process may not be read.
     """
-    with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        raw = fh.read()
-    return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]] if raw else []
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.ZombieProcess:
+        return []
+    except psutil.NoSuchProcess as exc:
+        raise ProcessLookupError(f"no process {pid}") from exc
+    except psutil.AccessDenied as exc:
+        raise PermissionError(f"process {pid} may not be read") from exc
 
 
 def ppid_map() -> dict[int, ProcStat]:
-    """Every process now in ``/proc`` with its :func:`parse_stat` fields, by pid."""
+    """Every process now running with its :class:`ProcStat`, by pid."""
+    boot = psutil.boot_time()
     out: dict[int, ProcStat] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                out[int(name)] = read_stat(int(name))
-            except (OSError, ValueError):
-                continue  # ended meanwhile
+    for proc in psutil.process_iter(_ATTRS):
+        info = proc.info
+        if any(info.get(a) is None for a in _ATTRS):
+            continue  # ended (or unreadable) while it was read
+        out[info["pid"]] = _proc_stat(info, boot)
     return out
 
 

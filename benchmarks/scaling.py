@@ -16,7 +16,7 @@ and, when P = 1 is measured, the efficiency against the GLB run on one place,
 T_1 / (P · T_P), which leaves out what a second busy core costs the first on a shared machine.
 
 With ``--resilient``, every GLB run is also made with ``--resilient`` (resilient GLB,
-``glb._resilience``), interleaved with the plain one, and the cost of resilience with no
+``glb._store and glb._recovery``), interleaved with the plain one, and the cost of resilience with no
 failure is reported per place count: ``overhead = T_P(resilient) / T_P(plain) - 1``.
 
 Results: ``benchmarks/results/scaling[-LABEL].json``; with ``--plot``, a PNG of speedup

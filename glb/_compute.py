@@ -26,8 +26,12 @@ from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
 from ._handler import GLBHandler
-from ._resilience import Store, _on_backup, halt_all, install_store, live_members, only_dead
-from ._worker import Params, PlaceStats, _resume, _worker, make_worker
+from ._liveness import only_dead
+from ._params import Params
+from ._recovery import collect_dead, resilient_rounds
+from ._stats import PlaceStats
+from ._store import Store, install_store, on_backup
+from ._worker import current_worker, make_worker, start
 
 __all__ = ["GLBResult", "compute_dynamic", "compute_static"]
 
@@ -95,16 +99,12 @@ def _create(params: Params, result_factory: Callable[[], Fold],
     w = make_worker(params, result_factory, bag_for(index, count), members)
     if params.resilient and w.me != 0 and w.bag is not None:
         # the first backup, counted: the computation does not start before place 0 has it
-        seq, consumed = w._snapshot()
-        async_at(0, _on_backup, w.me, seq, w.bag, w.result, consumed)
-
-
-def _start() -> None:
-    _worker().start()
+        seq, consumed = w.snapshot()
+        async_at(0, on_backup, w.me, seq, w.bag, w.result, consumed)
 
 
 def _collect() -> tuple[Fold, PlaceStats]:
-    w = _worker()
+    w = current_worker()
     if w.bag is not None:
         w.bag.submit(w.result)
         w.bag = None
@@ -134,9 +134,9 @@ def _run(params: Params, result_factory: Callable[[], Fold],
         if s is None:
             with finish():
                 for p in places():
-                    async_at(p, _start)
+                    async_at(p, start)
         else:
-            rounds = _resilient_rounds(s)
+            rounds = resilient_rounds(s)
     finally:
         if handler is not None:
             disable_malleable_handler()  # waits for an order under way; no more orders
@@ -149,7 +149,7 @@ def _run(params: Params, result_factory: Callable[[], Fold],
         except Exception as exc:  # noqa: BLE001 - a death shows as DeadPlaceError or a group
             if s is None or not only_dead(exc):
                 raise
-            res, st = _collect_dead(s, p.id)
+            res, st = collect_dead(s, p.id)
         total.fold(res)
         stats.append(st)
     if handler is not None:
@@ -167,53 +167,6 @@ def _run(params: Params, result_factory: Callable[[], Fold],
                      handler.orders if handler is not None else [],
                      {"setup_s": t1 - t0, "compute_s": t2 - t1, "reduce_s": t3 - t2},
                      recovered, rounds)
-
-
-def _resilient_rounds(s: Store) -> int:
-    """Run rounds until one ends with no work anywhere (see ``glb._resilience``); returns
-    how many."""
-    rounds = 0
-    start: tuple[Callable[..., None], tuple[Any, ...]] = (_start, ())
-    while True:
-        rounds += 1
-        try:
-            with finish():
-                with s.phase:  # no order between the halt of a round and the next one's start
-                    members = live_members(s)
-                    with s.lock:
-                        s.known.update(members)
-                    for p in members:
-                        async_at(p, start[0], *start[1])
-        except Exception as exc:  # noqa: BLE001 - a finish fails with a MultipleException
-            if not only_dead(exc):
-                raise
-            log.warning("GLB: a place died (%s); recovering", exc)
-        with s.phase:
-            members = live_members(s)
-            reports, dead = halt_all(members)
-            live = set(members) - dead
-            orphans, work_left = s.reconcile(reports, live)
-            if not orphans and not work_left:
-                return rounds
-            w = _worker()
-            with w.lock:
-                w.mailbox.extend(orphans)
-            start = (_resume, (s.epoch, sorted(live)))
-
-
-def _collect_dead(s: Store, p: int) -> tuple[Fold, PlaceStats]:
-    """The final result of place ``p``, which died after the last round: its state in the
-    store (exact: the last halt installed it)."""
-    with s.lock:
-        b = s.backups.pop(p, None)
-        s.recovered.append(p)
-    res = s.result_factory()
-    if b is not None:
-        if b.result is not None:
-            res.fold(b.result)
-        if b.bag is not None:
-            b.bag.submit(res)
-    return res, PlaceStats(p, died=True)
 
 
 def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int | None = None,
@@ -240,7 +193,7 @@ def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int 
             ``True``: require it (MalleabilityError otherwise); ``False``: never.
         resilient: survive the death of places other than 0 with the exact result (default
             ``GLB_RESILIENT``, else off): work and partial results are backed up at place 0
-            and recovered (see ``glb._resilience``; costs one backup per place every
+            and recovered (see ``glb._store``; costs one backup per place every
             ``GLB_BACKUP_INTERVAL`` seconds and a hop through place 0 per steal).
 
     Returns:

@@ -14,7 +14,7 @@ REPLY_TIMEOUT  600.0    seconds GLB waits for a broadcast's answers (its message
                         worker's own steal requests before it goes idle or leaves; a place
                         that dies is not waited for (``DeadPlaceError`` at once)
 RESILIENT      0        1: computations survive the death of places other than 0 with the
-                        exact result (``glb._resilience``); 0: a death fails the computation
+                        exact result (``glb._store``); 0: a death fails the computation
 BACKUP_INTERVAL 1.0     seconds between two backups of a place's bag and partial result to
                         place 0 in a resilient computation (less: less work redone after a
                         death, more messages)

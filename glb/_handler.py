@@ -9,9 +9,9 @@
   to them through the lifeline graph.
 Each phase's time is sent to the scheduler as ``preShrinkTimeGLB;<n>;<ns>`` and the like.
 
-A phase's messages to the places wait for every answer, but never for a place that is gone:
-the wait checks every 0.1 s that the places that have not answered are still live, and fails
-with :class:`apgaspy.DeadPlaceError` as soon as one died (``GLB_REPLY_TIMEOUT`` bounds it all).
+A phase's messages to the places wait for every answer, but never for a place that is gone
+(:func:`glb._broadcast.broadcast`): the wait fails with :class:`apgaspy.DeadPlaceError` as soon
+as one died (``GLB_REPLY_TIMEOUT`` bounds it all).
 """
 
 from __future__ import annotations
@@ -21,118 +21,32 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from apgaspy import (
-    BadPlaceError,
-    DeadPlaceError,
-    GlobalRef,
-    MalleableHandler,
-    Place,
-    async_at,
-    finish,
-    immediate_async_at,
-    notify_scheduler,
-    place,
-    places,
-)
+from apgaspy import MalleableHandler, Place, async_at, finish, notify_scheduler, places
 
-from ._config import glb_setting
+from ._broadcast import broadcast
 from ._fold import Fold
-from ._resilience import Store, only_dead
-from ._worker import (
-    Params,
-    PlaceStats,
-    Replies,
-    _is_dead,
-    _on_leave,
-    _on_members,
-    _worker,
-    make_worker,
-)
+from ._liveness import only_dead
+from ._params import Params
+from ._stats import PlaceStats
+from ._store import Store
+from ._worker import current_worker, make_worker, on_leave, on_members
 
 __all__ = ["GLBHandler"]
 
-_SLICE_S = 0.1  # seconds between checks that the places yet to answer still live
-
-
-def _broadcast(targets: list[int], fn: Callable[..., None], *args: Any,
-               skip_dead: bool = False) -> list[Any]:
-    """Run ``fn(*args, reply)`` at each target on its immediate pool; wait for all answers.
-
-    ``fn`` must answer through ``reply`` (a ``GlobalRef`` to a :class:`Replies`) exactly once,
-    naming its place.  The wait goes in slices of 0.1 s; after each, a target that has not
-    answered and is no longer a live place ends it.
-
-    Args:
-        targets: place ids (not this place).
-        fn: a module-level function, run as ``fn(*args, reply)``.
-        skip_dead: a resilient computation's wait: a target that dies is not waited for
-            (its state is recovered from place 0's store) instead of raising.
-
-    Returns:
-        The answers, in arrival order.
-
-    Raises:
-        DeadPlaceError: a target died before answering (at once when it was already known to
-            be dead, else within 0.1 s of the runtime declaring it dead).
-        BadPlaceError: a target was released (or is unknown) before answering.
-        TimeoutError: not every answer came within ``GLB_REPLY_TIMEOUT`` seconds.
-    """
-    box = Replies(len(targets))
-    ref = GlobalRef(box)
-    try:
-        for t in targets:
-            immediate_async_at(t, fn, *args, ref)
-        if not targets:
-            return []
-        timeout = glb_setting("REPLY_TIMEOUT")
-        deadline = time.monotonic() + timeout
-        while not box.event.wait(_SLICE_S):
-            if skip_dead:
-                dead = _dead_targets(targets, box)
-                if dead:
-                    targets = [t for t in targets if t not in dead]
-                    with box.lock:
-                        box.expected -= len(dead)
-                        if len(box.values) >= box.expected:
-                            break
-                continue
-            _check_targets(targets, box)
-            if time.monotonic() >= deadline:
-                with box.lock:
-                    missing = sorted(set(targets) - box.senders)
-                raise TimeoutError(f"GLB: no answer from places {missing} within {timeout} s "
-                                   "(GLB_REPLY_TIMEOUT)")
-        return list(box.values)
-    finally:
-        ref.free()
-
-
-def _dead_targets(targets: list[int], box: Replies) -> set[int]:
-    """The targets that have not answered and died."""
-    with box.lock:
-        answered = set(box.senders)
-    return {t for t in targets if t not in answered and _is_dead(t)}
-
-
-def _check_targets(targets: list[int], box: Replies) -> None:
-    """Raise for the first target that has not answered and is gone (dead or released)."""
-    live = {p.id for p in places()}
-    with box.lock:
-        answered = set(box.senders)
-    for t in targets:
-        if t in live or t in answered:
-            continue
-        try:
-            place(t)  # raises DeadPlaceError for a dead place, BadPlaceError for a released one
-        except DeadPlaceError:
-            raise
-        except BadPlaceError:
-            raise BadPlaceError(f"place({t}) left the computation before answering GLB",
-                                t) from None
-
 
 class GLBHandler(MalleableHandler):
-    """The handler a GLB computation defines while it runs."""
+    """The handler a GLB computation defines while it runs.
+
+    Args:
+        params: the computation's parameters (for the workers of new places).
+        result_factory: makes an empty result (for the workers of new places).
+        store: a resilient computation's store (orders then wait while it recovers, and a
+            place that dies during an order is left to the recovery), or ``None``.
+
+    Attributes:
+        released: ``(result, stats)`` of every place a shrink released.
+        orders: the orders carried out, ``(kind, places)``.
+    """
 
     def __init__(self, params: Params, result_factory: Callable[[], Fold],
                  store: Store | None = None) -> None:
@@ -155,12 +69,12 @@ class GLBHandler(MalleableHandler):
             leaving = current[-n:]  # the runtime never asks for place 0
             continuing = [p.id for p in current if p not in leaving]
             # continuing places stop choosing the leaving ones as victims or lifelines
-            _broadcast([p for p in continuing if p != 0], _on_members, continuing, False,
+            broadcast([p for p in continuing if p != 0], on_members, continuing, False,
                        skip_dead=self.skip_dead)
-            _worker().set_members(continuing)
+            current_worker().set_members(continuing)
             # the leaving ones hand over their work and report their partial results (None:
             # a place that a recovery took over meanwhile)
-            for answer in _broadcast([p.id for p in leaving], _on_leave, continuing,
+            for answer in broadcast([p.id for p in leaving], on_leave, continuing,
                                      skip_dead=self.skip_dead):
                 if answer is not None:
                     self.released.append(answer)
@@ -194,9 +108,9 @@ class GLBHandler(MalleableHandler):
             if self.store is not None:
                 with self.store.lock:
                     self.store.known.update(new)
-            _broadcast([p for p in members if p != 0 and p not in new], _on_members, members,
+            broadcast([p for p in members if p != 0 and p not in new], on_members, members,
                        False, skip_dead=self.skip_dead)
-            _broadcast(sorted(new), _on_members, members, True, skip_dead=self.skip_dead)
-            _worker().set_members(members)
+            broadcast(sorted(new), on_members, members, True, skip_dead=self.skip_dead)
+            current_worker().set_members(members)
         self.orders.append(("grow", [p.id for p in added]))
         self._notify("postGrow", len(added), t0)

@@ -33,6 +33,13 @@ at once (it is stealing or leaving), so waits never form a cycle.
 Malleability: a place about to be released gets ``leaving``; its worker hands its whole bag
 to a continuing place (counted), answers its thieves, reports its partial result to place 0
 and stops.  Membership changes rewire the lifeline graph everywhere.
+
+Resilience: in a resilient computation the worker's :class:`glb._store_client.StoreClient`
+backs its state up at place 0 and records every transfer of loot there before the loot
+leaves; a recovery halts the worker (:func:`halt`) and starts it again (:func:`resume`).
+
+This module holds the worker and the messages it answers (module-level functions, which
+travel by name and find the place's worker through :func:`current_worker`).
 """
 
 from __future__ import annotations
@@ -43,7 +50,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from apgaspy import (
@@ -53,78 +59,30 @@ from apgaspy import (
     async_at,
     here,
     immediate_async_at,
-    place,
-    places,
 )
 
 from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
 from ._lifeline import heir, lifeline_graph, steal_victim
-from ._resilience import HaltReport, _on_backup, _on_pass, _on_split, _retire, store
+from ._liveness import is_dead, live_places
+from ._params import Params
+from ._replies import deliver
+from ._stats import PlaceStats
+from ._store import HaltReport
+from ._store_client import State, StoreClient, install_client
 
-__all__ = ["PlaceStats", "Worker", "Params"]
+__all__ = ["Worker", "make_worker", "current_worker", "halt", "halt_request", "resume",
+           "on_leave", "on_members"]
 
 log = logging.getLogger("glb")
 
 _POLL_S = 0.05  # seconds between checks that the victims of pending steal attempts live
 
 
-@dataclass
-class Params:
-    """GLB parameters of one computation (see ``glb._config``)."""
-
-    n: int
-    w: int
-    l: int  # noqa: E741 - the paper's name
-    z: int | None
-    resilient: bool = False
-    backup_interval: float = 1.0
-
-
-@dataclass
-class PlaceStats:
-    """What one place did during a computation.
-
-    Attributes:
-        place: the place id.
-        processed: units of work processed (``n`` per ``process`` call, at most).
-        process_calls: calls of ``Bag.process``.
-        steals_tried, steals_won: random steal attempts made, and those that brought loot.
-        steals_late: loot that answered an attempt the thief had given up on (its victim was
-            released meanwhile); it was merged like any other loot.
-        lifeline_steals: lifeline registrations sent to buddies.
-        lifeline_loot: loot received from lifeline buddies.
-        lifeline_answers: loot sent to lifeline thieves.
-        random_answers: loot sent to random thieves.
-        busy_s: seconds spent in ``process``; idle_s: the rest of the computation's time.
-        released: true for a place released by a shrink during the computation.
-        died: true for a place that died during a resilient computation (its work and
-            partial result were recovered; its other figures are lost with it).
-    """
-
-    place: int
-    processed: int = 0
-    process_calls: int = 0
-    steals_tried: int = 0
-    steals_won: int = 0
-    steals_late: int = 0
-    lifeline_steals: int = 0
-    lifeline_loot: int = 0
-    lifeline_answers: int = 0
-    random_answers: int = 0
-    busy_s: float = 0.0
-    idle_s: float = 0.0
-    released: bool = False
-    died: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """The statistics as a plain dict (for JSON)."""
-        return dict(self.__dict__)
-
-
 class Worker:
-    """The GLB state of one place (one per place, found by messages through ``_worker()``)."""
+    """The GLB state of one place (one per place, found by messages through
+    :func:`current_worker`)."""
 
     def __init__(self, params: Params, result: Fold, bag: Bag | None, members: list[int],
                  epoch: int = 0) -> None:
@@ -152,16 +110,12 @@ class Worker:
         self.stats = PlaceStats(self.me)
         self.started = time.perf_counter()
         self.joined = False  # has taken part (run, or joined by a grow): may register lifelines
-        # resilience (glb._resilience): the round, a halt, and what the store must know
+        # resilience (glb._store): the round, a halt, and this place's side of the store
         self.resilient = params.resilient
         self.epoch = epoch
         self.halted = False
-        self.seq = 0  # number of this place's latest state sent to the store
-        self.consumed: set[Any] = set()  # records taken into this place's state
-        self.transfers = 0  # counter of this place's record ids
-        self.confirmed: dict[Any, bool] = {}  # the store's answers to this place's transfers
-        self.unconfirmed: list[tuple[Any, Bag]] = []  # transfers a halt cut short
-        self.backup_due = time.monotonic() + params.backup_interval
+        self.client = StoreClient(self.me, self.answered, lambda: self.halted,
+                                  params.backup_interval, self.reply_timeout)
         self.set_members(members)
 
     # ------------------------------------------------------------------ membership
@@ -203,7 +157,7 @@ class Worker:
                 stats.process_calls += 1
                 stats.processed += params.n
                 self._distribute()
-                if self.resilient and time.monotonic() >= self.backup_due:
+                if self.resilient and self.client.backup_is_due():
                     self._backup()
                 self._merge_mailbox()
                 bag = self.bag
@@ -257,7 +211,7 @@ class Worker:
             if loot is not None and self.resilient:
                 self._give(thief, loot, "answer", attempt)
                 self.stats.random_answers += 1
-            elif _answer(thief, attempt, loot):
+            elif answer_thief(thief, attempt, loot):
                 if loot is not None:
                     self.stats.random_answers += 1
             elif loot is not None and bag is not None:
@@ -277,7 +231,7 @@ class Worker:
                 self.stats.lifeline_answers += 1
                 continue
             try:
-                async_at(thief, _deal, loot, self.me)  # counted: it restarts the thief
+                async_at(thief, deal, loot, self.me)  # counted: it restarts the thief
                 self.stats.lifeline_answers += 1
             except (BadPlaceError, DeadPlaceError):
                 bag.merge(loot)  # the thief left meanwhile: keep the work
@@ -309,7 +263,9 @@ class Worker:
             with self.lock:
                 if self.mailbox or self.leaving or self.halted:
                     return True
-            victim = _pick_victim(self)
+            with self.lock:
+                members = list(self.members)
+            victim = steal_victim(self.me, members, self.rng)
             if victim is None:
                 break
             with self.lock:
@@ -317,7 +273,7 @@ class Worker:
                 attempt = self.current = self.attempt
                 self.pending[attempt] = victim
             try:
-                immediate_async_at(victim, _on_steal_request, self.me, attempt)
+                immediate_async_at(victim, on_steal_request, self.me, attempt)
             except (BadPlaceError, DeadPlaceError):
                 with self.lock:
                     self.pending.pop(attempt, None)
@@ -362,14 +318,14 @@ class Worker:
                 if done():
                     return
                 victims = dict(self.pending)
-            gone = {a for a, v in victims.items() if _is_dead(v)}
+            gone = {a for a, v in victims.items() if is_dead(v)}
             if gone:
                 with self.lock:
                     for a in gone:
                         self.pending.pop(a, None)
                 log.info("GLB place(%d): victims %s died; their answers will not come",
                          self.me, sorted({victims[a] for a in gone}))
-            if attempt is not None and victims.get(attempt) not in _live_places():
+            if attempt is not None and victims.get(attempt) not in live_places():
                 return  # released (or dead): move on; a late answer goes to the mailbox
             if time.monotonic() > deadline:
                 if attempt is None:
@@ -386,7 +342,7 @@ class Worker:
             self.activated.update(todo)
         for buddy in todo:
             try:
-                immediate_async_at(buddy, _on_lifeline_request, self.me)
+                immediate_async_at(buddy, on_lifeline_request, self.me)
                 self.stats.lifeline_steals += 1
             except (BadPlaceError, DeadPlaceError):
                 with self.lock:
@@ -412,109 +368,72 @@ class Worker:
             self.bag.submit(self.result)
             bag, self.bag = self.bag, None
             if not bag.is_empty():
-                dest = _heir(self)
+                dest = self.heir()
                 if self.resilient:
                     self._give(dest, bag, "deal", None)
                 else:
-                    async_at(dest, _deal, bag, self.me)  # counted: the work stays tracked
-        self._report_left()
+                    async_at(dest, deal, bag, self.me)  # counted: the work stays tracked
+        self.report_left()
 
-    def _report_left(self) -> None:
+    def report_left(self) -> None:
+        """Report this released place's final result and statistics to place 0."""
         reply = self.leave_reply
         if reply is not None:
             self.stats.released = True
             self.stats.idle_s = time.perf_counter() - self.started - self.stats.busy_s
             if self.resilient:
-                with self.lock:
-                    consumed = frozenset(self.consumed)
-                left, self.bag = self.bag, None  # work of a halted place (see _on_leave)
+                left, self.bag = self.bag, None  # work of a halted place (see on_leave)
                 if left is not None and left.is_empty():
                     left = None
-                immediate_async_at(reply.home, _retire, self.me, self.result, self.stats,
-                                   consumed, left, reply)
+                self.client.retire(reply, self.result, self.stats, left)
             else:
-                immediate_async_at(reply.home, _deliver, reply, (self.result, self.stats),
+                immediate_async_at(reply.home, deliver, reply, (self.result, self.stats),
                                    self.me)
             self.leave_reply = None
 
+    def heir(self) -> int:
+        """The continuing place that inherits this leaving place's work."""
+        with self.lock:
+            members = list(self.members)
+        return heir(self.me, members)
+
     # ------------------------------------------------------------------ resilience
-    def _snapshot(self) -> tuple[int, frozenset]:
+    def snapshot(self) -> tuple[int, frozenset]:
         """Merge the mailbox and number this state: ``(seq, consumed)``.  Worker thread
         only (or a halted worker); the bag and result are then this state."""
         with self.lock:
             loot, self.mailbox = self.mailbox, []
-            consumed = frozenset(self.consumed)
-            self.seq += 1
-            seq = self.seq
+            seq, consumed = self.client.next_state()
         for bag in loot:
             self._absorb(bag)
         return seq, consumed
 
+    def _state(self) -> State:
+        seq, consumed = self.snapshot()
+        return seq, consumed, self.bag, self.result
+
     def _backup(self) -> None:
         """Send this place's state to the store (an immediate message; not at place 0)."""
-        self.backup_due = time.monotonic() + self.params.backup_interval
+        self.client.schedule_backup()
         if self.me == 0:
             return
-        seq, consumed = self._snapshot()
-        immediate_async_at(0, _on_backup, self.me, seq, self.bag, self.result, consumed)
-
-    def new_record(self) -> tuple[int, int]:
-        """A new record id of this place: ``(place, counter)``."""
-        with self.lock:
-            self.transfers += 1
-            return (self.me, self.transfers)
-
-    def confirm(self, x: Any, send: Callable[[], Any]) -> bool | None:
-        """Send a transfer's record to the store with ``send`` and wait for its answer.
-
-        Returns:
-            The store's answer (False: this place was taken for dead, its backup with the
-            loot in it was taken over), or ``None`` when a recovery halted this place before
-            the answer came (the halt report hands the loot to the store).  Either way the
-            caller does not send the loot.
-
-        Raises:
-            TimeoutError: no answer within ``GLB_REPLY_TIMEOUT`` seconds.
-        """
-        send()
-        deadline = time.monotonic() + self.reply_timeout
-        with self.lock:
-            while x not in self.confirmed:
-                if self.halted:
-                    return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"GLB place({self.me}): place 0 did not record "
-                                       f"transfer {x} within {self.reply_timeout} s")
-                self.answered.wait(min(left, _POLL_S))
-            return self.confirmed.pop(x)
+        seq, consumed = self.snapshot()
+        self.client.send_backup(seq, consumed, self.bag, self.result)
 
     def _give(self, dest: int, loot: Bag, kind: str, attempt: int | None) -> None:
         """Send ``loot``, just split off this place's bag, to ``dest``: first its record
         (with this place's state after the split) to the store, then the loot itself
         (worker thread; a deal inside a counted task).  A destination that is gone leaves the
         record open: a recovery deals it again."""
-        x = self.new_record()
-        if self.me == 0:
-            store().record(x, loot, dest)
-        else:
-            seq, consumed = self._snapshot()
-            self.backup_due = time.monotonic() + self.params.backup_interval
-            bag, result = self.bag, self.result
-            answer = self.confirm(x, lambda: immediate_async_at(
-                0, _on_split, self.me, seq, bag, result, consumed, x, loot, dest))
-            if answer is None:
-                with self.lock:
-                    self.unconfirmed.append((x, loot))  # goes with the halt report
-                return
-            if not answer:
-                return  # taken for dead: the loot is in the backup a recovery took over
+        x = self.client.record_transfer(loot, dest, self._state)
+        if x is None:
+            return  # a halt came, or this place was taken for dead: the store has the loot
         try:
             if kind == "answer":
-                immediate_async_at(dest, _on_steal_answer, loot, attempt, self.me, x,
+                immediate_async_at(dest, on_steal_answer, loot, attempt, self.me, x,
                                    self.epoch)
             else:
-                async_at(dest, _deal, loot, self.me, x, self.epoch)
+                async_at(dest, deal, loot, self.me, x, self.epoch)
         except (BadPlaceError, DeadPlaceError):
             log.info("GLB place(%d): loot %s for place(%d) stays with the store (the place is "
                      "gone)", self.me, x, dest)
@@ -528,7 +447,7 @@ class Worker:
             self.answered.notify_all()
         _answer_all(waiting)
 
-    def _takes(self, x: Any, epoch: int) -> bool:
+    def takes(self, x: Any, epoch: int) -> bool:
         """Whether loot of record ``x`` from round ``epoch`` may enter this place's state
         (lock held): not after this place was halted in that round, nor from an older round;
         loot of a newer round waits in the mailbox for the resume.  Counts it as consumed."""
@@ -536,7 +455,7 @@ class Worker:
             return True
         if epoch < self.epoch or (epoch == self.epoch and self.halted):
             return False
-        self.consumed.add(x)
+        self.client.consume(x)
         return True
 
     def finish_stats(self) -> PlaceStats:
@@ -546,43 +465,38 @@ class Worker:
 
 
 # ---------------------------------------------------------------------- messages
-# Module-level functions: they travel by name.  ``_worker()`` resolves the place's instance.
+# Module-level functions: they travel by name.  ``current_worker()`` finds the place's worker.
 
 _CURRENT: dict[str, Worker] = {}
 
 
-def _live_places() -> set[int]:
-    return {p.id for p in places()}
+def current_worker() -> Worker:
+    """This place's worker (the one messages reach).
+
+    Raises:
+        KeyError: no GLB computation has created a worker at this place.
+    """
+    return _CURRENT["worker"]
 
 
-def _is_dead(p: int) -> bool:
-    """True when place ``p`` died (as opposed to: live, or released by a shrink)."""
-    try:
-        place(p)
-    except DeadPlaceError:
-        return True
-    except BadPlaceError:
-        return False
-    return False
+def install(worker: Worker) -> Worker:
+    """Make ``worker`` this place's worker (the one messages reach), its store client too."""
+    install_client(worker.client)
+    _CURRENT["worker"] = worker
+    return worker
 
 
-def _pick_victim(worker: Worker) -> int | None:
-    with worker.lock:
-        members = list(worker.members)
-    return steal_victim(worker.me, members, worker.rng)
+def make_worker(params: Params, result_factory: Callable[[], Fold], bag: Bag | None,
+                members: list[int], epoch: int = 0) -> Worker:
+    """Create and install this place's worker (in round ``epoch`` of a resilient run)."""
+    return install(Worker(params, result_factory(), bag, members, epoch))
 
 
-def _heir(worker: Worker) -> int:
-    with worker.lock:
-        members = list(worker.members)
-    return heir(worker.me, members)
-
-
-def _answer(thief: int, attempt: int, loot: Bag | None) -> bool:
+def answer_thief(thief: int, attempt: int, loot: Bag | None) -> bool:
     """Answer ``thief``'s steal ``attempt`` with ``loot`` (or ``None``); False when the thief
     is gone (the caller keeps the loot)."""
     try:
-        immediate_async_at(thief, _on_steal_answer, loot, attempt, here().id)
+        immediate_async_at(thief, on_steal_answer, loot, attempt, here().id)
     except (BadPlaceError, DeadPlaceError):
         return False
     return True
@@ -591,20 +505,22 @@ def _answer(thief: int, attempt: int, loot: Bag | None) -> bool:
 def _answer_all(waiting: list[tuple[int, int]]) -> None:
     """Refuse every (thief, attempt) of ``waiting``."""
     for thief, attempt in waiting:
-        _answer(thief, attempt, None)
+        answer_thief(thief, attempt, None)
 
 
-def _on_steal_request(thief: int, attempt: int) -> None:
-    w = _worker()
+def on_steal_request(thief: int, attempt: int) -> None:
+    """Place ``thief`` asks for work (immediate pool): answered after the current
+    ``process`` call, or refused at once when this place is idle, stealing or leaving."""
+    w = current_worker()
     with w.lock:
         if w.active and not w.stealing and not w.leaving:
             w.thieves.append((thief, attempt))  # answered after the current process() call
             return
-    _answer(thief, attempt, None)
+    answer_thief(thief, attempt, None)
 
 
-def _on_steal_answer(loot: Bag | None, attempt: int, victim: int, x: Any = None,
-                     epoch: int = 0) -> None:
+def on_steal_answer(loot: Bag | None, attempt: int, victim: int, x: Any = None,
+                    epoch: int = 0) -> None:
     """A victim's answer to steal ``attempt`` (immediate pool): ``loot`` or ``None``.
 
     Loot is never dropped: whether it answers the attempt the worker waits for or an older
@@ -612,11 +528,11 @@ def _on_steal_answer(loot: Bag | None, attempt: int, victim: int, x: Any = None,
     computation the loot is record ``x`` of round ``epoch`` in the store; a place that went
     idle, or was halted, leaves it to the store (which deals it again).
     """
-    w = _worker()
+    w = current_worker()
     with w.lock:
         w.pending.pop(attempt, None)
         if loot is not None and x is not None and (
-                (not w.active and epoch == w.epoch) or not w._takes(x, epoch)):
+                (not w.active and epoch == w.epoch) or not w.takes(x, epoch)):
             w.answered.notify_all()
             return
         if loot is not None:
@@ -628,31 +544,32 @@ def _on_steal_answer(loot: Bag | None, attempt: int, victim: int, x: Any = None,
                 log.error("GLB place(%d): loot from place(%d) arrived after this place went "
                           "idle (steal attempt %d)", w.me, victim, attempt)
         w.answered.notify_all()
-    if x is not None and loot is not None and w.me == 0:
-        store().close(x)
+    if loot is not None:
+        w.client.took(x)
 
 
-def _on_lifeline_request(thief: int) -> None:
-    w = _worker()
+def on_lifeline_request(thief: int) -> None:
+    """Idle place ``thief`` registers on this place's lifeline (immediate pool)."""
+    w = current_worker()
     with w.lock:
         if not w.leaving and thief in w.members and thief not in w.lifeline_thieves:
             w.lifeline_thieves.append(thief)
 
 
-def _deal(loot: Bag, giver: int, x: Any = None, epoch: int = 0) -> None:
+def deal(loot: Bag, giver: int, x: Any = None, epoch: int = 0) -> None:
     """Lifeline loot (a counted task): becomes the worker if this place is idle.
 
     In a resilient computation the loot is record ``x`` of round ``epoch`` in the store: loot
-    this place may not take (see ``Worker._takes``) is left to the store; loot of a newer round
+    this place may not take (see ``Worker.takes``) is left to the store; loot of a newer round
     than this halted place's waits in the mailbox for the resume; a leaving place passes it
     on to its heir as a new record.
     """
-    w = _worker()
+    w = current_worker()
     with w.lock:
         w.activated.discard(giver)
         leaving = w.leaving
         if not leaving:
-            if not w._takes(x, epoch):
+            if not w.takes(x, epoch):
                 return
             w.stats.lifeline_loot += 1
             w.mailbox.append(loot)
@@ -664,30 +581,29 @@ def _deal(loot: Bag, giver: int, x: Any = None, epoch: int = 0) -> None:
     if leaving:
         _pass_on(w, loot, x, epoch)
         return
-    if x is not None and w.me == 0:
-        store().close(x)
+    w.client.took(x)
     if start:
         w.run()
 
 
 def _pass_on(w: Worker, loot: Bag, x: Any, epoch: int) -> None:
     """A leaving place forwards lifeline loot to its heir (counted), resilient or not."""
-    dest = _heir(w)
+    dest = w.heir()
     if x is None:
-        async_at(dest, _deal, loot, w.me)
+        async_at(dest, deal, loot, w.me)
         return
-    y = w.new_record()
-    if not w.confirm(y, lambda: immediate_async_at(0, _on_pass, w.me, x, y, loot, dest)):
+    y = w.client.record_pass(x, loot, dest)
+    if y is None:
         return  # x (or y, if the pass came first) is open in the store, which deals it
     try:
-        async_at(dest, _deal, loot, w.me, y, epoch)
+        async_at(dest, deal, loot, w.me, y, epoch)
     except (BadPlaceError, DeadPlaceError):
         pass  # record y stays open: a recovery deals it again
 
 
-def _on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
+def on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
     """At a place to be released (immediate pool): stop, hand over, report."""
-    w = _worker()
+    w = current_worker()
     with w.lock:
         w.leaving = True
         w.leave_reply = reply
@@ -699,41 +615,27 @@ def _on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
             w._merge_mailbox()
             if w.bag is not None:
                 w.bag.submit(w.result)
-        w._report_left()
+        w.report_left()
 
 
-def _on_members(members: list[int], join: bool, reply: GlobalRef[Any] | None) -> None:
-    w = _worker()
+def on_members(members: list[int], join: bool, reply: GlobalRef[Any] | None) -> None:
+    """Adopt the places ``members`` (immediate pool); ``join``: this place was just added by
+    a grow.  Answers ``reply`` (a broadcast's box), if any."""
+    w = current_worker()
     if join:
         w.joined = True  # a place added by a grow: idle, it registers on its lifelines
     w.set_members(members)
     if reply is not None:
-        immediate_async_at(reply.home, _deliver, reply, None, w.me)
+        immediate_async_at(reply.home, deliver, reply, None, w.me)
 
 
-def _deliver(reply: GlobalRef[Any], value: Any, sender: int | None = None) -> None:
-    reply.get()(value, sender)
-
-
-def _worker() -> Worker:
-    return _CURRENT["worker"]
-
-
-def _confirmed(x: Any, ok: bool) -> None:
-    """The store's answer to this place's transfer ``x`` (immediate pool)."""
-    w = _worker()
-    with w.lock:
-        w.confirmed[x] = ok
-        w.answered.notify_all()
-
-
-def _halt_request(reply: GlobalRef[Any]) -> None:
+def halt_request(reply: GlobalRef[Any]) -> None:
     """Place 0 halts this place for a recovery (immediate pool): answer with the report."""
-    report = _halt()
-    immediate_async_at(reply.home, _deliver, reply, report, report.place)
+    report = halt()
+    immediate_async_at(reply.home, deliver, reply, report, report.place)
 
 
-def _halt() -> HaltReport:
+def halt() -> HaltReport:
     """Halt this place's worker for a recovery and report its exact state.
 
     Runs on the immediate pool (the worker pool's thread may be the worker itself), so every
@@ -742,7 +644,7 @@ def _halt() -> HaltReport:
     The worker stops between two ``process`` calls; thieves are refused; answers still due
     and loot of this round that arrives later are left to the store.
     """
-    w = _worker()
+    w = current_worker()
     with w.lock:
         w.halted = True
         w.answered.notify_all()
@@ -755,17 +657,16 @@ def _halt() -> HaltReport:
         w.pending.clear()
         w.current = None
     _answer_all(waiting)
-    seq, consumed = w._snapshot()
-    with w.lock:
-        unconfirmed, w.unconfirmed = w.unconfirmed, []
+    seq, consumed = w.snapshot()
+    unconfirmed = w.client.take_unconfirmed()
     bag = w.bag
     return HaltReport(w.me, seq, bag, w.result, consumed,
                       bag is not None and not bag.is_empty(), unconfirmed)
 
 
-def _resume(epoch: int, members: list[int]) -> None:
+def resume(epoch: int, members: list[int]) -> None:
     """Start round ``epoch`` after a recovery (a counted task): the worker goes on."""
-    w = _worker()
+    w = current_worker()
     with w.lock:
         if w.leaving:
             return  # a shrink released this place meanwhile; it handed everything over
@@ -776,40 +677,6 @@ def _resume(epoch: int, members: list[int]) -> None:
     w.run()
 
 
-def install(worker: Worker) -> Worker:
-    """Make ``worker`` this place's worker (the one messages reach)."""
-    _CURRENT["worker"] = worker
-    return worker
-
-
-def make_worker(params: Params, result_factory: Callable[[], Fold], bag: Bag | None,
-                members: list[int], epoch: int = 0) -> Worker:
-    """Create and install this place's worker (in round ``epoch`` of a resilient run)."""
-    return install(Worker(params, result_factory(), bag, members, epoch))
-
-
-@dataclass
-class Replies:
-    """Place 0's collector of immediate answers (a GlobalRef points here).
-
-    Attributes:
-        expected: how many answers complete the collection.
-        values: the answers, in arrival order.
-        senders: the places that answered (those that said who they are).
-        event: set once ``expected`` answers arrived.
-    """
-
-    expected: int
-    values: list[Any] = field(default_factory=list)
-    senders: set[int] = field(default_factory=set)
-    event: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, value: Any, sender: int | None = None) -> None:
-        """Record ``value``, the answer of place ``sender`` (an id, or ``None``)."""
-        with self.lock:
-            self.values.append(value)
-            if sender is not None:
-                self.senders.add(sender)
-            if len(self.values) >= self.expected:
-                self.event.set()
+def start() -> None:
+    """Run this place's worker (a counted task of a round's finish)."""
+    current_worker().start()

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from conftest import PROGRAMS, ROOT, Result, descendants, env_for, kill_tree, wait_gone
 
@@ -308,23 +309,21 @@ def _is_place_process(pid: int) -> bool:
     """A place: an ``apgaspy/_child.py`` process whose parent is its anchor (``_child.py``
     during the handshake, then a waiter with the argument ``apgaspy-anchor``: argv[0] of GNU
     ``tail --pid``, or a later argument of the ``python -I -S`` fallback)."""
-    def cmdline(p: int) -> bytes:
+    def cmdline(p: int) -> list[str]:
         try:
-            with open(f"/proc/{p}/cmdline", "rb") as fh:
-                return fh.read()
-        except OSError:
-            return b""
+            return psutil.Process(p).cmdline()
+        except psutil.Error:
+            return []
 
     def parent(p: int) -> int:
         try:
-            with open(f"/proc/{p}/stat", encoding="ascii", errors="replace") as fh:
-                return int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            return psutil.Process(p).ppid()
+        except psutil.Error:
             return 0
 
     anchor = cmdline(parent(pid))
-    return (b"apgaspy/_child.py" in cmdline(pid)
-            and (b"apgaspy/_child.py" in anchor or b"apgaspy-anchor" in anchor.split(b"\0")))
+    return (any("apgaspy/_child.py" in a for a in cmdline(pid))
+            and (any("apgaspy/_child.py" in a for a in anchor) or "apgaspy-anchor" in anchor))
 
 
 # ---------------------------------------------------------------------- notifications
@@ -352,9 +351,10 @@ def test_notify_scheduler_drops_what_it_cannot_send(tmp_path):
 
 
 @pytest.mark.timeout(10)
-def test_notify_scheduler_survives_a_failing_communicator(monkeypatch):
+def test_notify_scheduler_survives_a_failing_communicator():
+    from apgaspy._runtime import Runtime, set_runtime
     from apgaspy.elastic import notify_scheduler
-    from apgaspy.elastic._orders import malleability
+    from apgaspy.elastic._orders import Malleability
 
     class Broken:
         def notify(self, message: str) -> None:
@@ -371,9 +371,14 @@ def test_notify_scheduler_survives_a_failing_communicator(monkeypatch):
     keep = Keep()
     logger = logging.getLogger("apgaspy")
     logger.addHandler(keep)
+    rt = Runtime(0, os.urandom(32), "127.0.0.1")  # place 0's runtime, not started
+    rt.malleability = Malleability(rt)
+    rt.malleability.communicator = Broken()
+    set_runtime(rt)
     try:
-        monkeypatch.setattr(malleability(), "communicator", Broken())
         notify_scheduler("anything")  # logged, not raised
     finally:
+        set_runtime(None)
+        rt.close()
         logger.removeHandler(keep)
     assert any("the link is down" in m for m in keep.records), keep.records

@@ -16,7 +16,7 @@ import time
 import pytest
 from conftest import env_for, run_program
 
-from apgaspy import ConfigurationError, _testing
+from apgaspy import ConfigurationError, _test_delay
 from apgaspy._config import setting
 
 UTS_11 = 16_526_523
@@ -25,7 +25,7 @@ QUEENS = {15: 2_279_184, 16: 14_772_512}
 
 # (kernel, size, places, APGAS_TEST_DELAY, APGAS_SCHEDULE).  All the work starts at the last
 # place, which the first shrink releases while its answers to thieves are held back.  Delays
-# are only ever on messages *from* places that a shrink releases (see apgaspy._testing).
+# are only ever on messages *from* places that a shrink releases (see apgaspy._test_delay).
 LATE_ANSWER_RUNS = [
     ("uts", 11, 4, "3>1:0.6,3>2:0.6", "after 0.2 s shrink 1"),
     ("uts", 11, 4, "3>1:0.6,3>2:0.6", "after 0.3 s shrink 1"),
@@ -67,8 +67,9 @@ def test_late_steal_answers_lose_no_work(kernel, size, places, delay, schedule):
 @pytest.mark.timeout(60)
 def test_broadcast_to_a_dead_place_fails_at_once():
     """A broadcast whose target dies raises DeadPlaceError in seconds, not GLB_REPLY_TIMEOUT;
-    so does a malleable computation whose shrink waits on a place killed just before it."""
-    env = env_for(4, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE="after 0.5 s shrink 1")
+    so does a malleable computation whose shrink waits on a place killed just before it (the
+    communicator kills it, then orders the shrink: no timing race)."""
+    env = env_for(4, APGAS_COMMUNICATOR="__main__:KillThenShrink")
     t = time.monotonic()
     r = run_program("glb_dead_broadcast.py", 4, "spawn", env=env, timeout=45)
     took = time.monotonic() - t
@@ -79,20 +80,35 @@ def test_broadcast_to_a_dead_place_fails_at_once():
     assert compute["value"] is None and compute["errors"], compute
     assert {name for name, _ in compute["errors"]} == {"DeadPlaceError"}, compute
     assert {place for _, place in compute["errors"]} == {compute["killed"]}, compute
+    assert compute["order_error"] == [["DeadPlaceError", compute["killed"]]], compute
     assert compute["seconds"] < 8, compute
     assert took < 30, took
+
+
+@pytest.mark.timeout(90)
+def test_broadcast_to_a_silent_place_times_out_with_and_without_skip_dead():
+    """A target that neither answers nor dies ends the wait after GLB_REPLY_TIMEOUT, also in
+    a resilient computation's wait (which skips dead places; it used to wait forever)."""
+    env = env_for(2, GLB_REPLY_TIMEOUT="1")
+    r = run_program("glb_silent_broadcast.py", 2, "spawn", env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    plain, resilient = r.json_lines()
+    for line, skip_dead in ((plain, False), (resilient, True)):
+        assert line["skip_dead"] is skip_dead
+        assert line["error"] == "TimeoutError", line
+        assert 1.0 <= line["seconds"] < 10, line
 
 
 # ---------------------------------------------------------------------- the test hook itself
 
 def test_delay_format():
-    assert _testing.parse_delays(None) == {}
-    assert _testing.parse_delays(" ") == {}
-    assert _testing.parse_delays("2>1:0.3, 3 > 1 : 0.25,") == {(2, 1): 0.3, (3, 1): 0.25}
+    assert _test_delay.parse_delays(None) == {}
+    assert _test_delay.parse_delays(" ") == {}
+    assert _test_delay.parse_delays("2>1:0.3, 3 > 1 : 0.25,") == {(2, 1): 0.3, (3, 1): 0.25}
     for bad in ["2>1", "2:0.3", "a>1:0.3", "2>1:x", "2>1:-1", "1>1:0.1", "-1>2:0.1",
                 "2>1:inf", "2>1:0.3:4"]:
         with pytest.raises(ValueError):
-            _testing.parse_delays(bad)
+            _test_delay.parse_delays(bad)
 
 
 def test_delay_setting_is_off_by_default_and_checked(monkeypatch):
@@ -112,8 +128,8 @@ class _FakeRuntime:
         self.sent: list[tuple[int, bytes, float]] = []
         self.cv = threading.Condition()
 
-    def _send(self, dest: int, msg: bytes) -> None:
-        if _testing.ACTIVE and _testing.delay_send(self, dest, msg):
+    def send(self, dest: int, msg: bytes) -> None:
+        if _test_delay.ACTIVE and _test_delay.delay_send(self, dest, msg):
             return
         if dest not in self.table:
             raise ValueError(f"no place {dest}")
@@ -125,10 +141,10 @@ class _FakeRuntime:
 @pytest.fixture
 def fresh_hook(monkeypatch):
     """The hook's per-process state, reset (and restored afterwards)."""
-    monkeypatch.setattr(_testing, "_pid", None)
-    monkeypatch.setattr(_testing, "_delays", {})
-    monkeypatch.setattr(_testing, "_lines", {})
-    monkeypatch.setattr(_testing, "ACTIVE", True)
+    monkeypatch.setattr(_test_delay, "_pid", None)
+    monkeypatch.setattr(_test_delay, "_delays", {})
+    monkeypatch.setattr(_test_delay, "_lines", {})
+    monkeypatch.setattr(_test_delay, "ACTIVE", True)
     return monkeypatch
 
 
@@ -138,13 +154,13 @@ def test_delayed_pairs_keep_their_order(fresh_hook):
     rt = _FakeRuntime(2, {0, 1, 3})
     t0 = time.monotonic()
     for i in range(20):
-        rt._send(1, b"a%d" % i)
-        rt._send(3, b"b%d" % i)
-        rt._send(0, b"c%d" % i)  # no delay: sent at once
+        rt.send(1, b"a%d" % i)
+        rt.send(3, b"b%d" % i)
+        rt.send(0, b"c%d" % i)  # no delay: sent at once
     assert [m for d, m, _ in rt.sent] == [b"c%d" % i for i in range(20)]
     with pytest.raises(ValueError):
-        rt._send(7, b"x")  # not a place: the real send raises at once
-    assert _testing.drain(10)
+        rt.send(7, b"x")  # not a place: the real send raises at once
+    assert _test_delay.drain(10)
     by_dest: dict[int, list[bytes]] = {}
     for dest, msg, at in rt.sent:
         by_dest.setdefault(dest, []).append(msg)
@@ -163,9 +179,9 @@ def test_delayed_pairs_keep_their_order(fresh_hook):
 def test_delay_hook_off_takes_nothing(fresh_hook):
     fresh_hook.delenv("APGAS_TEST_DELAY", raising=False)
     rt = _FakeRuntime(2, {0, 1})
-    rt._send(1, b"m")
+    rt.send(1, b"m")
     assert [m for _, m, _ in rt.sent] == [b"m"]
-    assert _testing.ACTIVE is False  # later sends skip the hook altogether
+    assert _test_delay.ACTIVE is False  # later sends skip the hook altogether
 
 
 @pytest.mark.timeout(20)
@@ -175,9 +191,9 @@ def test_failed_delayed_send_is_logged(fresh_hook, caplog):
     logger.addHandler(caplog.handler)  # the logger may not propagate (configure_logging)
     try:
         rt = _FakeRuntime(2, {0, 1})
-        rt._send(1, b"late")
+        rt.send(1, b"late")
         rt.table.discard(1)  # the destination leaves before the message is due
-        assert _testing.drain(10)
+        assert _test_delay.drain(10)
     finally:
         logger.removeHandler(caplog.handler)
     assert rt.sent == []

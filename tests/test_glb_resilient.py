@@ -16,7 +16,7 @@ import pytest
 from conftest import env_for, run_program, wait_gone
 
 from glb import Bag, LongSum
-from glb._resilience import HaltReport, Store
+from glb._store import HaltReport, Store
 
 # (kernel, size, places, kills "PLACE@SECONDS", extra args).  Every kill comes well before the
 # computation could end on a fast machine (a kill after the end tests nothing: the test

@@ -75,7 +75,7 @@ def test_spawns_one_at_a_time():
 
 @pytest.mark.timeout(60)
 def test_a_spawned_place_anchor_waits_small():
-    """Issue 11's memory per place: after the MPI handshake a spawned place's anchor has
+    """Memory per place: after the MPI handshake a spawned place's anchor has
     finalized MPI and become GNU tail --pid (argv[0] apgaspy-anchor), about 2 MB RSS, where
     it kept 38 MB of interpreter, apgaspy and MPICH before."""
     if shutil.which("tail") is None:
@@ -210,7 +210,7 @@ def test_stranger_gets_no_code_run(program_factory, tmp_path):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_what_an_at_task_prints_is_written_before_the_at_returns(mode):
-    """Since ``at`` waits on an inbox of its thread (issue 11), the UPDATE no longer shares a
+    """Since ``at`` waits on an inbox of its thread, the UPDATE no longer shares a
     connection with the output that place 0's receiver writes; now the UPDATE names the last
     output sent before it and waits for it to be written.  Before, 32 of 300 lines came late."""
     r = run_program("at_output_order.py", 3, mode, timeout=90)

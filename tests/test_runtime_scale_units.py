@@ -1,6 +1,6 @@
-"""Unit tests of the runtime-scale benchmark's pure parts: /proc parsing (on this process and
-on fixed text), process roles, and the figures and goals computed from a job's data.  No
-process is started."""
+"""Unit tests of the runtime-scale benchmark's pure parts: reading processes (this one) and
+parsing /proc text (fixed text), process roles, and the figures and goals computed from a
+job's data.  No process is started."""
 
 from __future__ import annotations
 
@@ -15,15 +15,16 @@ from benchmarks._procfs import (
     fd_info,
     fd_kinds,
     parse_smaps_rss,
-    parse_stat,
     parse_status,
+    ppid_map,
+    read_cmdline,
     read_stat,
     socket_inodes,
 )
 from benchmarks.runtime_scale import derive, figures, median_figures
 
 
-def test_parse_stat_of_this_process():
+def test_read_stat_of_this_process():
     s = read_stat(os.getpid())
     assert s["pid"] == os.getpid() and s["ppid"] == os.getppid()
     assert s["state"] in "RS" and s["threads"] >= 1 and s["starttime"] > 0
@@ -31,15 +32,16 @@ def test_parse_stat_of_this_process():
     assert s["utime_s"] + s["stime_s"] <= sum(os.times()[:2]) + 0.05
 
 
-def test_parse_stat_takes_fields_after_the_last_parenthesis():
-    fields = ["S", "7", "8", "8", "0", "-1", "4194560", "1", "0", "0", "0",
-              "250", "50", "30", "20", "20", "0", "3", "0", "12345", "999", "10"]
-    s = parse_stat("42 (a) (b c) " + " ".join(fields), clk_tck=100, page_size=4096)
-    assert (s["pid"], s["comm"], s["state"], s["ppid"]) == (42, "a) (b c", "S", 7)
-    assert (s["utime_s"], s["stime_s"], s["cutime_s"], s["cstime_s"]) == (2.5, 0.5, 0.3, 0.2)
-    assert (s["threads"], s["starttime"], s["rss_bytes"]) == (3, 12345, 40960)
-    with pytest.raises(ValueError):
-        parse_stat("not a stat line")
+def test_ppid_map_and_cmdline_know_this_process_and_its_parent():
+    import sys
+
+    procs = ppid_map()
+    me = procs[os.getpid()]
+    assert me["ppid"] == os.getppid() and me["starttime"] == read_stat(os.getpid())["starttime"]
+    assert os.getppid() in procs
+    assert read_cmdline(os.getpid()) == sys.orig_argv
+    with pytest.raises(ProcessLookupError):
+        read_stat(2**22 + 12345)  # above Linux's largest pid
 
 
 def test_parse_status_of_this_process():

@@ -126,8 +126,9 @@ def test_task_bodies_round_trip():
 
 
 def test_a_function_by_reference_is_looked_up_once_and_its_arguments_are_fresh():
-    """The receiving side keeps the function a name resolved to (issue 11: 1.1 µs a task);
-    the arguments are unpickled for each task, so one task's changes never reach another."""
+    """The receiving side keeps the function a name resolved to (a look-up costs 1.1 µs a
+    task); the arguments are unpickled for each task, so one task's changes never reach
+    another."""
     import sys
 
     from apgaspy import _serialization
@@ -176,7 +177,7 @@ def test_the_context_may_open_as_many_sockets_as_file_descriptors(pair):
 
 @pytest.mark.timeout(30)
 def test_a_callers_inbox_receives_on_the_calling_thread_in_order(pair):
-    """A thread's inbox (the ``at`` path of issue 11): messages sent to ``(place, endpoint)``
+    """A thread's inbox (the ``at`` path): messages sent to ``(place, endpoint)``
     arrive on the inbox, not on the receiver thread, and are handled by the thread that waits,
     in the order they were sent."""
     tx, rx, inbox = pair
@@ -203,20 +204,27 @@ def test_a_callers_inbox_receives_on_the_calling_thread_in_order(pair):
 @pytest.mark.timeout(30)
 def test_a_release_from_another_thread_wakes_the_inbox(pair, monkeypatch):
     """A finish completed by another thread (a local task, a death) wakes the waiting thread
-    at once: with a one-minute poll timeout, a lost wake-up would hang this test."""
+    at once: with a one-minute poll timeout, a lost wake-up would hang this test.  The release
+    comes once the waiter has looked at its condition (and found it false), so it lands while
+    the waiter polls or is about to."""
     _, rx, _ = pair
     monkeypatch.setattr("apgaspy._transport._POLL_MS", 60_000)
     box = rx.inbox()
     done = threading.Event()
+    looked = threading.Event()
+
+    def finished() -> bool:
+        looked.set()
+        return done.is_set()
 
     def complete() -> None:
-        time.sleep(0.2)
+        assert looked.wait(10)
         done.set()
         box.release()
 
     threading.Thread(target=complete).start()
     t0 = time.monotonic()
-    rx.wait_inbox(box, done.is_set)
+    rx.wait_inbox(box, finished)
     assert done.is_set() and time.monotonic() - t0 < 20
     box.release()  # on the owner's own thread: nothing to wake, nothing queued
     assert rx._inboxes == [box]

@@ -97,12 +97,14 @@ def test_pool_logs_and_survives_task_errors(caplog):
     pool.submit(done.set)
     assert done.wait(5)
     pool.close()
-    time.sleep(0.05)
+    deadline = time.monotonic() + 5  # the failed task logs on its own thread
+    while "ZeroDivisionError" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert "ZeroDivisionError" in caplog.text
 
 
 def test_a_pool_takes_queued_tasks_and_counts_its_threads_idle_again():
-    """A worker takes a queued task without counting itself idle (issue 11: one lock per task
+    """A worker takes a queued task without counting itself idle (one lock per task
     in a burst, not three); after a burst every thread is idle again and nothing pending."""
     pool = Pool("test", parallelism=2, max_threads=4)
     done = []
@@ -115,12 +117,13 @@ def test_a_pool_takes_queued_tasks_and_counts_its_threads_idle_again():
     while (pool.pending or pool._idle != pool._threads) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(done) == list(range(2000))
-    assert pool.pending == 0 and pool._idle == pool._threads == 2
+    # a second thread starts only when no thread is idle at a submit: one may keep up alone
+    assert pool.pending == 0 and pool._idle == pool._threads and 1 <= pool._threads <= 2
     pool.close()
 
 
 def test_forwarded_output_is_flushed_at_a_tasks_end_only_when_written():
-    """``Runtime.output_dirty`` says a task's end must flush (issue 11: checking it costs
+    """``Runtime.output_dirty`` says a task's end must flush (checking it costs
     less than calling the streams' flush for every task)."""
     import io
     import os
@@ -151,7 +154,7 @@ def test_an_inbox_update_waits_until_the_output_sent_before_it_is_written(capsys
     handles it once the receiver wrote that output, and stops waiting for a dead place."""
     import os
 
-    from apgaspy._messages import _PROTO, OUTPUT, _dumps_msg
+    from apgaspy._messages import Output
     from apgaspy._runtime import Runtime
 
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
@@ -159,9 +162,9 @@ def test_an_inbox_update_waits_until_the_output_sent_before_it_is_written(capsys
         waited = threading.Event()
         waiter = threading.Thread(target=lambda: (rt.wait_output(1, 2), waited.set()))
         waiter.start()
-        rt._on_message(_dumps_msg((OUTPUT, 1, "first\n", 1, 1), _PROTO))
+        rt._on_message(Output.encode(1, "first\n", 1, 1))
         assert not waited.wait(0.3)
-        rt._on_message(_dumps_msg((OUTPUT, 1, "second\n", 1, 2), _PROTO))
+        rt._on_message(Output.encode(1, "second\n", 1, 2))
         assert waited.wait(5)
         waiter.join(5)
         assert capsys.readouterr().out == "first\nsecond\n"
@@ -208,17 +211,19 @@ def test_a_death_reaches_every_room_of_the_runtime():
 
     from apgaspy import DeadPlaceError
     from apgaspy._membership import PlaceInfo
+    from apgaspy._messages import UPDATE, Update
     from apgaspy._runtime import Runtime
 
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
     try:
-        assert rt.finishes.flock is rt.flock is rt.membership.flock is rt.control.flock
+        assert rt.finishes.state_lock is rt.state_lock is rt.membership.state_lock \
+            is rt.control.state_lock
         for pid in (0, 1, 2):
             rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
                                                  "spawned")
         assert rt.table is rt.membership.table
-        assert rt.ctrl_handlers["ack"] == rt.control._ctrl_ack
-        assert rt.ctrl_handlers["dead"] == rt.membership._ctrl_dead
+        assert rt.ctrl_handlers["ack"] == rt.control.ctrl_ack
+        assert rt.ctrl_handlers["dead"] == rt.membership.ctrl_dead
         fin = RootFinish(0)
         fin.fid = (0, 1)
         fin.add(1, 1)
@@ -235,10 +240,10 @@ def test_a_death_reaches_every_room_of_the_runtime():
         assert list(rt.finishes.roots) == [2] and not other.failed
         assert event.is_set() and not waiting
         assert isinstance(rt.membership.bad_place(1), DeadPlaceError)
-        rt.finishes._on_update((0, 1), 1, {1: -1}, [], None, None)  # late news: ignored
+        rt.finishes.on_update(Update(UPDATE, (0, 1), 1, {1: -1}, [], None, None, 0))  # late
         assert fin.exceptions == [fin.exceptions[0]]
         assert not other.add(0, -1)  # its body ended; its task at place 2 has not
-        rt.finishes._on_update((0, 2), 2, {2: -1}, [], None, None)
+        rt.finishes.on_update(Update(UPDATE, (0, 2), 2, {2: -1}, [], None, None, 0))
         assert other.done and not rt.finishes.roots
     finally:
         rt.close()
@@ -271,3 +276,35 @@ def test_place_0_lines_never_interleave():
     assert original.getvalue() == "Hello from place(1)\nHello from place(0)\n"
     stream.flush_all()  # a thread's unfinished line is written when the runtime closes
     assert original.getvalue().endswith("\ntail")
+
+
+def test_every_message_kind_decodes_to_its_named_tuple():
+    import pickle
+
+    from apgaspy._messages import (
+        Ctrl,
+        Immediate,
+        Output,
+        Task,
+        Uncounted,
+        UnknownMessageError,
+        Update,
+        decode,
+    )
+
+    task = decode(Task.encode((0, 7), 1, b"body"))
+    assert type(task) is Task and (task.fid, task.flags, task.body) == ((0, 7), 1, b"body")
+    assert decode(Uncounted.encode(b"u")).body == b"u"
+    assert type(decode(Immediate.encode(b"i"))) is Immediate
+    update = decode(Update.encode((0, 7), 2, {2: -1}, [], b"r", None, 5))
+    assert type(update) is Update
+    assert (update.src, update.deltas, update.result, update.output_seq) == (2, {2: -1}, b"r", 5)
+    ctrl = decode(Ctrl.encode(3, "fin", ()))
+    assert type(ctrl) is Ctrl and (ctrl.src, ctrl.name, ctrl.args) == (3, "fin", ())
+    out = decode(Output.encode(2, "text", 4, 9))
+    assert (out.stream, out.text, out.src, out.seq) == (2, "text", 4, 9)
+    # on the wire a message is a plain tuple: no class name travels
+    assert pickle.loads(Ctrl.encode(3, "fin", ())) == (ctrl.kind, 3, "fin", ())
+    for bad in [(99, "x"), ("TASK",), ()]:
+        with pytest.raises(UnknownMessageError):
+            decode(pickle.dumps(bad))

@@ -4,7 +4,9 @@ Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`define_malleable_handler`, :func:`disable_malleable_handler`,
 :func:`notify_scheduler`; for extensions, :class:`MalleableCommunicator` (the abstract link to
 a scheduler), :func:`malleable_state` with :class:`HandlerState`, and :func:`order_reports`
-with :class:`OrderReport`.  The mechanism is in ``_orders``; the links to
+with :class:`OrderReport`.  The mechanism is in ``_orders``: place 0's runtime owns its
+:class:`~apgaspy.elastic._orders.Malleability` (``Runtime.malleability``, ``None`` at the other
+places), which these functions reach through the running runtime; the links to
 particular schedulers are in the top-level ``communicators`` package, which implements
 :class:`MalleableCommunicator` and registers them as entry points.
 """
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import logging
 
+from .._exceptions import MalleabilityError
+from .._runtime import current_runtime, runtime
 from ._communicator import MalleableCommunicator
 from ._handler import MalleableHandler
-from ._orders import HandlerState, OrderReport, malleability
+from ._orders import HandlerState, Malleability, OrderReport
 
 __all__ = [
     "MalleableHandler",
@@ -32,6 +36,12 @@ __all__ = [
 log = logging.getLogger("apgaspy")
 
 
+def _malleability() -> Malleability | None:
+    """Place 0's malleability state, or ``None`` (another place, or no runtime running)."""
+    rt = current_runtime()
+    return rt.malleability if rt is not None else None
+
+
 def define_malleable_handler(handler: MalleableHandler) -> None:
     """Make the program malleable: from now on, scheduler orders are carried out by ``handler``.
 
@@ -45,7 +55,12 @@ def define_malleable_handler(handler: MalleableHandler) -> None:
         ConfigurationError: the communicator is misconfigured.
         ApgasError: the runtime is not running.
     """
-    malleability().define(handler)
+    rt = runtime()
+    if rt.malleability is None:
+        raise MalleabilityError(
+            f"define_malleable_handler() is for place 0 (the program's main), "
+            f"called at place({rt.here})")
+    rt.malleability.define(handler)
 
 
 def disable_malleable_handler() -> None:
@@ -56,7 +71,10 @@ def disable_malleable_handler() -> None:
     Raises:
         MalleabilityError: no handler is defined.
     """
-    malleability().disable()
+    m = _malleability()
+    if m is None:
+        raise MalleabilityError("no malleable handler is defined")
+    m.disable()
 
 
 def notify_scheduler(message: str) -> None:
@@ -72,7 +90,8 @@ def notify_scheduler(message: str) -> None:
         message: one line of printable ASCII text without ``:``, by the scheduler protocol
             (anything else is dropped as said).
     """
-    comm = malleability().communicator
+    m = _malleability()
+    comm = m.communicator if m is not None else None
     if comm is None:
         return
     try:
@@ -89,10 +108,12 @@ def malleable_state() -> HandlerState:
     A library that would define a handler of its own (GLB does) checks this first: a
     program is malleable once.
     """
-    return malleability().state
+    m = _malleability()
+    return m.state if m is not None else HandlerState.UNDEFINED
 
 
 def order_reports() -> list[OrderReport]:
     """The orders carried out so far in this run (at place 0), oldest first: kind, hosts,
     places, and their total and handler times in nanoseconds."""
-    return list(malleability().reports)
+    m = _malleability()
+    return list(m.reports) if m is not None else []

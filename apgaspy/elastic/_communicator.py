@@ -11,8 +11,12 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from ._orders import OrderReport, malleability
+from .._exceptions import MalleabilityError
+
+if TYPE_CHECKING:
+    from ._orders import Malleability, OrderReport
 
 __all__ = ["MalleableCommunicator"]
 
@@ -29,7 +33,13 @@ class MalleableCommunicator(ABC):
     one at a time) and sends :meth:`notify` messages its own way.  Supporting another
     scheduler means writing one subclass; nothing else changes (APGAS for Java's
     ``MalleableCommunicator``).
+
+    Attributes:
+        malleability: place 0's :class:`~apgaspy.elastic._orders.Malleability`, which carries
+            the orders out; the runtime sets it before :meth:`start` (``None`` before).
     """
+
+    malleability: Malleability | None = None
 
     @abstractmethod
     def start(self) -> None:
@@ -61,7 +71,7 @@ class MalleableCommunicator(ABC):
         Raises:
             MalleabilityError: the order is refused; the program runs on unchanged.
         """
-        return malleability().shrink(n_hosts, on_released)
+        return self._orders().shrink(n_hosts, on_released)
 
     def grow(self, hosts: Sequence[str]) -> OrderReport:
         """Carry out a grow onto ``hosts`` (one entry per host; waits for an order under way).
@@ -69,4 +79,10 @@ class MalleableCommunicator(ABC):
         Raises:
             MalleabilityError: the order is refused (an unreachable host, say).
         """
-        return malleability().grow(hosts)
+        return self._orders().grow(hosts)
+
+    def _orders(self) -> Malleability:
+        if self.malleability is None:
+            raise MalleabilityError("this communicator was not started by the runtime: it has "
+                                    "no orders to carry out")
+        return self.malleability

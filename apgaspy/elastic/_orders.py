@@ -1,5 +1,12 @@
 """Carrying out shrink and grow orders at place 0 (the mechanism; communicators bring orders).
 
+One :class:`Malleability` per computation owns place 0's malleability state (the handler, the
+communicator, the order lock, the reports).  :func:`apgaspy._launch.start` creates it with
+place 0's runtime and the launcher that starts places for a grow, and hands it to the runtime
+(``Runtime.malleability``); the public functions of :mod:`apgaspy.elastic` and the
+communicator it starts reach it there.  Nothing here imports the launcher or the runtime
+module: both are handed in.
+
 Grow(n hosts)::
 
     pre_grow(n·k) ─► spawn n·k places at once (fresh ids, ids never reused; each new place
@@ -51,27 +58,45 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._config import setting
 from .._exceptions import MalleabilityError
 from .._membership import PlaceInfo
 from .._place import Place
-from .._runtime import runtime
+from ._handler import MalleableHandler
 from ._policy import check_shrink_answer
+from ._select import make_communicator
 
 if TYPE_CHECKING:
-    from ._handler import MalleableHandler
+    from .._runtime import Runtime
 
-__all__ = ["HandlerState", "OrderReport", "Malleability", "malleability"]
+__all__ = ["HandlerState", "OrderReport", "Malleability", "PlaceLauncher"]
 
 log = logging.getLogger("apgaspy")
 
 
+class PlaceLauncher(Protocol):
+    """What a grow needs from the launcher (:mod:`apgaspy._launch` implements it)."""
+
+    def check_hosts(self, hosts: Sequence[str]) -> dict[str, str]:
+        """Check that places can start on ``hosts``; return each host's MPI ``host`` value.
+
+        Raises:
+            MalleabilityError: a host cannot run a place.
+        """
+
+    def spawn(self, specs: Sequence[tuple[int, str]], known: Sequence[PlaceInfo],
+              slots: Sequence[int], mpi_hosts: dict[str, str]) -> list[PlaceInfo]:
+        """Start one place per ``(id, host)`` of ``specs``; return their infos.
+
+        Raises:
+            MalleabilityError: a spawn failed or timed out (nothing is left running).
+        """
+
 
 class HandlerState(enum.Enum):
-    """The malleable handler's state: where the program stands with malleability
-    (:func:`apgaspy.elastic.malleable_state`).
+    """Where the program stands with malleability (:func:`apgaspy.elastic.malleable_state`).
 
     ``UNDEFINED`` until ``define_malleable_handler``, ``DEFINED`` while orders are accepted,
     ``DISABLED`` after ``disable_malleable_handler`` (final: a program is malleable once).
@@ -115,9 +140,23 @@ class OrderReport:
 
 
 class Malleability:
-    """Place 0's malleability state: the handler, the communicator, the order lock."""
+    """Place 0's malleability state: the handler, the communicator, the order lock.
 
-    def __init__(self) -> None:
+    Args:
+        rt: place 0's runtime (its membership and control rooms carry the orders out).
+        launcher: starts the places of a grow (``None``: grows are refused).
+
+    Attributes:
+        state: an :class:`HandlerState`.
+        handler: the program's :class:`MalleableHandler` while ``DEFINED``.
+        communicator: the running communicator (it is given this object as its
+            ``malleability``), or ``None``.
+        reports: the :class:`OrderReport` of every order carried out, oldest first.
+    """
+
+    def __init__(self, rt: Runtime, launcher: PlaceLauncher | None = None) -> None:
+        self.rt = rt
+        self.launcher = launcher
         self.state = HandlerState.UNDEFINED  # then DEFINED, then DISABLED
         self.handler: MalleableHandler | None = None
         self.communicator: Any = None
@@ -128,10 +167,14 @@ class Malleability:
 
     # ------------------------------------------------------------------ handler
     def define(self, handler: MalleableHandler) -> None:
-        from ._handler import MalleableHandler
-        from ._select import make_communicator
+        """Accept orders from now on, carried out by ``handler``; start the communicator.
 
-        rt = runtime()
+        Raises:
+            MalleabilityError: away from place 0, a handler is defined, or it was disabled.
+            TypeError: ``handler`` is not a :class:`MalleableHandler`.
+            ConfigurationError: the communicator is misconfigured.
+        """
+        rt = self.rt
         if rt.here != 0:
             raise MalleabilityError(
                 f"define_malleable_handler() is for place 0 (the program's main), "
@@ -151,9 +194,15 @@ class Malleability:
         self.state = HandlerState.DEFINED
         self.communicator = make_communicator()
         if self.communicator is not None:
+            self.communicator.malleability = self
             self.communicator.start()
 
     def disable(self) -> None:
+        """No more orders (an order under way ends first); stop the communicator.
+
+        Raises:
+            MalleabilityError: no handler is defined.
+        """
         if self.state is not HandlerState.DEFINED:
             raise MalleabilityError("no malleable handler is defined")
         with self.order_lock:  # let a running order end first
@@ -198,16 +247,16 @@ class Malleability:
                 place died or did not report ready within ``APGAS_START_TIMEOUT`` seconds
                 (raised after ``post_grow``, which gets the places that did start).
         """
-        from .._launch import check_grow_hosts, spawn_places
-
         hosts = [str(h) for h in hosts]
         if not hosts:
             raise MalleabilityError("a grow order needs at least one host")
         with self.order_lock:
             handler = self._handler()
-            rt = runtime()
+            if self.launcher is None:
+                raise MalleabilityError("this runtime cannot start places (no launcher)")
+            rt = self.rt
             members = rt.membership
-            mpi_hosts = check_grow_hosts(rt, hosts)  # before the handler hears of it
+            mpi_hosts = self.launcher.check_hosts(hosts)  # before the handler hears of it
             per_host = setting("PLACES_PER_HOST")
             report = OrderReport("grow", len(hosts))
             t0 = time.perf_counter_ns()
@@ -230,8 +279,8 @@ class Malleability:
             error: MalleabilityError | None = None
             never_ready: set[int] = set()  # given up alive: not 'died'
             try:
-                infos = spawn_places(rt, specs, list(members.table.values()), slots=slots,
-                                     mpi_hosts=mpi_hosts)
+                infos = self.launcher.spawn(specs, list(members.table.values()), slots,
+                                            mpi_hosts)
             except MalleabilityError as exc:
                 error, infos = exc, []
             if infos:
@@ -241,8 +290,8 @@ class Malleability:
                 lost = [i for i in infos if i.id in late or i.id in members.dead]
                 never_ready |= late
                 if lost:
-                    for i in lost:
-                        members.abandon_place(i.id)
+                    for info in lost:
+                        members.abandon_place(info.id)
                     error = MalleabilityError(
                         "could not start " + "; ".join(
                             f"place({i.id}) on host {i.host}: "
@@ -252,15 +301,15 @@ class Malleability:
                             for i in lost))
                     infos = [i for i in infos if i not in lost]
             if infos:
-                late = rt.control.request_all([p for p in members.place_ids() if p not in
-                                               {i.id for i in infos}], "add_places", infos,
-                                              timeout=setting("ACK_TIMEOUT"))
-                if late:
-                    log.warning("places %s did not confirm the grow in time", late)
+                silent = rt.control.request_all([p for p in members.place_ids() if p not in
+                                                 {i.id for i in infos}], "add_places", infos,
+                                                timeout=setting("ACK_TIMEOUT"))
+                if silent:
+                    log.warning("places %s did not confirm the grow in time", silent)
                 gone = [i for i in infos if i.id not in members.table]  # died after 'ready'
                 if gone:
-                    for i in gone:
-                        members.abandon_place(i.id)
+                    for info in gone:
+                        members.abandon_place(info.id)
                     more = "; ".join(f"place({i.id}) on host {i.host}: it died while the "
                                      f"grow was under way" for i in gone)
                     error = MalleabilityError(
@@ -307,7 +356,7 @@ class Malleability:
             raise MalleabilityError(f"a shrink order releases at least 1 host, got {n_hosts!r}")
         with self.order_lock:
             handler = self._handler()
-            members = runtime().membership
+            members = self.rt.membership
             per_host = setting("PLACES_PER_HOST")
             slots = self._slots(members.table)
             releasable = [s for s in slots if s != members.table[0].slot]
@@ -358,17 +407,3 @@ class Malleability:
             slots.setdefault(info.slot, []).append(info)
         return slots
 
-
-_MALLEABILITY = Malleability()
-
-
-def malleability() -> Malleability:
-    """Place 0's malleability state (reset when a new runtime starts)."""
-    return _MALLEABILITY
-
-
-def reset() -> None:
-    """Forget the handler and communicator (a new computation starts)."""
-    global _MALLEABILITY
-    _MALLEABILITY.close()
-    _MALLEABILITY = Malleability()

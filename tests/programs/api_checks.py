@@ -349,7 +349,7 @@ def back_home_later(ref):
 
 @check
 def at_answers_on_the_callers_inbox(n):
-    """Issue 11: an at called outside the worker pool gets its answers on an inbox of the
+    """An at called outside the worker pool gets its answers on an inbox of the
     calling thread, from every place that takes part; a worker's at does not make one."""
     p = places()[-1]
     ref = GlobalRef([])

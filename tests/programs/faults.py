@@ -58,21 +58,9 @@ def emit(**event):
 
 def tree():
     """Pids of every process below this one (MPI process manager, anchors, places)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)]
 
 
 def leaves(exc):
@@ -265,7 +253,7 @@ def _order(handler, do):
 
 
 def phase_shrink(pids, victim, release):
-    from apgaspy.elastic._orders import malleability
+    from apgaspy._runtime import runtime
 
     nested = {}
     side = None
@@ -275,7 +263,7 @@ def phase_shrink(pids, victim, release):
         side.start()
         time.sleep(0.2)
     handler = FaultyHandler(pids, victim, release)
-    result = _order(handler, lambda: malleability().shrink(len(release)))
+    result = _order(handler, lambda: runtime().malleability.shrink(len(release)))
     if side is not None:
         side.join()
     emit(phase="shrink", naming={p: naming(p) for p in sorted({victim, *release})},
@@ -283,13 +271,13 @@ def phase_shrink(pids, victim, release):
 
 
 def phase_grow(pids, die_new):
-    from apgaspy.elastic._orders import malleability
+    from apgaspy._runtime import runtime
 
     victim = max(pids)
     handler = FaultyHandler(pids, victim, kill_on_grow=not die_new)
     if die_new:
         os.environ["APGAS_TEST_FAULTS_IMPORT"] = "die"  # the new place kills itself
-    result = _order(handler, lambda: malleability().grow(["localhost"]))
+    result = _order(handler, lambda: runtime().malleability.grow(["localhost"]))
     new = max(p.id for p in places())
     emit(phase="grow", new_pid=at(new, os.getpid) if new not in pids else None,
          naming=naming(victim if not die_new else max(pids) + 1), tree=tree(), **result)

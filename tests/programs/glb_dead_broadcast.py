@@ -1,13 +1,13 @@
 """GLB's broadcasts fail at once when a target dies: they never wait GLB_REPLY_TIMEOUT.
 
-Run with 4 places, ``APGAS_COMMUNICATOR=schedule`` and
-``APGAS_SCHEDULE="after 0.5 s shrink 1"``.  Prints two JSON lines:
+Run with 4 places and ``APGAS_COMMUNICATOR=__main__:KillThenShrink``.  Prints two JSON lines:
 
-1. ``{"part": "broadcast", ...}``: ``glb._handler._broadcast`` to place 3, which kills itself
+1. ``{"part": "broadcast", ...}``: ``glb._broadcast.broadcast`` to place 3, which kills itself
    (SIGKILL) instead of answering: the error and how long it took.
-2. ``{"part": "compute", ...}``: a malleable GLB UTS computation on places 0..2; place 2 is
-   killed just before the shrink order, whose broadcast to the leaving place 2 then waits on a
-   dead place: the errors the computation raised and how long it ran.
+2. ``{"part": "compute", ...}``: a malleable GLB UTS computation on places 0..2; its
+   communicator kills place 2 and then orders a shrink of one host, whose broadcast to the
+   leaving place 2 waits on a dead place: the errors the computation raised, how long it ran,
+   and the error of the order.
 """
 
 import json
@@ -20,9 +20,35 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from apgaspy import MultipleException, at, places, run  # noqa: E402
+from apgaspy.elastic import MalleableCommunicator  # noqa: E402
 from benchmarks.kernels.uts import UTSBag  # noqa: E402
 from glb import LongSum, compute_dynamic  # noqa: E402
-from glb._handler import _broadcast  # noqa: E402
+from glb._broadcast import broadcast  # noqa: E402
+
+VICTIM: dict[str, int] = {}  # the pid of the place the communicator kills (set by main)
+ORDER: dict[str, object] = {}  # what the shrink order raised
+
+
+class KillThenShrink(MalleableCommunicator):
+    """Once GLB defines its handler: kill the victim, then order a shrink of one host (the
+    last place, the victim, leaves) at once."""
+
+    def __init__(self):
+        self.thread = threading.Thread(target=self.play, daemon=True)
+
+    def start(self):
+        self.thread.start()
+
+    def stop(self):
+        self.thread.join(60)
+
+    def play(self):
+        os.kill(VICTIM["pid"], signal.SIGKILL)
+        try:
+            self.shrink(1)
+            ORDER["error"] = None
+        except Exception as exc:  # noqa: BLE001 - reported
+            ORDER["error"] = _describe(exc)
 
 
 def _die(reply):
@@ -40,7 +66,7 @@ def main():
     victim = max(pids)
     t = time.monotonic()
     try:
-        _broadcast([victim], _die)
+        broadcast([victim], _die)
         errors = []
     except Exception as exc:  # noqa: BLE001 - reported
         errors = _describe(exc)
@@ -48,21 +74,15 @@ def main():
                       "seconds": time.monotonic() - t}), flush=True)
 
     last = max(p.id for p in places())
-
-    def kill_later():
-        time.sleep(0.45)
-        os.kill(pids[last], signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_later, daemon=True)
+    VICTIM["pid"] = pids[last]
     t = time.monotonic()
-    killer.start()
     try:
         res = compute_dynamic(UTSBag(19, 13), LongSum, malleable=True)
         errors, value = [], res.value
     except Exception as exc:  # noqa: BLE001 - reported
         errors, value = _describe(exc), None
-    killer.join()
     print(json.dumps({"part": "compute", "errors": errors, "value": value, "killed": last,
+                      "order_error": ORDER.get("error", "no order"),
                       "seconds": time.monotonic() - t,
                       "places": [p.id for p in places()]}), flush=True)
 

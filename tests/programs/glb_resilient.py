@@ -63,21 +63,10 @@ def _pids() -> dict[int, int]:
 
 
 def _tree() -> list[int]:
-    out, todo = [], [os.getpid()]
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    """Pids of every process below this one."""
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)]
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Test hooks of the transport: **test hook, off by default**.
+"""The test hook that delays messages between chosen places: **off by default**.
 
 ``APGAS_TEST_DELAY`` delays the messages between chosen places, to provoke races that real
 networks only show now and then (a steal answer overtaken by a shrink, say)::
@@ -11,9 +11,9 @@ by commas (seconds ≥ 0, a decimal number; spaces allowed around the parts).  T
 read once per process, at its first message.  Unset or empty (the default), nothing changes:
 :func:`delay_send` is not even called after the first message of the process.
 
-How it works: ``Runtime._send`` hands a message of a delayed pair to :func:`delay_send`, which
+How it works: ``Runtime.send`` hands a message of a delayed pair to :func:`delay_send`, which
 queues it on the pair's delay line (one queue and one daemon thread per pair, started at the
-pair's first message).  The thread sends each message through the real ``Runtime._send``
+pair's first message).  The thread sends each message through the real ``Runtime.send``
 once its time has come, so the messages of one pair keep their order; only the order across
 pairs (and against pairs without delay) changes.  A delayed send that fails (the destination
 left meanwhile) is logged, not raised.  A message to a place that is not in the sender's
@@ -23,7 +23,7 @@ A place's last words (the ``released`` report of a place released by a shrink, a
 ``bye`` at shutdown) wait until every delay line of the process is empty, so that the process
 does not exit with delayed messages still queued.
 
-Limits: the ``fin`` markers of a shrink are sent below ``Runtime._send`` and are therefore
+Limits: the ``fin`` markers of a shrink are sent below ``Runtime.send`` and are therefore
 never delayed; delay the messages *from* places that a shrink releases, not the messages *to*
 them (a delayed message to a released place could arrive after its ``fin`` marker, too late).
 """
@@ -32,19 +32,19 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import threading
 import time
 from collections import deque
 from typing import Any
 
-from ._config import setting
+from ._config import parse_delays, setting
+from ._messages import Ctrl, decode
 
 __all__ = ["ACTIVE", "parse_delays", "delays", "delay_send", "drain"]
 
 log = logging.getLogger("apgaspy")
 
-#: False once this process knows that it delays nothing (``Runtime._send`` then skips the
+#: False once this process knows that it delays nothing (``Runtime.send`` then skips the
 #: hook).  True until the first message of the process has been looked at.
 ACTIVE = True
 
@@ -56,46 +56,6 @@ _pid: int | None = None
 _delays: dict[tuple[int, int], float] = {}
 _lines: dict[tuple[int, int, int], _Line] = {}
 _local = threading.local()
-
-
-def parse_delays(text: str | None) -> dict[tuple[int, int], float]:
-    """Parse an ``APGAS_TEST_DELAY`` value.
-
-    Args:
-        text: ``"<src>><dst>:<seconds>[,...]"``, e.g. ``"2>1:0.3,3>1:0.3"``; ``None`` or blank
-            means no delay.
-
-    Returns:
-        ``{(src, dst): seconds}`` (place ids, seconds as a float ≥ 0); a pair given twice
-        keeps its last delay.
-
-    Raises:
-        ValueError: an entry does not parse, names a negative place or a negative delay,
-            or names the same place as source and destination.
-    """
-    out: dict[tuple[int, int], float] = {}
-    if text is None:
-        return out
-    for raw in text.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        try:
-            pair, seconds_text = item.split(":")
-            src_text, dst_text = pair.split(">")
-            src, dst = int(src_text), int(dst_text)
-            seconds = float(seconds_text)
-        except ValueError:
-            raise ValueError(
-                f"entry {item!r}: expected '<src>><dst>:<seconds>', e.g. '2>1:0.3'") from None
-        if src < 0 or dst < 0:
-            raise ValueError(f"entry {item!r}: place ids must not be negative")
-        if src == dst:
-            raise ValueError(f"entry {item!r}: a place's messages to itself are not sent")
-        if not seconds >= 0 or seconds == float("inf"):
-            raise ValueError(f"entry {item!r}: the delay must be a finite number ≥ 0")
-        out[(src, dst)] = seconds
-    return out
 
 
 def delays() -> dict[tuple[int, int], float]:
@@ -149,7 +109,7 @@ class _Line:
             if wait > 0:
                 time.sleep(wait)
             try:
-                self.rt._send(self.dest, msg)
+                self.rt.send(self.dest, msg)
             except Exception as exc:  # noqa: BLE001 - a test hook: log, never raise
                 log.warning("test delay: a message from place(%d) to place(%d) was lost: %r",
                             self.rt.here, self.dest, exc)
@@ -188,18 +148,15 @@ def drain(timeout: float = _DRAIN_LIMIT_S) -> bool:
 def _is_last_word(msg: bytes) -> bool:
     if len(msg) > 256 or not any(w.encode() in msg for w in _LAST_WORDS):
         return False
-    from ._messages import CTRL
-
     try:
-        decoded = pickle.loads(msg)
-    except Exception:  # noqa: BLE001 - not a plain control message
+        decoded = decode(msg)
+    except Exception:  # noqa: BLE001 - not a message
         return False
-    return (isinstance(decoded, tuple) and len(decoded) == 4 and decoded[0] == CTRL
-            and decoded[2] in _LAST_WORDS)
+    return isinstance(decoded, Ctrl) and decoded.name in _LAST_WORDS
 
 
 def delay_send(rt: Any, dest: int, msg: bytes) -> bool:
-    """The hook of ``Runtime._send``: take ``msg`` for later delivery if its pair is delayed.
+    """The hook of ``Runtime.send``: take ``msg`` for later delivery if its pair is delayed.
 
     Args:
         rt: the sending :class:`~apgaspy._runtime.Runtime` (its ``here`` is the source).

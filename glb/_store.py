@@ -1,4 +1,9 @@
-"""Resilient GLB: the work and partial result of a place that dies are recovered, exactly.
+"""Resilient GLB, place 0's side: the store of backups and records, and the messages it handles.
+
+The work and partial result of a place that dies are recovered, exactly.  This module holds
+the scheme (below), the :class:`Store` at place 0 and the messages places send it; a place's
+side (its backups, its transfers' records) is :mod:`glb._store_client`, and the recovery that
+place 0 runs after a death is :mod:`glb._recovery`.
 
 On by ``resilient=True`` (or ``GLB_RESILIENT=1``, or a benchmark's ``--resilient``).  The
 scheme follows the fault-tolerant lifeline GLB of Posner and Fohry (J. Posner, C. Fohry,
@@ -54,7 +59,7 @@ workers still run.  Place 0 then, holding the lock that malleability orders also
 3. takes over every place that is neither live nor released and has a backup: its result is
    folded into the recovered result, its bag becomes an orphan, and every later message from
    it is discarded; every record still open becomes an orphan too (nobody holds that loot);
-4. gives the orphans to place 0's worker and starts the next round (``_resume`` at each live
+4. gives the orphans to place 0's worker and starts the next round (``resume`` at each live
    place: the workers go on with their own bags, stealing spreads the recovered work).
 
 A round that ends without a failure goes through the same steps (a place may have died idle,
@@ -85,22 +90,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apgaspy import (
-    DeadPlaceError,
-    GlobalRef,
-    immediate_async_at,
-    places,
-)
+from apgaspy import GlobalRef, immediate_async_at
 
 from ._bag import Bag
 from ._fold import Fold
 
-__all__ = ["Store", "Backup", "HaltReport", "install_store", "store"]
+__all__ = ["Store", "Backup", "HaltReport", "RecordId", "install_store", "store", "on_backup",
+           "on_split", "on_pass", "on_retire"]
 
 log = logging.getLogger("glb")
 
 RecordId = tuple  # (giver place, giver's counter)
-
 
 
 @dataclass
@@ -114,7 +114,7 @@ class Backup:
 
 @dataclass
 class HaltReport:
-    """A halted place's exact state (the answer of ``_halt``).
+    """A halted place's exact state (the answer of ``glb._worker.halt``).
 
     Attributes:
         place: the place.
@@ -315,63 +315,32 @@ def store() -> Store:
 # ---------------------------------------------------------------------- messages to place 0
 # Module-level functions: they travel by name.
 
-def _on_backup(p: int, seq: int, bag: Bag | None, result: Fold, consumed: frozenset) -> None:
+def on_backup(p: int, seq: int, bag: Bag | None, result: Fold, consumed: frozenset) -> None:
     """A periodic backup of place ``p`` (immediate pool at place 0)."""
     store().backup(p, seq, bag, result, consumed)
 
 
-def _on_split(giver: int, seq: int, bag: Bag | None, result: Fold, consumed: frozenset,
-              x: RecordId, loot: Bag, dest: int) -> None:
+def on_split(giver: int, seq: int, bag: Bag | None, result: Fold, consumed: frozenset,
+             x: RecordId, loot: Bag, dest: int, answer: Callable[[RecordId, bool], None]
+             ) -> None:
     """``giver`` is about to send ``loot`` to ``dest`` (immediate pool at place 0): record
-    it with the giver's state, and answer; the giver sends the loot once it has the answer."""
-    from ._worker import _confirmed  # the worker module imports this one
-
+    it with the giver's state, and answer with ``answer(x, ok)`` at the giver (see
+    :meth:`Store.split`); the giver sends the loot once it has the answer."""
     ok = store().split(giver, seq, bag, result, consumed, x, loot, dest)
-    immediate_async_at(giver, _confirmed, x, ok)
+    immediate_async_at(giver, answer, x, ok)
 
 
-def _on_pass(giver: int, x: RecordId, y: RecordId, loot: Bag, dest: int) -> None:
-    """A leaving place is about to pass loot of record ``x`` on as ``y`` (immediate pool)."""
-    from ._worker import _confirmed
-
+def on_pass(giver: int, x: RecordId, y: RecordId, loot: Bag, dest: int,
+            answer: Callable[[RecordId, bool], None]) -> None:
+    """A leaving place is about to pass loot of record ``x`` on as ``y`` (immediate pool):
+    answer with ``answer(y, ok)`` at the giver (see :meth:`Store.pass_on`)."""
     ok = store().pass_on(x, y, loot, dest)
-    immediate_async_at(giver, _confirmed, y, ok)
+    immediate_async_at(giver, answer, y, ok)
 
 
-def _retire(p: int, result: Fold, stats: Any, consumed: frozenset, left: Bag | None,
-            reply: GlobalRef[Any]) -> None:
-    """A place released by a shrink reports its final result (immediate pool at place 0)."""
+def on_retire(p: int, result: Fold, stats: Any, consumed: frozenset, left: Bag | None,
+              reply: GlobalRef[Any]) -> None:
+    """A place released by a shrink reports its final result (immediate pool at place 0):
+    the reply box gets ``(result, stats)``, or ``None`` when ``p`` was recovered meanwhile."""
     ok = store().retire(p, consumed, left)
     reply.get()((result, stats) if ok else None, p)
-
-
-def halt_all(members: list[int]) -> tuple[list[HaltReport], set[int]]:
-    """Step 1 of a recovery: halt every place of ``members`` (place 0 included).
-
-    Returns:
-        The reports of the places that answered, and the places found dead meanwhile.
-    """
-    from ._handler import _broadcast  # both import this module
-    from ._worker import _halt, _halt_request
-
-    others = [p for p in members if p != 0]
-    reports: list[HaltReport] = list(_broadcast(others, _halt_request, skip_dead=True))
-    if 0 in members:
-        reports.append(_halt())
-    dead = set(others) - {r.place for r in reports}
-    return reports, dead
-
-
-def only_dead(exc: BaseException) -> bool:
-    """True when ``exc`` says only that places died (a finish's ``MultipleException`` whose
-    members are all :class:`apgaspy.DeadPlaceError`, or one such error)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(only_dead(e) for e in exc.exceptions)
-    return isinstance(exc, DeadPlaceError)
-
-
-def live_members(s: Store) -> list[int]:
-    """The live places of the computation (released places that retired excluded)."""
-    with s.lock:
-        retired = set(s.retired)
-    return [p.id for p in places() if p.id not in retired]

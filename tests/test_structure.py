@@ -1,0 +1,139 @@
+"""The module structure of apgaspy and glb (docs/design/runtime-structure.md): the imports
+between their modules form no cycle, and no module imports another package's private module.
+
+Every module is imported, and the imports are read from the source with :mod:`ast` (every
+``import`` statement, those inside functions included); an import under ``if TYPE_CHECKING:``
+is left out, since it never runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("apgaspy", "glb")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> set[str]:
+    """The absolute names of the modules that ``module``'s source imports at run time
+    (``modules``: the names that are modules, for ``from package import module``)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            for alias in node.names:  # ``from . import _launch`` imports a module, not ``.``
+                found.add(f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules
+                          else prefix)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def module_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module name → the modules of ``packages`` it imports (the package ``__init__`` modules
+    included as nodes of their own)."""
+    sources = {_module_name(p): p for pkg in packages for p in (root / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        graph[name] = {m for m in _imports(tree, name, path.name == "__init__.py", set(sources))
+                       if m in sources and m != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` as a list of nodes (the first repeated at the end), or ``None``."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = dfs(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = dfs(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_find_cycle_finds_a_cycle_and_accepts_a_tree() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_imports_found_in_functions_but_not_under_type_checking() -> None:
+    src = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .x import X\n"
+           "def f():\n    from .y import g\n    from . import z\n")
+    found = _imports(ast.parse(src), "pkg.mod", False, {"pkg", "pkg.x", "pkg.y", "pkg.z"})
+    assert {m for m in found if m.startswith("pkg")} == {"pkg.y", "pkg.z"}
+
+
+def test_every_module_imports() -> None:
+    import importlib
+
+    names = sorted(module_graph())
+    assert len(names) >= 30  # the graph found the packages
+    for name in names:
+        assert importlib.import_module(name).__name__ == name
+
+
+def test_no_import_cycle_among_apgaspy_and_glb_modules() -> None:
+    graph = module_graph()
+    assert "apgaspy._runtime" in graph and "glb._worker" in graph
+    assert find_cycle(graph) is None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_another_packages_private_module(package: str) -> None:
+    offenders = []
+    for name, imported in module_graph().items():
+        if not name.startswith(package):
+            continue
+        for m in imported:
+            top = m.split(".")[0]
+            private = any(part.startswith("_") for part in m.split(".")[1:])
+            if top != package and private:
+                offenders.append((name, m))
+    assert offenders == []
