@@ -506,11 +506,12 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
     return {
         "params": {"quick": quick, "rounds": rounds, "runs": runs, "backends": backends,
                    "cpu": cpu},
-        "about": (f"Each side ran in {rounds} fresh process(es) a case, alternating (the order "
-                  f"flips every round), {runs} kernel runs a process: the first cold (JIT "
-                  "warm-up, numba compilation or cache load), the others warm. Figures are "
-                  "medians over the rounds; ratios are our warm throughput over Java's, "
-                  "measured in this run on this machine, and given only for the same work or "
+        "about": (f"{rounds} round(s) a case, each side in a fresh process a round, "
+                  f"alternating (the order flips every round), {runs} kernel runs a process: "
+                  "the first cold (JIT warm-up, numba compilation or cache load), the "
+                  "others warm. Figures are medians over the rounds; ratios are our warm "
+                  "throughput over Java's, measured in this run on this machine, and given "
+                  "only for the same work or "
                   "for the like-for-like unit named. The machine may be shared with other "
                   "work, so absolute times drift; the ratios are the figures to compare."),
         "java": dict(jdk, why_not=why) if not jdk["available"] else jdk,
