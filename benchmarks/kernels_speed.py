@@ -243,9 +243,10 @@ def _our_kernel(name: str) -> tuple[Callable[[], Any], Callable[[Any], dict[str,
     raise ValueError(f"no kernel case named {name!r}")
 
 
-def _compiled(kernel: str) -> bool:
-    """Whether a compiled (numba) module of ``kernel`` was loaded in this process."""
-    return any("numba" in m and kernel in m for m in sys.modules if m.startswith("benchmarks."))
+def _compiled() -> bool:
+    """Whether a compiled (numba) module of the kernels was loaded in this process (a worker
+    imports one kernel only, so it is that kernel's)."""
+    return any("numba" in m for m in sys.modules if m.startswith("benchmarks.kernels."))
 
 
 def worker(name: str, runs: int) -> dict[str, Any]:
@@ -268,8 +269,7 @@ def worker(name: str, runs: int) -> dict[str, Any]:
         got = call()
         times.append(time.perf_counter() - t)
         result = result_of(got)
-    kernel = name.split("_")[0]
-    ran = "numba" if chosen == "numba" and _compiled(kernel) else "numpy"
+    ran = "numba" if chosen == "numba" and _compiled() else "numpy"
     return {"backend": chosen, "ran": ran, "setup_s": setup, "runs_s": times,
             "result": result}
 
@@ -515,7 +515,9 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
                   "for the like-for-like unit named. The machine may be shared with other "
                   "work, so absolute times drift; the ratios are the figures to compare."),
         "java": dict(jdk, why_not=why) if not jdk["available"] else jdk,
-        "kernels": backends[0] if len(backends) == 1 else "both",
+        "kernels_selected": backends,
+        "kernels": "/".join(sorted({r for f in figures.values() for o in f["ours"].values()
+                                    for r in o["ran"]})),
         "kernel_notes": KERNEL_NOTES,
         "cases": figures,
     }
