@@ -354,8 +354,7 @@ def _summary(processes: list[dict[str, Any]], work: dict[str, int]) -> dict[str,
     }
 
 
-def _check_ours(name: str, case: Case, result: dict[str, Any],
-                java_result: Any | None) -> None:
+def _check_ours(name: str, result: dict[str, Any], java_result: Any | None) -> None:
     """Raise RuntimeError unless our result is the known answer (and, for BC, Java's)."""
     kind, _, size = name.rpartition("_")
     if kind == "uts":
@@ -476,7 +475,7 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
         ours = {}
         for b, procs in ours_runs[name].items():
             for p in procs:
-                _check_ours(name, case, p["result"], java["result"] if java else None)
+                _check_ours(name, p["result"], java["result"] if java else None)
             s = _summary(procs, case.work)
             s.update(backend=b, ran=sorted({p["ran"] for p in procs}),
                      setup_s=statistics.median(p["setup_s"] for p in procs),
@@ -534,16 +533,16 @@ def print_table(data: dict[str, Any]) -> None:
     """The measured figures as a plain-text table, one line per case and backend."""
     java_ok = data["java"]["available"]
     print(f"Java: {data['java'].get('version') if java_ok else data['java']['why_not']}")
-    print(f"{'case':18}{'side':8}{'cold s':>9}{'warm s':>9}  throughput (warm)  ratio")
+    print(f"{'case':18}{'side':13}{'cold s':>9}{'warm s':>9}  throughput (warm)  ratio")
     for name, f in data["cases"].items():
         j = f["java"]
         if j:
             rates = "; ".join(f"{_si(v)} {u}" for u, v in j["per_s"].items())
-            print(f"{name:18}{'Java':8}{j['cold_s']:9.4f}{j['warm_median_s']:9.4f}  {rates}")
+            print(f"{name:18}{'Java':13}{j['cold_s']:9.4f}{j['warm_median_s']:9.4f}  {rates}")
             if "lean" in j:
                 lean = j["lean"]
                 rates = "; ".join(f"{_si(v)} {u}" for u, v in lean["per_s"].items())
-                print(f"{'':18}{'lean':8}{lean['cold_s']:9.4f}{lean['warm_median_s']:9.4f}  "
+                print(f"{'':18}{'lean':13}{lean['cold_s']:9.4f}{lean['warm_median_s']:9.4f}  "
                       f"{rates}")
         for b, o in f["ours"].items():
             rates = "; ".join(f"{_si(v)} {u}" for u, v in o["per_s"].items())
@@ -555,8 +554,8 @@ def print_table(data: dict[str, Any]) -> None:
             t = f.get("target")
             if t and t["met"]:
                 text += f"; goal {t['text']}: {'met' if t['met'][b] else 'not met'}"
-            ran = "/".join(o["ran"])
-            print(f"{'':18}{ran:8}{o['cold_s']:9.4f}{o['warm_median_s']:9.4f}  {rates}{text}")
+            ran = b if o["ran"] == [b] else f"{b}>{'/'.join(o['ran'])}"
+            print(f"{'':18}{ran:13}{o['cold_s']:9.4f}{o['warm_median_s']:9.4f}  {rates}{text}")
         if "cited_java" in f:
             c = f["cited_java"]
             print(f"{'':18}cited: {c['text']} (measured on {c['machine']}, {c['date']}; "

@@ -268,6 +268,13 @@ def _side(f: dict[str, Any], rates: bool = True) -> str:
                       *rates])
 
 
+def _ran(backend: str, ours: dict[str, Any]) -> str:
+    """Which of our backends ran: its name, or what was asked and what ran where they differ
+    (numba asked for a kernel without a compiled path runs numpy)."""
+    ran = "/".join(ours["ran"])
+    return backend if ran == backend else f"{backend} asked, {ran} ran"
+
+
 def _kernel_rows(ke: dict[str, Any]) -> list[str]:
     """The kernel rows of the table, all from ``kernels.json`` (written by
     ``benchmarks.kernels_speed``): ours per backend, the Java reference kernel of the same run
@@ -276,7 +283,7 @@ def _kernel_rows(ke: dict[str, Any]) -> list[str]:
     mc = _machine(ke)
     rows = []
     for f in (ke.get("cases") or {}).values():
-        ours = "<br>".join(f"{'/'.join(o['ran'])}: {_side(o)}" for o in f["ours"].values())
+        ours = "<br>".join(f"{_ran(b, o)}: {_side(o)}" for b, o in f["ours"].items())
         java = f.get("java")
         if java:
             full = bool(f["ratio_unit"])  # else the Java side is another case's, no rates
@@ -293,7 +300,7 @@ def _kernel_rows(ke: dict[str, Any]) -> list[str]:
         if ratios:
             parts = []
             for backend, x in ratios.items():
-                part = f"{backend}: {x:.2f}×"
+                part = f"{_ran(backend, f['ours'][backend])}: {x:.2f}×"
                 lean_ratio = (f.get("ratio_to_lean") or {}).get(backend)
                 if lean_ratio is not None:
                     part += f" ({lean_ratio:.2f}× lean)"
