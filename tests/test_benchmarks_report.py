@@ -177,6 +177,16 @@ def test_a_kernel_row_gives_a_ratio_only_against_java_run_in_the_same_run(result
     assert "openjdk 17" in report.kernel_note()
 
 
+def test_a_kernel_row_says_when_the_backend_asked_for_is_not_the_one_that_ran(results):
+    """numba asked for a kernel without a compiled path runs numpy: the row says both."""
+    data = _kernels(java_available=True)
+    data["cases"]["uts"]["ours"]["numba"]["ran"] = ["numpy"]
+    (results / "kernels.json").write_text(json.dumps(data))
+    uts = _row(report.table(), "| UTS row")
+    assert "numba asked, numpy ran: 0.250 s warm" in uts
+    assert "same work: numba asked, numpy ran: 4.00×" in uts
+
+
 def test_without_a_jdk_the_kernel_rows_cite_earlier_java_figures_and_give_no_ratio(results):
     (results / "kernels.json").write_text(json.dumps(_kernels(java_available=False)))
     uts = _row(report.table(), "| UTS row")
