@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ._cli import positive_int
 from ._results import write_result
 
@@ -74,6 +76,12 @@ NQUEENS_SOLUTIONS = {12: 14_200, 13: 73_712, 14: 365_596}
 FULL_TREE_BOARDS = {12: 856_188, 13: 4_674_889, 14: 27_358_552}
 #: Shortest-path (DAG) edges of Brandes' algorithm over all sources, R-MAT seed 2.
 BC_DAG_EDGES = {12: 31_811_085, 14: 490_845_036}
+#: Nodes of the d = 10 tree: the messages the d = 11 tree hashes (one per node of the d = 10
+#: tree; the leaves below budget-1 nodes are counted, not hashed).
+UTS_D10_NODES, UTS_D11_NODES = 4_130_071, UTS_NODES[11]
+#: The Java GLB UTS kernel's earlier figure on this project's machine (Intel Xeon,
+#: 2026-11-23), for ``uts_hash_bound``'s ``pass_s_for_46m`` only.
+JAVA_UTS_NODES_PER_S = 46.2e6
 #: Pi: our hits for 10^8 samples, seed 0 (a deterministic function of samples and seed).
 PI_HITS = {10**8: 78_538_588}
 
@@ -522,6 +530,81 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
     }
 
 
+def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
+    """What the UTS kernel could reach if it did nothing but its numpy SHA-1 passes.
+
+    Times one pass of the lane-parallel SHA-1 (``benchmarks.kernels.uts``) over ``LANES``
+    child messages that need only their child count (rounds 76-79 skipped, the cheapest
+    pass), counts the numpy calls in a pass, times one such call alone on ``LANES`` uint32
+    lanes, and turns the best pass into nodes per second for the seed 19, d = 11 tree: it
+    hashes 4,130,071 messages (one per node of the d = 10 tree; the leaves below budget-1
+    nodes are counted, not hashed) for 16,526,523 nodes.  Bag handling, child counts and the
+    passes that need whole digests are left out, so the real kernel is slower than this.
+
+    Args:
+        repeats: passes timed (≥ 1); the best is kept (the least disturbed by other work).
+
+    Returns:
+        ``lanes``, ``ufunc_calls_per_pass``, ``schedule_calls_per_pass`` (those that build
+        the message schedule: three xors at most and a rotation per word),
+        ``bound_without_schedule_nodes_per_s`` (the bound if the schedule cost nothing, each
+        other call at the pass's average), ``best_pass_s``, ``best_ufunc_s`` (one
+        ``bitwise_xor`` of two arrays over ``lanes`` lanes), ``ns_per_lane_per_call`` (the
+        pass's average), ``hashed_messages``, ``nodes``, ``bound_nodes_per_s`` (seconds,
+        counts, nodes per second) and ``pass_s_for_46m`` (the pass time 46.2 M nodes/s, the
+        Java GLB kernel's earlier figure on this machine, ``JAVA_UTS_NODES_PER_S``, would
+        need).
+    """
+    from .kernels import uts
+
+    lanes = uts.LANES
+    sha = uts._Sha1Lanes(lanes)
+    for i in range(6):
+        sha.w[i][:lanes] = np.arange(lanes, dtype=np.uint32) * np.uint32(2654435761 + i)
+    names = ("_xor", "_and", "_or", "_add", "_shl", "_shr")
+    saved = {name: getattr(uts, name) for name in names}
+    calls = 0
+
+    def counting(f: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return f(*args)
+        return call
+
+    try:
+        for name in names:
+            setattr(uts, name, counting(saved[name]))
+        sha.compress(lanes, 0, uts._CHILD_TEMPLATE)
+    finally:
+        for name in names:
+            setattr(uts, name, saved[name])
+    best_pass = best_call = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sha.compress(lanes, 0, uts._CHILD_TEMPLATE)
+        best_pass = min(best_pass, time.perf_counter() - t)
+    a = np.arange(lanes, dtype=np.uint32)
+    b, out = a * np.uint32(3), np.empty_like(a)
+    for _ in range(repeats * 50):
+        t = time.perf_counter()
+        np.bitwise_xor(a, b, out)
+        best_call = min(best_call, time.perf_counter() - t)
+    hashed, nodes = UTS_D10_NODES, UTS_D11_NODES
+    steps, _ = uts._round_plan(uts._CHILD_TEMPLATE)
+    schedule = sum(len(xors) + 3 for t, xors, _ in steps if xors and t < 76)
+    per_call = best_pass / calls
+    return {"lanes": lanes, "ufunc_calls_per_pass": calls, "best_pass_s": best_pass,
+            "schedule_calls_per_pass": schedule,
+            "bound_without_schedule_nodes_per_s":
+                nodes / (hashed / lanes * per_call * (calls - schedule)),
+            "best_ufunc_s": best_call,
+            "ns_per_lane_per_call": best_pass / (calls * lanes) * 1e9,
+            "hashed_messages": hashed, "nodes": nodes,
+            "bound_nodes_per_s": nodes / (hashed / lanes * best_pass),
+            "pass_s_for_46m": nodes / JAVA_UTS_NODES_PER_S / (hashed / lanes)}
+
+
 def _si(x: float) -> str:
     for scale, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
         if x >= scale:
@@ -578,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=None, help="pin every process to this CPU")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
     parser.add_argument("--write", action="store_true", help="write the JSON even when quick")
+    parser.add_argument("--uts-bound", action="store_true",
+                        help="also time the numpy UTS kernel's SHA-1 passes alone "
+                             "(uts_hash_bound)")
     parser.add_argument("--worker", metavar="CASE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -591,6 +677,11 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (2 if args.quick else 3)
     data = measure(args.quick, rounds, args.runs, backends, args.cpu)
     print_table(data)
+    if args.uts_bound:
+        bound = data["uts_hash_bound"] = uts_hash_bound()
+        print(f"UTS numpy SHA-1 passes alone: {_si(bound['bound_nodes_per_s'])} nodes/s "
+              f"(d = 11; {bound['ufunc_calls_per_pass']} numpy calls a pass of "
+              f"{bound['lanes']} lanes, {bound['best_pass_s'] * 1e3:.2f} ms)")
     if not args.no_write and (args.write or not args.quick):
         print(f"wrote {write_result('kernels', data)}")
     return 0

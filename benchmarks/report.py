@@ -317,6 +317,16 @@ def _kernel_rows(ke: dict[str, Any]) -> list[str]:
                 f"{b} {'met' if ok else 'not met'}" for b, ok in met.items()) if met else
                 ": not measured")
         rows.append(f"| {f['label']} | {ours} | {cell} | {goal} | {mc} |")
+    bound = ke.get("uts_hash_bound")
+    if bound:
+        rows.append(
+            f"| UTS d=11 bound: the numpy SHA-1 passes alone, 1 core | "
+            f"{_rate(bound['bound_nodes_per_s'], 'nodes/s')} "
+            f"({bound['ufunc_calls_per_pass']:,} numpy calls a pass of {bound['lanes']:,} "
+            f"lanes, {bound['best_pass_s'] * 1e3:.2f} ms); "
+            f"{_rate(bound['bound_without_schedule_nodes_per_s'], 'nodes/s')} if its "
+            f"{bound['schedule_calls_per_pass']} message-schedule calls cost nothing | | | "
+            f"{mc} |")
     return rows
 
 
