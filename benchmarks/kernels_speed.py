@@ -2,6 +2,7 @@
 
     python -m benchmarks.kernels_speed [--quick] [--kernels auto|numba|numpy|both]
                                        [--rounds 3] [--runs 3] [--cpu N] [--no-write]
+                                       [--uts-bound]
 
 What runs.  For each case (a kernel and a size) and each of ``--rounds`` rounds, two kinds
 of fresh process, one after the other (the order flips every round, so slow drift of a shared
@@ -37,6 +38,9 @@ measures ours alone and shows the Java figures measured earlier on this project'
 Results: ``benchmarks/results/kernels.json`` (read by ``python -m benchmarks.report``), unless
 ``--no-write``; ``--quick`` (UTS d = 11, BC 12, N-Queens 12, 2 rounds; about a minute) writes
 nothing unless ``--write`` is given, so a quick check never replaces a full result.
+``--cpu N`` pins every process of both sides to CPU ``N`` (the JVM's JIT threads then share
+it); ``--uts-bound`` also times the numpy UTS kernel's SHA-1 passes alone
+(``uts_hash_bound``).
 """
 
 from __future__ import annotations

@@ -100,3 +100,43 @@ def test_a_wrong_java_result_is_an_error():
     case = kernels_speed.cases(quick=True)["uts_d11"]
     with pytest.raises(RuntimeError, match="the Java kernel's result 5 is wrong"):
         kernels_speed._check_java("uts_d11", case, {"result": 5, "runs_s": [1.0]})
+
+
+_ALL_CASES = kernels_speed.cases
+
+
+def _nqueens_12_only(quick: bool) -> dict:
+    every = _ALL_CASES(quick=True)
+    return {name: every[name] for name in ("nqueens_full_12", "nqueens_12")}
+
+
+def test_without_a_jdk_the_harness_measures_ours_and_cites_java_without_a_ratio(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(kernels_speed, "cases", _nqueens_12_only)
+    lines: list[str] = []
+    data = kernels_speed.measure(True, 1, 2, ["numpy"], None, log=lines.append)
+    assert lines[0].startswith("No JDK here (no javac and java on PATH)")
+    assert data["java"] == {"available": False, "why_not": "no javac and java on PATH"}
+    for case in data["cases"].values():
+        assert case["java"] is None and "ratio" not in case
+        assert case["cited_java"]["date"] == "2026-11-23"
+        assert case["ours"]["numpy"]["ran"] == ["numpy"]
+    full = data["cases"]["nqueens_full_12"]["ours"]["numpy"]
+    assert full["result"] == {"solutions": 14_200, "boards": 856_188}
+    assert full["per_s"]["valid partial boards/s"] == pytest.approx(
+        856_188 / full["warm_median_s"])
+
+
+@needs_jdk
+def test_the_harness_gives_same_run_ratios_only_for_the_same_work(monkeypatch):
+    monkeypatch.setattr(kernels_speed, "cases", _nqueens_12_only)
+    data = kernels_speed.measure(True, 2, 2, ["numpy"], None, log=lambda line: None)
+    full, fast = data["cases"]["nqueens_full_12"], data["cases"]["nqueens_12"]
+    java, ours = full["java"], full["ours"]["numpy"]
+    assert java["same_run"] and len(java["runs_s"]) == 2 and len(java["runs_s"][0]) == 2
+    assert java["result"] == 14_200 and java["lean"]["warm_median_s"] > 0
+    key = "valid partial boards/s"
+    assert full["ratio"]["numpy"] == pytest.approx(ours["per_s"][key] / java["per_s"][key])
+    assert full["ratio_to_lean"]["numpy"] == pytest.approx(
+        ours["per_s"][key] / java["lean"]["per_s"][key])
+    assert fast["java"] == java and "ratio" not in fast  # shown beside, never divided
