@@ -621,6 +621,7 @@ def print_table(data: dict[str, Any]) -> None:
     java_ok = data["java"]["available"]
     print(f"Java: {data['java'].get('version') if java_ok else data['java']['why_not']}")
     print(f"{'case':18}{'side':13}{'cold s':>9}{'warm s':>9}  throughput (warm)  ratio")
+    mismatch = False
     for name, f in data["cases"].items():
         j = f["java"]
         if j:
@@ -642,11 +643,15 @@ def print_table(data: dict[str, Any]) -> None:
             if t and t["met"]:
                 text += f"; goal {t['text']}: {'met' if t['met'][b] else 'not met'}"
             ran = b if o["ran"] == [b] else f"{b}>{'/'.join(o['ran'])}"
+            mismatch = mismatch or ran != b
             print(f"{'':18}{ran:13}{o['cold_s']:9.4f}{o['warm_median_s']:9.4f}  {rates}{text}")
         if "cited_java" in f:
             c = f["cited_java"]
             print(f"{'':18}cited: {c['text']} (measured on {c['machine']}, {c['date']}; "
                   "another run: no ratio)")
+    if mismatch:
+        print("numba>numpy: numba was asked for, but the kernel has no compiled path in this "
+              "tree, so numpy ran")
 
 
 def main(argv: list[str] | None = None) -> int:
