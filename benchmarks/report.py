@@ -261,11 +261,13 @@ def _rate(x: float, unit: str) -> str:
 
 
 def _side(f: dict[str, Any], rates: bool = True) -> str:
-    """One side's figures: warm median seconds, cold seconds and (``rates``) warm
+    """One side's figures: warm median seconds, cold seconds (the first run of a process; for
+    ours, after the imports and setup, whose seconds are given too) and (``rates``) warm
     throughputs."""
     rates = [_rate(v, unit) for unit, v in f["per_s"].items()] if rates else []
-    return "; ".join([f"{_seconds(f['warm_median_s'])} warm (cold {_seconds(f['cold_s'])})",
-                      *rates])
+    setup = f", after {_seconds(f['setup_s'])} of imports and setup" if "setup_s" in f else ""
+    return "; ".join([f"{_seconds(f['warm_median_s'])} warm (cold {_seconds(f['cold_s'])}"
+                      f"{setup})", *rates])
 
 
 def _ran(backend: str, ours: dict[str, Any]) -> str:
