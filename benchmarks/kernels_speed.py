@@ -305,9 +305,14 @@ def compile_java(directory: Path) -> None:
     """Compile ``benchmarks/java/*.java`` into ``directory``.
 
     Raises:
-        RuntimeError: javac failed (its output is in the message).
+        RuntimeError: a source is missing (an install without ``benchmarks/java``), or javac
+            failed (its output is in the message).
     """
     sources = [str(JAVA_DIR / f"{name}.java") for name in JAVA_SOURCES]
+    missing = [path for path in sources if not Path(path).is_file()]
+    if missing:
+        raise RuntimeError(f"Java sources missing: {', '.join(missing)} (run from a checkout "
+                           "of the repository)")
     out = subprocess.run(["javac", "-d", str(directory), *sources], capture_output=True,
                          text=True, timeout=300)
     if out.returncode != 0:
