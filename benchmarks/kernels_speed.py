@@ -398,7 +398,7 @@ def _check_java(name: str, case: Case, out: dict[str, Any]) -> None:
     elif case.kernel == "bc":
         ok = r["dag_edges"] == case.work["shortest-path edges"]
     elif case.kernel == "nqueens":
-        ok = r == NQUEENS_SOLUTIONS[int(case.java[1])] and \
+        ok = r == NQUEENS_SOLUTIONS[out["n"]] and \
             out["boards"] == case.work["valid partial boards"]
     else:  # pi: within 5 standard errors
         n = out["samples"]
@@ -459,12 +459,13 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
             for r in range(rounds):
                 steps: list[Callable[[], None]] = []
                 if case.java is not None and jdk["available"]:
-                    def java_step(name: str = name, case: Case = case) -> None:
-                        out = run_java(Path(tmp), case.java, runs, case.java_extra, cpu)
+                    def java_step(name: str = name, case: Case = case,
+                                  args: list[str] = case.java) -> None:
+                        out = run_java(Path(tmp), args, runs, case.java_extra, cpu)
                         _check_java(name, case, out)
                         java_runs.setdefault(name, []).append(out)
                         if case.also_lean:
-                            out = run_java(Path(tmp), case.java, runs, ["lean"], cpu)
+                            out = run_java(Path(tmp), args, runs, ["lean"], cpu)
                             _check_java(name, case, out)
                             lean_runs.setdefault(name, []).append(out)
                     steps.append(java_step)
@@ -481,13 +482,14 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
         java = None
         if source in java_runs:
             base = the_cases[source]
+            java_class = (base.java or ["?"])[0]
             java = _summary(java_runs[source], _java_work(base))
             java["result"] = java_runs[source][-1]["result"]
             java["same_run"] = True
-            java["kernel"] = f"benchmarks/java/{base.java[0]}.java"
+            java["kernel"] = f"benchmarks/java/{java_class}.java"
             if source in lean_runs:
                 lean = _summary(lean_runs[source], _java_work(base))
-                lean["kernel"] = f"benchmarks/java/{base.java[0]}.java, lean mode"
+                lean["kernel"] = f"benchmarks/java/{java_class}.java, lean mode"
                 java["lean"] = lean
         ours = {}
         for b, procs in ours_runs[name].items():

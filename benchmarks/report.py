@@ -264,10 +264,10 @@ def _side(f: dict[str, Any], rates: bool = True) -> str:
     """One side's figures: warm median seconds, cold seconds (the first run of a process; for
     ours, after the imports and setup, whose seconds are given too) and (``rates``) warm
     throughputs."""
-    rates = [_rate(v, unit) for unit, v in f["per_s"].items()] if rates else []
+    per_s = [_rate(v, unit) for unit, v in f["per_s"].items()] if rates else []
     setup = f", after {_seconds(f['setup_s'])} of imports and setup" if "setup_s" in f else ""
     return "; ".join([f"{_seconds(f['warm_median_s'])} warm (cold {_seconds(f['cold_s'])}"
-                      f"{setup})", *rates])
+                      f"{setup})", *per_s])
 
 
 def _ran(backend: str, ours: dict[str, Any]) -> str:

@@ -57,7 +57,7 @@ def guard(at_over_bare: float) -> dict[str, Any]:
                     f"({'≤' if ok else '>'} {limit:g}×, same run)"}
 
 
-def _measure(round_trip: Callable[[], Any], burst: Callable[[int], None], rounds: int,
+def _measure(round_trip: Callable[[], Any], burst: Callable[[int], Any], rounds: int,
              tasks: int, repeats: int) -> dict[str, Any]:
     """Median round trip and burst throughput of one peer.
 
