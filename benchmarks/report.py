@@ -1,15 +1,17 @@
-"""Write the README's results table from the JSON files in ``benchmarks/results/``.
+"""Write the results tables of ``docs/benchmarks.md`` from ``benchmarks/results/*.json``.
 
-    python -m benchmarks.report            # rewrite the table in README.md
-    python -m benchmarks.report --print    # print it instead
+    python -m benchmarks.report            # rewrite the tables in docs/benchmarks.md
+    python -m benchmarks.report --print    # print the results table instead
 
-The table sits between the markers ``<!-- results:start -->`` and ``<!-- results:end -->``;
-each row gives our figure, the reference figure of SPEC.md §4 with where it comes from, the
-issue's target with the issue, and the machine the figure was measured on.  No figure or
-target is typed here: each comes from the results file (the scripts copy them there from
-``benchmarks.references``, the kernels' from ``benchmarks.kernels_speed`` and the
-runtime-scale ones from ``benchmarks.runtime_scale``), and from ``benchmarks.references``
-for a file written before it held them.
+The results table sits between the markers ``<!-- results:start -->`` and
+``<!-- results:end -->``, the job-batch table between ``<!-- scheduling:start -->`` and
+``<!-- scheduling:end -->``.  Each row gives our figure, the reference with where it comes
+from (the paper, a figure measured on a named machine and date, or a Java kernel run in the
+same run), the target with what it is, and the machine our figure was measured on.  No figure
+or target is typed here: each comes from the results file (the scripts copy them there from
+``benchmarks.references``; the kernels' rows hold same-run Java figures measured by
+``benchmarks.kernels_speed``; the runtime-scale ones come from ``benchmarks.runtime_scale``),
+and from ``benchmarks.references`` for a file written before it held them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 from ._results import RESULTS_DIR
 from .references import REFERENCES, TARGETS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+#: The page whose tables ``main`` rewrites.
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 
@@ -51,8 +54,15 @@ def _cited(ref: dict[str, Any]) -> str:
 
 
 def _goal(t: dict[str, Any]) -> str:
-    """A target as a table cell: its text and, in parentheses, the issue that sets it."""
+    """A target as a table cell: its text and, in parentheses, what it is (a goal, a guard)."""
     return f"{t['text']} ({t['cite']})"
+
+
+def _verdict(rt: dict[str, Any]) -> str:
+    """``": PASS"`` or ``": FAIL"`` for the ``at`` guard of ``runtime.json``; empty for a file
+    written before the guard was judged."""
+    g = rt.get("guard")
+    return f": {'PASS' if g['pass'] else 'FAIL'}" if isinstance(g, dict) else ""
 
 
 def _machine(data: dict[str, Any]) -> str:
@@ -71,7 +81,7 @@ def table() -> str:
                     f"{a['at_over_bare']:.2f}× bare pyzmq | bare pyzmq ping-pong "
                     f"{bare['rtt_us']:.0f} µs, mpi4py.futures {m['at_rtt_us']:.0f} µs (same "
                     f"run); {_cited(_ref(rt, 'peers_round_trip_us'))} | "
-                    f"{_goal(_target(rt, 'at_over_bare'))} | {mc} |")
+                    f"{_goal(_target(rt, 'at_over_bare'))}{_verdict(rt)} | {mc} |")
         rows.append(f"| empty `async_at` tasks, 2 places | {a['async_tasks_per_s']:,.0f} /s | "
                     f"mpi4py.futures {m['async_tasks_per_s']:,.0f} /s (same run); "
                     f"{_cited(_ref(rt, 'peers_tasks_per_s'))} | "
@@ -152,7 +162,7 @@ def table() -> str:
             size = int(float(e["args"][-1]))
             big = size >= two["sizes"].get(name, float("inf"))
             if p == 2 and big:
-                target = f"{two['text']} ({two['cite_by_benchmark'].get(name, two['cite'])})"
+                target = _goal(two)
             else:
                 target = _goal(sixteen) if p == 16 else ""
             rows.append(f"| {name} {' '.join(e['args'][1:])}, {p} places | efficiency "
@@ -176,7 +186,7 @@ def _met(flag: bool | None) -> str:
 def _scale_rows(rs: dict[str, Any]) -> list[str]:
     """Two rows from ``runtime_scale.json`` (written by ``benchmarks.runtime_scale``): time to
     ready and CPU per place from 8 (or the fewest places measured) to the most places, then
-    memory and file descriptors at the most places; the references are the issue's figures
+    memory and file descriptors at the most places; the references are the figures
     and the targets its goals, both from the JSON, each judged there (met or not)."""
     mc = _machine(rs)
     figs = rs["places"]
@@ -233,7 +243,7 @@ def scale_plot() -> str:
         return ""
     return ("Runtime start-up against places (`python -m benchmarks.runtime_scale --plot`):\n\n"
             "![time to ready and CPU per place against places]"
-            "(benchmarks/results/runtime_scale.png)")
+            "(../benchmarks/results/runtime_scale.png)")
 
 
 def _seconds(x: float) -> str:
@@ -250,57 +260,98 @@ def _rate(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+def _side(f: dict[str, Any], rates: bool = True) -> str:
+    """One side's figures: warm median seconds, cold seconds (the first run of a process; for
+    ours, after the imports and setup, whose seconds are given too) and (``rates``) warm
+    throughputs."""
+    per_s = [_rate(v, unit) for unit, v in f["per_s"].items()] if rates else []
+    setup = f", after {_seconds(f['setup_s'])} of imports and setup" if "setup_s" in f else ""
+    return "; ".join([f"{_seconds(f['warm_median_s'])} warm (cold {_seconds(f['cold_s'])}"
+                      f"{setup})", *per_s])
+
+
+def _ran(backend: str, ours: dict[str, Any]) -> str:
+    """Which of our backends ran: its name, or what was asked and what ran where they differ
+    (numba asked for a kernel without a compiled path runs numpy)."""
+    ran = "/".join(ours["ran"])
+    return backend if ran == backend else f"{backend} asked, {ran} ran"
+
+
 def _kernel_rows(ke: dict[str, Any]) -> list[str]:
     """The kernel rows of the table, all from ``kernels.json`` (written by
-    ``benchmarks.kernels_speed``): our figures, the reference with its citation, whether it is
-    the same work (and only then the ratio, across runs), and the target with its issue."""
+    ``benchmarks.kernels_speed``): ours per backend, the Java reference kernel of the same run
+    (or, without a JDK, the figure measured earlier, cited with machine and date), the ratio
+    only for the same work or the like-for-like unit named, and the goal, met or not."""
     mc = _machine(ke)
     rows = []
-    for f in ke["kernels"].values():
-        ours = "; ".join([_seconds(f["median_s"])] + [
-            _rate(v, unit) for unit, v in f["per_s_median"].items()])
-        ref = f["reference"]
-        rates = [_rate(r["value"], unit) for unit, r in ref["per_s"].items()]
-        cell = "; ".join([f"Java GLB {_seconds(ref['value'])}"] + rates) + f" [{ref['cite']}]"
-        if ref["same_work"]:
-            ratio = f["ratio_to_reference"]["value"]
-            cell += f"; same work, other run: ours {ratio:.2f}×" if ratio < 10 else \
-                f"; same work, other run: ours {ratio:.0f}×"
+    for f in (ke.get("cases") or {}).values():
+        ours = "<br>".join(f"{_ran(b, o)}: {_side(o)}" for b, o in f["ours"].items())
+        java = f.get("java")
+        if java:
+            full = bool(f["ratio_unit"])  # else the Java side is another case's, no rates
+            cell = f"Java {_side(java, full)} [same run, `{java['kernel']}`]"
+            lean = java.get("lean")
+            if lean:
+                cell += f"; lean Java {_side(lean, full)}"
         else:
-            cell += "; not the same work"
+            c = f.get("cited_java")
+            cell = ("Java not run here (no JDK)" + (
+                f"; earlier: {c['text']} [measured on {c['machine']}, {c['date']}], another "
+                "run: no ratio" if c else ""))
+        ratios = f.get("ratio")
+        if ratios:
+            parts = []
+            for backend, x in ratios.items():
+                part = f"{_ran(backend, f['ours'][backend])}: {x:.2f}×"
+                lean_ratio = (f.get("ratio_to_lean") or {}).get(backend)
+                if lean_ratio is not None:
+                    part += f" ({lean_ratio:.2f}× lean)"
+                parts.append(part)
+            what = "same work" if f["same_work"] else f"per {f['ratio_unit'].removesuffix('s')}"
+            cell += f"; ours over Java, {what}: " + ", ".join(parts)
+        elif java:
+            cell += "; Java runs the full tree: not the same work, no ratio"
         t = f.get("target")
-        rows.append(f"| {f['label']} | {ours} | {cell} | {_goal(t) if t else ''} | {mc} |")
-        bound = ke.get("uts_hash_bound")
-        if f["kernel"] == "uts" and bound:
-            rows.append(
-                f"| UTS d=11 bound: the numpy SHA-1 passes alone, 1 core | "
-                f"{_rate(bound['bound_nodes_per_s'], 'nodes/s')} "
-                f"({bound['ufunc_calls_per_pass']:,} numpy calls a pass of "
-                f"{bound['lanes']:,} lanes, {bound['best_pass_s'] * 1e3:.2f} ms; "
-                f"{_rate(f['target']['value'], 'nodes/s')} needs "
-                f"{bound['pass_s_for_46m'] * 1e3:.2f} ms); "
-                f"{_rate(bound['bound_without_schedule_nodes_per_s'], 'nodes/s')} if its "
-                f"{bound['schedule_calls_per_pass']} message-schedule calls cost nothing | | | "
-                f"{mc} |")
+        goal = ""
+        if t:
+            met = t.get("met")
+            goal = _goal(t) + (": " + ", ".join(
+                f"{b} {'met' if ok else 'not met'}" for b, ok in met.items()) if met else
+                ": not measured")
+        rows.append(f"| {f['label']} | {ours} | {cell} | {goal} | {mc} |")
+    bound = ke.get("uts_hash_bound")
+    if bound:
+        rows.append(
+            f"| UTS d=11 bound: the numpy SHA-1 passes alone, 1 core | "
+            f"{_rate(bound['bound_nodes_per_s'], 'nodes/s')} "
+            f"({bound['ufunc_calls_per_pass']:,} numpy calls a pass of {bound['lanes']:,} "
+            f"lanes, {bound['best_pass_s'] * 1e3:.2f} ms); "
+            f"{_rate(bound['bound_without_schedule_nodes_per_s'], 'nodes/s')} if its "
+            f"{bound['schedule_calls_per_pass']} message-schedule calls cost nothing | | | "
+            f"{mc} |")
     return rows
 
 
 def kernel_note() -> str:
-    """The paragraph under the table on the kernel rows, from ``kernels.json``: what the
-    references are, what each like-for-like measure counts, and what each kernel does
-    differently from Java; an empty string without the file."""
+    """The paragraph under the table on the kernel rows, from ``kernels.json``: how they were
+    measured, what each throughput counts, and what each kernel does differently from Java;
+    an empty string without the file."""
     ke = _load("kernels")
-    if not ke:
+    if not ke or "cases" not in ke:
         return ""
     counts: dict[str, str] = {}
-    for f in ke["kernels"].values():
+    for f in ke["cases"].values():
         for unit, w in f["work"].items():
             counts.setdefault(unit, w["counts"])
     kinds = {"uts": "UTS", "nqueens": "N-Queens", "bc": "BC", "pi": "Pi"}
     notes = " ".join(f"{kinds.get(k, k)}: {text}" for k, text in ke["kernel_notes"].items())
     measured = "; ".join(f"*{unit}*: {text}" for unit, text in counts.items())
-    return (f"Kernel rows: {ke['about'][:1].upper()}{ke['about'][1:]} What each kernel does "
-            f"differently from Java: {notes} "
+    java = ke["java"]
+    jdk = (java.get("version") or "a JDK") if java.get("available") else \
+        f"no JDK ({java.get('why_not', 'not found')})"
+    return (f"Kernel rows ({jdk}; the Java kernels: "
+            f"[Java reference kernels](benchmarks/java-references.md)): "
+            f"{ke['about']} What each kernel does differently from Java: {notes} "
             f"What the throughputs count: {measured}.")
 
 
@@ -309,7 +360,8 @@ SCHED_START, SCHED_END = "<!-- scheduling:start -->", "<!-- scheduling:end -->"
 
 def scheduling_table() -> str:
     """The Markdown table of the simulated job-batch evaluation (``scheduling.json``) beside
-    the paper's figures (SPEC.md §4), or an empty string when it was not run."""
+    the paper's figures (Finnerty, Posner et al. 2024), or an empty string when it was not
+    run."""
     sc = _load("scheduling")
     if not sc:
         return ""
@@ -343,11 +395,14 @@ def _replace(readme: str, start: str, end: str, text: str) -> str:
     return f"{head}{start}\n{text}\n{end}{tail}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print the table or rewrite it in README.md; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--print", action="store_true", help="print instead of writing")
-    args = parser.parse_args(argv)
+def render(page: str) -> str:
+    """``page`` (the text of ``docs/benchmarks.md``) with its tables rewritten.
+
+    Raises:
+        ValueError: the page has no ``results`` markers.
+    """
+    if START not in page or END not in page:
+        raise ValueError(f"the page has no {START} ... {END} markers")
     text = table()
     note = kernel_note()
     if note:
@@ -355,17 +410,28 @@ def main(argv: list[str] | None = None) -> int:
     picture = scale_plot()
     if picture:
         text = f"{text}\n\n{picture}"
+    page = _replace(page, START, END, text)
+    if SCHED_START in page and SCHED_END in page:
+        page = _replace(page, SCHED_START, SCHED_END, scheduling_table())
+    return page
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the results table or rewrite the tables of ``docs/benchmarks.md``; returns the
+    exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--print", action="store_true", help="print instead of writing")
+    args = parser.parse_args(argv)
     if args.print:
-        print(text)
+        text = table()
+        note = kernel_note()
+        print(f"{text}\n\n{note}" if note else text)
         return 0
-    readme = README.read_text(encoding="utf-8")
-    if START not in readme or END not in readme:
-        parser.error(f"README.md has no {START} ... {END} markers")
-    readme = _replace(readme, START, END, text)
-    if SCHED_START in readme and SCHED_END in readme:
-        readme = _replace(readme, SCHED_START, SCHED_END, scheduling_table())
-    README.write_text(readme, encoding="utf-8")
-    print(f"updated {README}")
+    try:
+        PAGE.write_text(render(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        parser.error(f"{PAGE}: {exc}")
+    print(f"updated {PAGE}")
     return 0
 
 

@@ -15,8 +15,12 @@ Figures (written to ``benchmarks/results/runtime.json``):
   connect), a blocking ``recv`` in each main thread, no serialization, no threads of ours.
   Measured before and after apgaspy; the figure is the median of both runs.
 
-Targets (issue 11), as ratios of one run on the 2-core development machine: ``at`` round trip
-at most 1.5× the bare ping-pong; at least 60,000 empty tasks/s.
+Guard and goal (``benchmarks.references.TARGETS``), both judged in this one run:
+
+* regression guard: the ``at`` round trip within 2.5× the bare pyzmq ping-pong of the same
+  run (``at_over_bare``); printed as PASS or FAIL and recorded under ``guard`` in the JSON;
+  ``--check`` makes a FAIL the exit status (1);
+* goal: at least 60,000 empty tasks/s.
 """
 
 from __future__ import annotations
@@ -32,10 +36,28 @@ from apgaspy import async_at, at, finish, place, run
 
 from ._results import write_result
 from ._tasks import noop
-from .references import pick
+from .references import TARGETS, pick
 
 
-def _measure(round_trip: Callable[[], Any], burst: Callable[[int], None], rounds: int,
+def guard(at_over_bare: float) -> dict[str, Any]:
+    """The ``at`` round-trip guard judged on one run's ratio.
+
+    Args:
+        at_over_bare: ``at`` round trip over the bare pyzmq ping-pong of the same run (× ≥ 0).
+
+    Returns:
+        ``{"name", "ratio", "limit", "pass", "text"}``; ``pass`` is ``ratio <= limit``, the
+        limit being ``TARGETS["at_over_bare"]`` (2.5×).
+    """
+    limit = TARGETS["at_over_bare"]["value"]
+    ok = at_over_bare <= limit
+    return {"name": "at round trip within the guard over bare pyzmq", "ratio": at_over_bare,
+            "limit": limit, "pass": ok,
+            "text": f"{'PASS' if ok else 'FAIL'}: at round trip {at_over_bare:.2f}× bare pyzmq "
+                    f"({'≤' if ok else '>'} {limit:g}×, same run)"}
+
+
+def _measure(round_trip: Callable[[], Any], burst: Callable[[int], Any], rounds: int,
              tasks: int, repeats: int) -> dict[str, Any]:
     """Median round trip and burst throughput of one peer.
 
@@ -144,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=20000, help="tasks in one burst")
     parser.add_argument("--repeats", type=int, default=5, help="bursts to time")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
+    parser.add_argument("--check", action="store_true",
+                        help="exit with status 1 when the at round-trip guard fails")
     args = parser.parse_args(argv)
     for name in ("rounds", "tasks", "repeats"):
         if getattr(args, name) < 1:
@@ -160,18 +184,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{bare['rtt_us']:12.0f}")
     print(f"{'empty tasks/s':24}{ours['async_tasks_per_s']:12.0f}"
           f"{theirs['async_tasks_per_s']:16.0f}")
-    print(f"at / bare pyzmq: {ours['at_over_bare']:.2f}x")
+    verdict = guard(ours["at_over_bare"])
+    print(verdict["text"])
     if not args.no_write:
         path = write_result("runtime", {
             "params": vars(args),
             "apgaspy": ours,
             "mpi4py_futures": theirs,
             "bare_pyzmq": bare,
+            "guard": verdict,
             **pick("at_over_bare", "async_tasks_per_s", "peers_round_trip_us",
                    "peers_tasks_per_s"),
         })
         print(f"wrote {path}")
-    return 0
+    return 1 if args.check and not verdict["pass"] else 0
 
 
 if __name__ == "__main__":
