@@ -1,5 +1,6 @@
-"""The module structure of apgaspy and glb (docs/design/runtime-structure.md): the imports
-between their modules form no cycle, and no module imports another package's private module.
+"""The module structure of the packages (docs/design/runtime-structure.md and
+docs/design/scheduler-structure.md): the imports between their modules form no cycle,
+and no module imports another package's private module.
 
 Every module is imported, and the imports are read from the source with :mod:`ast` (every
 ``import`` statement, those inside functions included); an import under ``if TYPE_CHECKING:``
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("apgaspy", "glb")
+PACKAGES = ("apgaspy", "glb", "communicators", "scheduler", "benchmarks")
 
 
 def _module_name(path: Path) -> str:
@@ -119,9 +120,10 @@ def test_every_module_imports() -> None:
         assert importlib.import_module(name).__name__ == name
 
 
-def test_no_import_cycle_among_apgaspy_and_glb_modules() -> None:
+def test_no_import_cycle_among_the_packages_modules() -> None:
     graph = module_graph()
     assert "apgaspy._runtime" in graph and "glb._worker" in graph
+    assert "scheduler.loop" in graph and "communicators.protocol" in graph
     assert find_cycle(graph) is None
 
 
