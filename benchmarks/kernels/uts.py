@@ -58,6 +58,8 @@ import numpy as np
 
 from glb import Bag, LongSum, process_all
 
+from ._backend import backend, register_warm_up
+
 __all__ = [
     "DEFAULT_WORK_UNITS",
     "LANES",
@@ -148,6 +150,21 @@ def _thresholds() -> np.ndarray:
 
 _T_U32 = _thresholds().astype(np.uint32)
 _T_NEXT = _T_U32[1:].copy()  # _T_NEXT[k] = T[k + 1]
+# The compiled kernel's copy of the same thresholds: _T_SEARCH[j] = T[j + 1] for j < 96, then
+# 2**31 (above any v) up to 127 entries, for a branch-free binary search of 7 steps.
+_T_SEARCH = np.full(127, 1 << 31, dtype=np.uint32)
+_T_SEARCH[:_MAX_CHILDREN] = _T_U32[1 : _MAX_CHILDREN + 1]
+
+NUMBA_LANES = 4096
+"""Children hashed per batch by the compiled kernel: the lane buffers (about 130 KB) stay in
+the L2 cache, and a batch is short (about 30 µs) next to a ``process`` call."""
+
+
+def _nb() -> Any:
+    """The compiled kernel module (imports numba; only called when the backend is numba)."""
+    from . import _uts_numba
+
+    return _uts_numba
 
 
 class _Sha1Lanes:
@@ -356,6 +373,31 @@ def _workspace() -> _Workspace:
     return ws
 
 
+def _nb_workspace() -> _NumbaLanes:
+    ws = getattr(_local, "nb", None)
+    if ws is None:
+        ws = _local.nb = _NumbaLanes(NUMBA_LANES)
+    return ws
+
+
+class _NumbaLanes:
+    """Per-thread lane buffers of the compiled kernel's batches (see ``_uts_numba.process``)."""
+
+    def __init__(self, lanes: int) -> None:
+        self.lanes = lanes
+        self.par_in = np.empty((5, lanes), dtype=np.uint32)
+        self.idx_in = np.empty(lanes, dtype=np.uint32)
+        self.bud_in = np.empty(lanes, dtype=np.uint32)
+        self.out = np.empty((5, lanes), dtype=np.uint32)
+        self.cnt = np.empty(lanes, dtype=np.int64)
+        self.par_lf = np.empty((5, lanes), dtype=np.uint32)
+        self.idx_lf = np.empty(lanes, dtype=np.uint32)
+
+    def process(self, stack: np.ndarray, m: int, n: int) -> tuple[int, int, int]:
+        return _nb().process(stack, m, n, self.par_in, self.idx_in, self.bud_in, self.out,
+                             self.cnt, self.par_lf, self.idx_lf, _T_SEARCH)
+
+
 class _Workspace:
     """Per-thread scratch buffers: the SHA-1 lanes and the child-count arrays."""
 
@@ -414,6 +456,12 @@ def _as_u32_lanes(a: Any, name: str, ndim: int) -> np.ndarray:
     return arr.astype(np.uint32, copy=False)
 
 
+def _lanes_in(a: np.ndarray) -> np.ndarray:
+    """``a`` as the compiled kernels take it: C-contiguous and writeable (a read-only or strided
+    array would be another argument type, compiled again)."""
+    return np.require(a, np.uint32, ["C", "W"])
+
+
 def sha1_children(parents: Any, indices: Any) -> np.ndarray:
     """SHA-1 of (parent digest ‖ child index) for many messages at once, bit-exact with hashlib.
 
@@ -433,6 +481,10 @@ def sha1_children(parents: Any, indices: Any) -> np.ndarray:
     j = _as_u32_lanes(indices, "indices", 1)
     if p.shape[1] != j.shape[0]:
         raise ValueError(f"parents has {p.shape[1]} columns but indices has {j.shape[0]} entries")
+    if backend() == "numba":
+        out = np.empty((5, j.shape[0]), dtype=np.uint32)
+        _nb().sha1_children(_lanes_in(p), _lanes_in(j), out, j.shape[0])
+        return out
     return _hash_many(p, j, _CHILD_TEMPLATE)
 
 
@@ -490,11 +542,28 @@ def child_counts(digests: Any) -> np.ndarray:
     arr = np.asarray(digests)
     word4 = _as_u32_lanes(arr[4] if arr.ndim == 2 else arr, "digests", 1)
     out = np.empty(word4.shape[0], dtype=np.int64)
+    if backend() == "numba":
+        _nb().child_counts(_lanes_in(word4), _T_SEARCH, out)
+        return out
     ws = _workspace()
     for lo in range(0, word4.shape[0], ws.capacity):
         hi = min(word4.shape[0], lo + ws.capacity)
         out[lo:hi] = ws.counts(word4[lo:hi])
     return out
+
+
+@register_warm_up
+def warm_up() -> None:
+    """Compile, or load from numba's cache, every compiled UTS kernel (tiny inputs, each with
+    the argument types of real use); see :func:`benchmarks.kernels.warm_up`.  Requires the
+    numba backend."""
+    k = 3
+    words = np.arange(5 * k, dtype=np.uint32).reshape(5, k)
+    index = np.arange(k, dtype=np.uint32)
+    sha1_children(words, index)
+    child_counts(words[4])
+    bag = UTSBag(19, 3)
+    bag.process(1, LongSum())
 
 
 def _check_seed_depth(seed: int, depth: int) -> tuple[int, int]:
@@ -594,6 +663,20 @@ class UTSBag(Bag[LongSum]):
         """
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
+        if backend() == "numba":
+            lanes = _nb_workspace()
+            if not self._stack.flags.c_contiguous:
+                self._stack = np.ascontiguousarray(self._stack)
+            done = 0
+            while done < n and self._m:
+                # a batch pushes at most one interval per child hashed
+                self._reserve(self._m + lanes.lanes)
+                self._m, hashed, counted = lanes.process(self._stack, self._m, n - done)
+                done += hashed
+                self._pending += counted
+            result.add(self._pending)
+            self._pending = 0
+            return
         ws = _workspace()
         batches = -(-n // ws.capacity)
         size = -(-n // batches)
