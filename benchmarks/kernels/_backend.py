@@ -34,6 +34,7 @@ grow compiles.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
@@ -41,11 +42,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apgaspy.config import Setting, setting
 from apgaspy import ConfigurationError
+from apgaspy.config import Setting, setting
 
 __all__ = ["BACKENDS", "KERNEL_SETTINGS", "backend", "cache_dir", "numba_available",
-           "register_warm_up", "select", "warm_up"]
+           "register_warm_up", "select", "warm_up", "warm_up_modules"]
 
 BACKENDS = ("auto", "numba", "numpy")
 """The accepted values of the ``KERNELS`` setting."""
@@ -162,12 +163,19 @@ def register_warm_up(fn: Callable[[], None]) -> Callable[[], None]:
     return fn
 
 
-def warm_up() -> dict[str, float]:
+def warm_up_modules() -> list[str]:
+    """The modules whose warm-up functions are registered in this process (for
+    :func:`warm_up`'s ``modules`` at another place)."""
+    return sorted({fn.__module__ for fn in _warm_ups.values()})
+
+
+def warm_up(modules: list[str] | tuple[str, ...] = ()) -> dict[str, float]:
     """Compile, or load from the on-disk cache, every registered compiled kernel.
 
-    Runs the functions registered with :func:`register_warm_up` by the kernel modules imported
-    so far; does nothing when the backend is numpy.  Cheap when already done in this process
-    (each kernel is compiled or loaded once per process).
+    Imports ``modules`` (kernel modules, e.g. ``["benchmarks.kernels.uts"]``; they register
+    their warm-up functions at import), then runs every function registered with
+    :func:`register_warm_up`; does nothing when the backend is numpy.  Cheap when already done
+    in this process (each kernel is compiled or loaded once per process).
 
     Returns:
         ``{registered name: seconds}``, the time each function took (empty under numpy).
@@ -177,6 +185,8 @@ def warm_up() -> dict[str, float]:
     """
     if backend() != "numba":
         return {}
+    for name in modules:
+        importlib.import_module(name)
     took: dict[str, float] = {}
     for name, fn in list(_warm_ups.items()):
         t = time.perf_counter()

@@ -89,12 +89,14 @@ def _lane_loop_source(name: str, rounds: int) -> str:
 
 
 def _compile_lane_loops() -> tuple[Any, Any]:
-    scope: dict[str, Any] = {"u32": u32}
+    made = []
     for name, rounds in (("sha1_children", 80), ("sha1_word4", 76)):
-        # compiled with this file's name: numba's cache locates a function by its file and
-        # keys it by its bytecode, so the generated functions are cached like the others
-        exec(compile(_lane_loop_source(name, rounds), __file__, "exec"), scope)
-    return njit(cache=True)(scope["sha1_children"]), njit(cache=True)(scope["sha1_word4"])
+        # Defined in this module's namespace and compiled with this file's name, as if
+        # written here: numba's cache finds a function by its file and module, and keys it
+        # by its bytecode, so the generated functions are cached like the others.
+        exec(compile(_lane_loop_source(name, rounds), __file__, "exec"), globals())
+        made.append(njit(cache=True, nogil=True)(globals()[name]))
+    return made[0], made[1]
 
 
 sha1_children, sha1_word4 = _compile_lane_loops()
@@ -106,7 +108,7 @@ words); ``sha1_word4(par, idx, out, k)``: only digest word 4, ``out`` of shape (
 # -- child counts -------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def child_counts(word4, tab, out):
     """``out[l]`` = the child count of a digest whose word 4 is ``word4[l]``.
 
@@ -114,8 +116,8 @@ def child_counts(word4, tab, out):
     ``tab[j] = T[j + 1]`` that are ``<= v`` (``tab``: 127 sorted uint32 entries, those after
     ``T[96]`` equal to 2**31), found by a branch-free binary search; ``out`` int64.
     """
-    for l in range(word4.shape[0]):
-        v = u32(word4[l] & 0x7FFFFFFF)
+    for j in range(word4.shape[0]):
+        v = u32(word4[j] & 0x7FFFFFFF)
         p = 0
         if tab[p + 63] <= v:
             p += 64
@@ -131,13 +133,13 @@ def child_counts(word4, tab, out):
             p += 2
         if tab[p] <= v:
             p += 1
-        out[l] = p
+        out[j] = p
 
 
 # -- the bag's loop ------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def process(stack, m, n, par_in, idx_in, bud_in, out, cnt, par_lf, idx_lf, tab):
     """Hash up to ``n`` children off the top of an interval stack, in batches; count and push.
 
@@ -203,12 +205,12 @@ def process(stack, m, n, par_in, idx_in, bud_in, out, cnt, par_lf, idx_lf, tab):
         if k_in:
             sha1_children(par_in, idx_in, out, k_in)
             child_counts(out[4, :k_in], tab, cnt[:k_in])
-            for l in range(k_in):
-                if cnt[l] > 0:
+            for q in range(k_in):
+                if cnt[q] > 0:
                     for i in range(5):
-                        stack[i, m] = out[i, l]
+                        stack[i, m] = out[i, q]
                     stack[5, m] = 0
-                    stack[6, m] = u32(cnt[l])
-                    stack[7, m] = bud_in[l]
+                    stack[6, m] = u32(cnt[q])
+                    stack[7, m] = bud_in[q]
                     m += 1
     return m, hashed, counted
