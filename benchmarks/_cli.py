@@ -10,7 +10,9 @@ Under a scheduler (``SCHEDULER_IP``/``SCHEDULER_PORT`` set) the run is a malleab
 Kernels: ``APGAS_KERNELS`` (``auto``, ``numba``, ``numpy``) chooses the compiled or the numpy
 kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran.
 Before the computation's clock starts, every place compiles or loads the compiled kernels
-(:func:`benchmarks.kernels.warm_up`); ``warm_up_s`` is the time that took.
+(:func:`benchmarks.kernels.warm_up`); ``warm_up_s`` is the time that took.  A place spawned
+later, by a grow, starts loading them while it imports the program
+(:func:`warm_up_in_background`), so that they are ready when its first work arrives.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ job (seed 19, ``--depth``) on two logical hosts, waits until the computation run
 
 * ``grown_s``: until the job's ``growTimeAPGAS`` notification (the new place runs and GLB
   has made it a worker);
-* ``first_work_s``: until the new place starts its first ``UTSBag.process`` call (its first
-  loot has arrived and its kernels are loaded): the figure that a grow must keep short.
+* ``first_work_s``: until the new place has finished its first ``UTSBag.process`` call (its
+  first loot arrived, its kernels loaded, one call of work done, about a millisecond with
+  the compiled kernel): the figure that a grow must keep short.
 
 Warm (the default): the job warms the kernels up at every place before the computation
 (:func:`benchmarks.kernels.warm_up`, as the benchmarks' command line does), so the compiled
@@ -43,13 +44,14 @@ _first_work: float | None = None
 
 
 class ProbeBag(UTSBag):
-    """A UTS bag that notes, once per process, the wall-clock time of its first ``process``
-    call in a file ``<pid>`` of the directory ``$APGAS_GROW_PROBE_DIR``."""
+    """A UTS bag that notes, once per process, the wall-clock time at which its first
+    ``process`` call returned, in a file ``<pid>`` of the directory ``$APGAS_GROW_PROBE_DIR``."""
 
     __slots__ = ()
 
     def process(self, n: int, result: Any) -> None:  # noqa: D102
         global _first_work
+        super().process(n, result)
         if _first_work is None:
             _first_work = time.time()
             from apgaspy import here
@@ -57,7 +59,6 @@ class ProbeBag(UTSBag):
             probe = os.environ.get(_PROBE)
             if probe:
                 Path(probe, str(os.getpid())).write_text(f"{here().id} {_first_work!r}\n")
-        super().process(n, result)
 
 
 def _job(depth: int, warm: bool) -> None:

@@ -17,7 +17,7 @@ numpy kernel computes, on the same data:
   same code compiles eight times slower; without inlining, LLVM does not vectorise it.
 * Child counts from the integer threshold table of the numpy path (``T[k]`` = least ``v``
   with ``n(v) >= k``, computed with a correctly rounded ``log``): ``n(v)`` = the number of
-  thresholds ``<= v``, found by a branch-free binary search over 128 entries.  No floating
+  thresholds ``<= v``, found by a branch-free binary search (7 steps over 127 entries).  No floating
   point, so no libm difference can change a count.
 * :func:`process`: the bag's loop over the interval stack of :class:`~benchmarks.kernels.uts.
   UTSBag` (columns: digest words 0..4, ``lo``, ``hi``, budget), in batches of children taken
@@ -25,7 +25,9 @@ numpy kernel computes, on the same data:
   processed here can be split, merged, pickled and continued by either backend.
 
 Every function is compiled once per machine into numba's on-disk cache
-(:func:`benchmarks.kernels._backend.cache_dir`); :func:`warm_up` compiles or loads them all.
+(:func:`benchmarks.kernels._backend.cache_dir`); :func:`benchmarks.kernels.uts.warm_up`
+compiles or loads them all.  They release the GIL (``nogil``), so the other threads of a place
+(its messages, GLB's answers to thieves) run while it computes.
 """
 
 from __future__ import annotations

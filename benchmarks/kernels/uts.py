@@ -73,7 +73,6 @@ __all__ = [
     "DEFAULT_WORK_UNITS",
     "LANES",
     "NUMBA_LANES",
-    "NUMBA_WORK_UNITS",
     "UTSBag",
     "child_counts",
     "count_nodes",
@@ -89,14 +88,11 @@ fixed cost each, which at 16K lanes is ~15 % of its time; 8K lanes measured ~15 
 to end, 16K..48K the same, and 16K keeps the 23 working rows (1.5 MB) near the L2 cache."""
 
 DEFAULT_WORK_UNITS = 65536
-"""Children hashed per ``UTSBag.process`` call by default with the numpy kernel (about 10 ms
-on the reference machine, one AMD EPYC core)."""
-
-NUMBA_WORK_UNITS = 262144
-"""Children hashed per ``UTSBag.process`` call by default with the compiled kernel (about
-5 ms on the same core, 64 batches): long enough that GLB's work between two calls (tens of
-microseconds of Python) costs under 1 %, short enough that a thief waits a few milliseconds
-at most for its loot.  ``UTSBag.DEFAULT_WORK_UNITS`` gives the value of the backend that runs."""
+"""Children hashed per ``UTSBag.process`` call by default, with either kernel: about 10 ms
+with numpy and 1.3 ms compiled on the reference machine (one AMD EPYC core).  With the compiled
+kernel, GLB runs of UTS d = 14 on 2 places kept the places busy (in ``process``) over 99 % of
+the computation at 16K, 64K and 256K alike, their times differing by less than the machine's
+noise; 64K keeps the wait of a thief for its loot near a millisecond."""
 
 _M32 = 0xFFFFFFFF
 _H = (0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0)
@@ -624,14 +620,6 @@ def count_nodes_reference(seed: int, depth: int) -> int:
     return total
 
 
-class _BackendWorkUnits:
-    """``UTSBag.DEFAULT_WORK_UNITS``: :data:`NUMBA_WORK_UNITS` or :data:`DEFAULT_WORK_UNITS`,
-    for the backend that runs (read by GLB as the default ``n``)."""
-
-    def __get__(self, obj: object, owner: type | None = None) -> int:
-        return NUMBA_WORK_UNITS if backend() == "numba" else DEFAULT_WORK_UNITS
-
-
 class UTSBag(Bag[LongSum]):
     """The pending work of a UTS tree (or of a part of one) as a stack of child intervals.
 
@@ -651,7 +639,6 @@ class UTSBag(Bag[LongSum]):
     """
 
     __slots__ = ("_stack", "_m", "_pending")
-    DEFAULT_WORK_UNITS = _BackendWorkUnits()
 
     def __init__(self, seed: int, depth: int) -> None:
         seed, depth = _check_seed_depth(seed, depth)
@@ -890,18 +877,16 @@ class UTSBag(Bag[LongSum]):
         return lanes
 
 
-def count_nodes(seed: int, depth: int, n: int | None = None) -> int:
+def count_nodes(seed: int, depth: int, n: int = DEFAULT_WORK_UNITS) -> int:
     """Number of nodes of the UTS tree (seed, depth), computed sequentially with ``UTSBag``.
 
     Args:
         seed: the tree's seed, an int in [0, 2**32).
         depth: the root's depth budget, an int ≥ 1.
-        n: work units (children hashed) per ``process`` call, ≥ 1; ``None``: the
-            backend's default, ``UTSBag.DEFAULT_WORK_UNITS``.
+        n: work units (children hashed) per ``process`` call, ≥ 1.
 
     Raises:
         ValueError: seed outside [0, 2**32), depth < 1 or n < 1.
         TypeError: seed or depth is not an integer.
     """
-    bag = UTSBag(seed, depth)
-    return process_all(bag, LongSum(), bag.DEFAULT_WORK_UNITS if n is None else n).value()
+    return process_all(UTSBag(seed, depth), LongSum(), n).value()

@@ -32,10 +32,12 @@ def _python(code: str, env: dict[str, str], timeout: float = 300) -> subprocess.
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, **extra}
-    for key in ("APGAS_PLACES", "SCHEDULER_PORT", "SCHEDULER_IP"):
+    """This environment without the settings a test must not inherit (APGAS_KERNELS: auto
+    unless ``extra`` says otherwise), plus ``extra``."""
+    env = dict(os.environ)
+    for key in ("APGAS_PLACES", "APGAS_KERNELS", "SCHEDULER_PORT", "SCHEDULER_IP"):
         env.pop(key, None)
-    return env
+    return {**env, **extra}
 
 
 @pytest.fixture
