@@ -209,3 +209,21 @@ def test_result_files_name_the_backend(tmp_path: Path, monkeypatch: pytest.Monke
     data = json.loads(write_result("probe", {"x": 1}, tmp_path).read_text())
     assert data["kernels"] == "numpy" and data["x"] == 1
     assert "numba" in data["machine"]
+
+
+# -- a grow during a computation ---------------------------------------------------------------
+
+
+@needs_numba
+@pytest.mark.timeout(300)
+def test_a_place_added_by_a_grow_gets_work_and_runs_the_compiled_kernel(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks.grow_latency's run: a grow order during UTS on GLB; the new place finishes
+    a process call (its first loot arrived, the kernels loaded from the cache) and the count
+    is exact."""
+    from benchmarks.grow_latency import one_run
+
+    monkeypatch.setenv("APGAS_KERNELS", "numba")  # the job inherits it
+    r = one_run(13, cold=False)
+    assert r["correct"] is True and r["kernels"] == "numba"
+    assert r["first_work_s"] is not None and r["first_work_s"] > 0
