@@ -16,8 +16,9 @@ from glb import LongSum, compute_dynamic
 from ._cli import Benchmark, Outcome, main, positive_int
 from .kernels.uts import UTSBag
 
-# Known node counts, (seed, depth) -> nodes: published for the X10 GLB / LifelineGLB UTS
-# (seed 19, d = 1..10 and 12..15; seed 29, d = 13, the T1L workload of the UTS paper)
+# Known node counts, (seed, depth) -> nodes: seed 19 as the X10 GLB and LifelineGLB UTS
+# programs count them (d = 1..10, 12..15); seed 29, d = 13 is the T1L workload of the UTS
+# paper (Olivier et al., LCPC 2006)
 KNOWN = {
     (19, 1): 6, (19, 2): 65, (19, 3): 254, (19, 4): 944, (19, 5): 3987, (19, 6): 16000,
     (19, 7): 63914, (19, 8): 257042, (19, 9): 1031269, (19, 10): 4130071,

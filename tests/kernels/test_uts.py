@@ -30,8 +30,8 @@ from glb import LongSum, process_all
 
 from .bagcheck import drive_randomly
 
-# Published node counts of seed 19 (the geometric tree of the X10 GLB and LifelineGLB UTS;
-# also in benchmarks/uts.py's KNOWN).
+# Node counts of seed 19 as the X10 GLB and LifelineGLB UTS programs give them (also in
+# benchmarks/uts.py's KNOWN).
 SEED19 = {1: 6, 2: 65, 3: 254, 4: 944, 5: 3987, 6: 16000, 7: 63914, 8: 257042, 9: 1031269,
           10: 4130071}
 SEED19_D13 = 264_459_392
