@@ -177,19 +177,27 @@ def process(stack, m, n, par_in, idx_in, bud_in, out, cnt, par_lf, idx_lf, tab):
             c = min(hi - lo, want - taken)
             start = hi - c
             budget = stack[7, j]
+            p0, p1, p2, p3, p4 = stack[0, j], stack[1, j], stack[2, j], stack[3, j], stack[4, j]
             if budget > 1:
-                for q in range(c):
-                    for i in range(5):
-                        par_in[i, k_in] = stack[i, j]
-                    idx_in[k_in] = u32(start + q)
-                    bud_in[k_in] = u32(budget - 1)
-                    k_in += 1
+                b = u32(budget - 1)
+                for q in range(k_in, k_in + c):
+                    par_in[0, q] = p0
+                    par_in[1, q] = p1
+                    par_in[2, q] = p2
+                    par_in[3, q] = p3
+                    par_in[4, q] = p4
+                    idx_in[q] = u32(start + q - k_in)
+                    bud_in[q] = b
+                k_in += c
             else:
-                for q in range(c):
-                    for i in range(5):
-                        par_lf[i, k_lf] = stack[i, j]
-                    idx_lf[k_lf] = u32(start + q)
-                    k_lf += 1
+                for q in range(k_lf, k_lf + c):
+                    par_lf[0, q] = p0
+                    par_lf[1, q] = p1
+                    par_lf[2, q] = p2
+                    par_lf[3, q] = p3
+                    par_lf[4, q] = p4
+                    idx_lf[q] = u32(start + q - k_lf)
+                k_lf += c
             taken += c
             if start == lo:
                 m -= 1
@@ -209,8 +217,11 @@ def process(stack, m, n, par_in, idx_in, bud_in, out, cnt, par_lf, idx_lf, tab):
             child_counts(out[4, :k_in], tab, cnt[:k_in])
             for q in range(k_in):
                 if cnt[q] > 0:
-                    for i in range(5):
-                        stack[i, m] = out[i, q]
+                    stack[0, m] = out[0, q]
+                    stack[1, m] = out[1, q]
+                    stack[2, m] = out[2, q]
+                    stack[3, m] = out[3, q]
+                    stack[4, m] = out[4, q]
                     stack[5, m] = 0
                     stack[6, m] = u32(cnt[q])
                     stack[7, m] = bud_in[q]
