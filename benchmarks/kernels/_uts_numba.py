@@ -151,9 +151,9 @@ def process(stack, m, n, par_in, idx_in, bud_in, out, cnt, par_lf, idx_lf, tab):
         m: intervals on the stack.
         n: children to hash at most.
         par_in, idx_in, bud_in, out, cnt, par_lf, idx_lf: lane buffers of one batch
-            (``lanes`` = ``idx_in.shape[0]`` columns or entries each): parents, indices and
-            budgets of the children that are expanded, their digests and child counts, and
-            parents and indices of the children that are only counted (budget 1).
+            (at least ``lanes`` = ``idx_in.shape[0]`` columns or entries each): parents,
+            indices and budgets of the children that are expanded, their digests and child
+            counts, and parents and indices of the children that are only counted (budget 1).
         tab: the thresholds, as :func:`child_counts`.
 
     Returns:

@@ -398,13 +398,16 @@ class _NumbaLanes:
     """Per-thread lane buffers of the compiled kernel's batches (see ``_uts_numba.process``)."""
 
     def __init__(self, lanes: int) -> None:
-        self.lanes = lanes
-        self.par_in = np.empty((5, lanes), dtype=np.uint32)
+        self.lanes = lanes  # the batch: idx_in's length
+        # Rows a little longer than the batch, as in _Sha1Lanes: rows a multiple of 4 KiB
+        # apart compete for the same L1 sets when a lane's five words are written.
+        row = lanes + 16
+        self.par_in = np.empty((5, row), dtype=np.uint32)
         self.idx_in = np.empty(lanes, dtype=np.uint32)
         self.bud_in = np.empty(lanes, dtype=np.uint32)
-        self.out = np.empty((5, lanes), dtype=np.uint32)
+        self.out = np.empty((5, row), dtype=np.uint32)
         self.cnt = np.empty(lanes, dtype=np.int64)
-        self.par_lf = np.empty((5, lanes), dtype=np.uint32)
+        self.par_lf = np.empty((5, row), dtype=np.uint32)
         self.idx_lf = np.empty(lanes, dtype=np.uint32)
 
     def process(self, stack: np.ndarray, m: int, n: int) -> tuple[int, int, int]:
