@@ -298,10 +298,9 @@ def test_published_depth_13_count_numpy(monkeypatch: pytest.MonkeyPatch) -> None
     assert count_nodes(19, 13) == SEED19_D13
 
 
-@pytest.mark.slow
 def test_depth_11_count_from_the_hashlib_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed-19 d = 11 count that benchmarks/uts.py and the GLB tests use as their oracle,
-    checked against the plain hashlib walk (not published; about 20 s on one core)."""
+    checked against the plain hashlib walk (not published; about 4 s on one core)."""
     from benchmarks.uts import KNOWN
 
     expected = count_nodes_reference(19, 11)
