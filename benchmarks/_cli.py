@@ -6,6 +6,13 @@ computation on the places (embedded: ``--places`` or ``APGAS_PLACES`` or the cor
 mpiexec), prints the result, the expected answer and whether they agree, the time and the
 throughput, and exits 1 on a wrong answer.  ``--json`` prints one JSON object instead.
 Under a scheduler (``SCHEDULER_IP``/``SCHEDULER_PORT`` set) the run is a malleable job.
+
+Kernels: ``APGAS_KERNELS`` (``auto``, ``numba``, ``numpy``) chooses the compiled or the numpy
+kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran.
+Before the computation's clock starts, every place compiles or loads the compiled kernels
+(:func:`benchmarks.kernels.warm_up`); ``warm_up_s`` is the time that took.  A place spawned
+later, by a grow, starts loading them while it imports the program
+(:func:`warm_up_in_background`), so that they are ready when its first work arrives.
 """
 
 from __future__ import annotations
@@ -18,9 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apgaspy import places, run
+from apgaspy import async_at, finish, places, run
 
-__all__ = ["Benchmark", "Outcome", "main", "positive_int", "float_count", "place_counts"]
+from .kernels._backend import backend, warm_up, warm_up_modules
+
+__all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int", "float_count",
+           "place_counts"]
+
+ENVIRONMENT_HELP = (
+    "environment: APGAS_KERNELS=auto|numba|numpy chooses the kernels: auto (the default) "
+    "runs the compiled numba kernels where numba is installed (pip install 'apgaspy[fast]') "
+    "and the numpy ones elsewhere; numba fails without numba; numpy always runs numpy. "
+    "NUMBA_CACHE_DIR: where compiled kernels are cached (default ~/.cache/apgaspy/numba).")
+"""The ``--help`` epilog of the benchmarks: the kernel backend's settings."""
 
 
 def positive_int(text: str) -> int:
@@ -110,12 +127,12 @@ class Benchmark:
 
 def _parser(bench: Benchmark) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{bench.name}",
-                                     description=bench.description)
+                                     description=bench.description, epilog=ENVIRONMENT_HELP)
     bench.add_arguments(parser)
     glb = parser.add_argument_group("placement and GLB parameters")
     glb.add_argument("--places", type=positive_int, default=None,
                      help="places to start without mpiexec (default APGAS_PLACES, else cores)")
-    # Problem sizes take the Java benchmarks' short options (-n, -d, -s, -b: SPEC.md §6), so
+    # Problem sizes take the Java benchmarks' short options (-n, -d, -s, -b), so
     # job scripts written for them mean the same here; GLB's parameters are long options
     # only (the Java programs take them as system properties, -Dglb.multiworker.n=...).
     glb.add_argument("--work-units", type=positive_int, default=None, dest="n",
@@ -133,8 +150,22 @@ def _parser(bench: Benchmark) -> argparse.ArgumentParser:
     return parser
 
 
+def _warm_up_everywhere() -> float:
+    """Compile or load the compiled kernels at place 0, then at the other places at once (they
+    load what place 0 compiled into the cache); returns the seconds it took."""
+    t = time.perf_counter()
+    warm_up()
+    modules = warm_up_modules()
+    with finish():
+        for p in places()[1:]:
+            async_at(p, warm_up, modules)
+    return time.perf_counter() - t
+
+
 def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -> dict[str, Any]:
     start_places = [p.id for p in places()]
+    kernels = backend()
+    warm_s = _warm_up_everywhere() if kernels == "numba" else 0.0
     t0 = time.perf_counter()
     res = bench.compute(params, glb_kwargs)
     seconds = time.perf_counter() - t0
@@ -151,6 +182,8 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "seconds": seconds,
         "throughput": out.work / seconds if seconds > 0 else None,
         "unit": bench.unit,
+        "kernels": kernels,
+        "warm_up_s": warm_s,
         "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z,
                 "resilient": res.params.resilient},
         "orders": res.orders,
@@ -182,6 +215,7 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
         shrink_grow = "" if report["places"] == report["places_at_end"] else \
             f" (ended on {report['places_at_end']})"
         print(f"places: {report['places']}{shrink_grow}, time: {report['seconds']:.3f} s, "
-              f"throughput: {report['throughput']:.4g} {bench.unit}")
+              f"throughput: {report['throughput']:.4g} {bench.unit}, "
+              f"kernels: {report['kernels']}")
     sys.stdout.flush()
     return 1 if report["correct"] is False else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -36,8 +37,16 @@ def _git_commit() -> str | None:
         return None
 
 
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def machine_info() -> dict[str, Any]:
-    """Where a benchmark ran: host, CPU model, cores, Python and numpy versions, date (UTC).
+    """Where a benchmark ran: host, CPU model, cores, Python, numpy and numba versions (numba
+    ``None`` where not installed), date (UTC).
 
     ``APGAS_MACHINE_LABEL`` (e.g. ``"2-core dev VM"``) is recorded as ``label`` when set.
     """
@@ -49,6 +58,7 @@ def machine_info() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,
+        "numba": _version("numba"),
         "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "commit": _git_commit(),
@@ -60,10 +70,17 @@ def machine_info() -> dict[str, Any]:
 
 
 def write_result(name: str, data: dict[str, Any], directory: Path | None = None) -> Path:
-    """Write ``data`` plus ``machine`` to ``<directory>/<name>.json`` and return the path."""
+    """Write ``data`` plus ``machine`` and ``kernels`` to ``<directory>/<name>.json`` and
+    return the path.
+
+    ``kernels`` is the kernel backend of this process, ``"numba"`` or ``"numpy"``
+    (``APGAS_KERNELS``, :func:`benchmarks.kernels.backend`), unless ``data`` has its own.
+    """
+    from .kernels._backend import backend
+
     directory = directory or RESULTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
-    payload = {"benchmark": name, "machine": machine_info(), **data}
+    payload = {"benchmark": name, "machine": machine_info(), "kernels": backend(), **data}
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path

@@ -11,7 +11,7 @@ of the calls); the order's whole time is what the job reports in its ``growTimeA
 ``shrinkTimeAPGAS`` notification.  Results: ``benchmarks/results/malleability.json``.
 
 Targets on the 2-core development machine: ready within 1.5 s, grow of 4 places within 1.0 s,
-shrink of 2 places within 0.5 s.  APGAS for Java (Finnerty et al. 2024, SPEC.md §4): 6.04 s
+shrink of 2 places within 0.5 s.  APGAS for Java (Finnerty et al. 2024): 6.04 s
 to accept orders, 14.55 s to grow 3.8 places, 7.41 s to shrink 2.55 places on average.
 """
 
@@ -31,6 +31,7 @@ from typing import Any
 
 from communicators.scheduler_side import SchedulerEndpoint
 
+from ._cli import ENVIRONMENT_HELP
 from ._results import write_result
 from .references import pick
 
@@ -141,7 +142,8 @@ def summarize(runs: list[dict[str, Any]], sizes: Sequence[int] = SIZES) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print a table, write the JSON; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=ENVIRONMENT_HELP)
     parser.add_argument("--repeats", type=int, default=3, help="runs to take the median of")
     parser.add_argument("--initial", type=int, default=2, help="hosts (places) at start")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")

@@ -1,6 +1,9 @@
-"""UTS on GLB: count the nodes of the geometric unbalanced tree (SPEC.md §3).
+"""UTS on GLB: count the nodes of the geometric unbalanced tree (branching factor 4).
 
     python -m benchmarks.uts [-d 13] [-s 19] [-b 4] [--places P] [--json]
+
+The tree, its definition and its sources: :mod:`benchmarks.kernels.uts`.  ``APGAS_KERNELS``
+chooses the compiled (numba) or the numpy kernel (docs/guides/compiled-kernels.md).
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ from glb import LongSum, compute_dynamic
 from ._cli import Benchmark, Outcome, main, positive_int
 from .kernels.uts import UTSBag
 
-# Known node counts (SPEC.md §3): (seed, depth) -> nodes
+# Known node counts, (seed, depth) -> nodes: seed 19 as the X10 GLB and LifelineGLB UTS
+# programs count them (d = 1..10, 12..15); seed 29, d = 13 is the T1L workload of the UTS
+# paper (Olivier et al., LCPC 2006)
 KNOWN = {
     (19, 1): 6, (19, 2): 65, (19, 3): 254, (19, 4): 944, (19, 5): 3987, (19, 6): 16000,
     (19, 7): 63914, (19, 8): 257042, (19, 9): 1031269, (19, 10): 4130071,
-    (19, 11): 16526523,  # measured here, between the published d=10 and d=12
+    # d = 11 is not published: computed with the hashlib walk count_nodes_reference, which
+    # tests/kernels/test_uts.py checks it against
+    (19, 11): 16526523,
     (19, 12): 66106929, (19, 13): 264459392, (19, 14): 1057675516, (19, 15): 4230646601,
     (29, 13): 102181082,
 }
@@ -27,7 +34,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-d", "--depth", type=positive_int, default=13, help="depth (13)")
     parser.add_argument("-s", "--seed", type=int, default=19, help="root seed (19)")
     parser.add_argument("-b", "--branching", type=positive_int, default=4,
-                        help="branching factor of the geometric tree (only 4, as in SPEC.md)")
+                        help="branching factor of the geometric tree; only 4 is implemented "
+                             "(4, the mean child count)")
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
@@ -36,8 +44,9 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 def _validate(p: dict[str, Any]) -> str | None:
     if p["branching"] != 4:
-        return (f"-b {p['branching']}: only the geometric tree of branching factor 4 "
-                "(SPEC.md §3) is implemented")
+        return (f"-b {p['branching']}: only the geometric tree of branching factor 4 is "
+                "implemented (its child counts come from a table made for 4); "
+                "leave -b out or give -b 4")
     return "--seed must not be negative" if p["seed"] < 0 else None
 
 

@@ -110,7 +110,10 @@ class GLBHandler(MalleableHandler):
                     self.store.known.update(new)
             broadcast([p for p in members if p != 0 and p not in new], on_members, members,
                        False, skip_dead=self.skip_dead)
-            broadcast(sorted(new), on_members, members, True, skip_dead=self.skip_dead)
+            # place 0 too, before the new places register their lifelines: a request from a
+            # place not yet among place 0's members is dropped, and the new place then waits
+            # for work that never comes
             current_worker().set_members(members)
+            broadcast(sorted(new), on_members, members, True, skip_dead=self.skip_dead)
         self.orders.append(("grow", [p.id for p in added]))
         self._notify("postGrow", len(added), t0)

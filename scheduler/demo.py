@@ -5,7 +5,10 @@ N-Queens, BC, Pi), rigid and malleable (node ranges 1-4), submitted over the fir
 run by the real scheduler (:class:`~scheduler.server.Server`) with the Malleable algorithm on
 logical nodes 127.0.1.1 … 127.0.1.4 of this machine.  The mix makes the algorithm grow the
 first malleable job onto idle nodes, then shrink it to start rigid jobs that arrive later.
-Sized for a 2-core machine: each job runs 10-60 s, the batch about 2-4 minutes.
+Sized for a 2-core machine: each job runs 10-60 s, the batch about 2-4 minutes.  The UTS jobs'
+depth follows the kernels the jobs will run (``APGAS_KERNELS``, inherited by the jobs): d = 15
+with the compiled kernel, which counts about nine times faster than the numpy one (d = 13);
+see :func:`demo_batch`.
 
 The per-job order cool-down is 10 s (``--cooldown``; the Java scheduler's 60 s is longer
 than most of these jobs).  Each benchmark prints one JSON object (``--json``): its answer,
@@ -27,7 +30,7 @@ import shlex
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +40,8 @@ from .nodes import LocalNodes
 from .serve_cli import format_event
 from .server import Server
 
-__all__ = ["DEMO_BATCH", "HELP", "DemoJob", "add_arguments", "demo_entries", "job_report",
-           "run"]
+__all__ = ["DEMO_BATCH", "HELP", "UTS_DEPTH", "DemoJob", "add_arguments", "demo_batch",
+           "demo_entries", "job_report", "run"]
 
 HELP = "run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm)"
 
@@ -56,7 +59,8 @@ class DemoJob:
     required_time_s: float = 180.0
 
 
-#: The demo batch (SPEC §6's command lines: -n is the problem size, -d UTS's depth).
+#: The demo batch with the numpy kernels (the Java GLB benchmarks' command lines: -n is the
+#: problem size, -d UTS's depth).
 DEMO_BATCH: tuple[DemoJob, ...] = (
     DemoJob(0, "uts-d13", "python -m benchmarks.uts -d 13", "malleable", 1, 4),
     DemoJob(8, "nqueens-16", "python -m benchmarks.nqueens -n 16", "rigid", 1, 1),
@@ -70,8 +74,35 @@ DEMO_BATCH: tuple[DemoJob, ...] = (
 )
 
 
-def demo_entries(batch: tuple[DemoJob, ...] = DEMO_BATCH) -> list[BatchEntry]:
-    """The batch as scheduler entries (each command with ``--json`` added)."""
+UTS_DEPTH = {"numpy": 13, "numba": 15}
+"""The UTS jobs' depth per kernel backend: about 12 s (d = 13, 264 M nodes, numpy) and 20 s
+(d = 15, 4.2 G nodes, compiled) on one core of the reference machine."""
+
+
+def demo_batch(kernels: str | None = None) -> tuple[DemoJob, ...]:
+    """:data:`DEMO_BATCH` with its UTS jobs sized for ``kernels`` (``"numpy"`` or
+    ``"numba"``; ``None``: the backend that ``APGAS_KERNELS`` gives this process, which the
+    jobs inherit).
+
+    Raises:
+        ConfigurationError: ``kernels`` is ``None`` and ``APGAS_KERNELS`` is invalid, or asks
+            for numba where it does not import.
+    """
+    if kernels is None:
+        from benchmarks.kernels._backend import backend
+
+        kernels = backend()
+    depth = UTS_DEPTH[kernels]
+    return tuple(replace(job, name=job.name.replace("d13", f"d{depth}"),
+                         command=job.command.replace("-d 13", f"-d {depth}"))
+                 if "benchmarks.uts" in job.command else job for job in DEMO_BATCH)
+
+
+def demo_entries(batch: tuple[DemoJob, ...] | None = None) -> list[BatchEntry]:
+    """The batch as scheduler entries (each command with ``--json`` added); ``None``:
+    :func:`demo_batch` for this process's kernels."""
+    if batch is None:
+        batch = demo_batch()
     out = []
     for job in batch:
         argv = (*shlex.split(job.command), "--json")

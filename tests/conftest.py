@@ -22,6 +22,12 @@ import pytest
 from cluster.netns import netns_cluster, netns_cluster_factory  # noqa: F401 - fixtures
 from cluster.slurm import slurm_cluster, slurm_session  # noqa: F401 - fixtures
 
+# The multi-process tests time their orders and failures for the numpy kernels' speed (a UTS
+# d = 12 run lasts seconds); the compiled kernels would finish most of them before the first
+# order.  They run with numpy unless the environment or the test says otherwise; the tests
+# that want the compiled kernels set APGAS_KERNELS=numba themselves.
+os.environ.setdefault("APGAS_KERNELS", "numpy")
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 BIN = Path(sys.executable).parent

@@ -107,16 +107,27 @@ SCHEDULE = ("after 0.05 s shrink 1; after 0.1 s grow 2 on localhost localhost; "
             "after 0.6 s shrink 1; after 0.9 s grow 1; after 1.2 s shrink 2")
 
 
-@pytest.mark.parametrize("name,args", [
-    ("uts", ["--depth", "12"]),
-    ("nqueens", ["-N", "16"]),
-    ("bc", ["--scale", "13", "--verify"]),
-    ("pi", ["--samples", "1.5e9"]),
+def _numba_missing() -> bool:
+    from benchmarks.kernels._backend import numba_available
+
+    return not numba_available()
+
+
+@pytest.mark.parametrize("name,args,kernels", [
+    ("uts", ["--depth", "12"], "numpy"),
+    # the compiled kernel is about 9 times faster: a larger tree lasts as long
+    pytest.param("uts", ["--depth", "14"], "numba",
+                 marks=pytest.mark.skipif(_numba_missing(), reason="numba is not installed")),
+    ("nqueens", ["-N", "16"], "numpy"),
+    ("bc", ["--scale", "13", "--verify"], "numpy"),
+    ("pi", ["--samples", "1.5e9"], "numpy"),
 ])
-def test_exact_with_shrinks_and_grows_during_the_run(name, args):
-    env = env_for(3, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=SCHEDULE)
+def test_exact_with_shrinks_and_grows_during_the_run(name, args, kernels):
+    env = env_for(3, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=SCHEDULE,
+                  APGAS_KERNELS=kernels)
     r = bench(name, args, 3, env=env, timeout=240)
     assert r["correct"] is True, {k: v for k, v in r.items() if k != "result"}
+    assert r["kernels"] == kernels
     kinds = [kind for kind, _ in r["orders"]]
     assert "grow" in kinds and "shrink" in kinds, r["orders"]
     released = [s for s in r["log"] if s["released"]]

@@ -22,19 +22,31 @@ already set, this module points numba's cache at ``$XDG_CACHE_HOME/apgaspy/numba
 ``~/.cache/apgaspy/numba``), a directory the user can write even when the package itself is
 installed read-only.  The variable is set in the environment before numba is imported, so
 places started from this process inherit it.
+
+Warm-up: the first call of a compiled kernel in a process compiles it (seconds, once per
+machine and kernel version) or loads it from the cache (tens of milliseconds, after importing
+numba: about 0.2 s).  A kernel module registers a function that calls each of its compiled
+kernels once on tiny inputs with :func:`register_warm_up`; :func:`warm_up` runs those of the
+modules imported so far.  The benchmarks' command line calls it at every place before the
+computation starts, so that neither the first ``process`` call nor a place spawned later by a
+grow compiles.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apgaspy.config import Setting, setting
 from apgaspy import ConfigurationError
+from apgaspy.config import Setting, setting
 
-__all__ = ["BACKENDS", "KERNEL_SETTINGS", "backend", "cache_dir", "numba_available", "select"]
+__all__ = ["BACKENDS", "KERNEL_SETTINGS", "backend", "cache_dir", "numba_available",
+           "register_warm_up", "select", "warm_up", "warm_up_modules"]
 
 BACKENDS = ("auto", "numba", "numpy")
 """The accepted values of the ``KERNELS`` setting."""
@@ -135,3 +147,49 @@ def backend() -> str:
     if found is None:
         found = _chosen[key] = select()
     return found
+
+
+_warm_ups: dict[str, Callable[[], None]] = {}
+
+
+def register_warm_up(fn: Callable[[], None]) -> Callable[[], None]:
+    """Register ``fn``, which calls each compiled kernel of a module once (tiny inputs).
+
+    Called by a kernel module at import; ``fn`` runs only when :func:`warm_up` is called and
+    the backend is numba, so it may import numba.  Registering the same function again (same
+    module and name, e.g. after a reload) replaces it.  Returns ``fn`` (usable as a decorator).
+    """
+    _warm_ups[f"{fn.__module__}.{fn.__qualname__}"] = fn
+    return fn
+
+
+def warm_up_modules() -> list[str]:
+    """The modules whose warm-up functions are registered in this process (for
+    :func:`warm_up`'s ``modules`` at another place)."""
+    return sorted({fn.__module__ for fn in _warm_ups.values()})
+
+
+def warm_up(modules: list[str] | tuple[str, ...] = ()) -> dict[str, float]:
+    """Compile, or load from the on-disk cache, every registered compiled kernel.
+
+    Imports ``modules`` (kernel modules, e.g. ``["benchmarks.kernels.uts"]``; they register
+    their warm-up functions at import), then runs every function registered with
+    :func:`register_warm_up`; does nothing when the backend is numpy.  Cheap when already done
+    in this process (each kernel is compiled or loaded once per process).
+
+    Returns:
+        ``{registered name: seconds}``, the time each function took (empty under numpy).
+
+    Raises:
+        ConfigurationError: as :func:`select`.
+    """
+    if backend() != "numba":
+        return {}
+    for name in modules:
+        importlib.import_module(name)
+    took: dict[str, float] = {}
+    for name, fn in list(_warm_ups.items()):
+        t = time.perf_counter()
+        fn()
+        took[name] = time.perf_counter() - t
+    return took
