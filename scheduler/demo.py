@@ -89,7 +89,7 @@ def demo_batch(kernels: str | None = None) -> tuple[DemoJob, ...]:
             for numba where it does not import.
     """
     if kernels is None:
-        from benchmarks.kernels._backend import backend
+        from benchmarks.kernels import backend
 
         kernels = backend()
     depth = UTS_DEPTH[kernels]
