@@ -466,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     problem = check_params(args.grid, args.iterations, args.batch)
+    if problem is None and args.places is not None and args.places > args.grid - 2:
+        problem = (f"--places {args.places} for a grid of {args.grid}: at most "
+                   f"{args.grid - 2} places (one per interior row)")
     if problem is None and args.pause < 0:
         problem = f"--pause {args.pause}: must be 0 or more"
     if problem:
