@@ -252,7 +252,8 @@ class Solver:
         that they own (``_send_rows``); then every place of ``ids`` installs its new block.
         Places not in ``ids`` are cleared.  Runs between steps (no inbox is pending).
         """
-        new = [(pid, lo, hi) for pid, (lo, hi) in zip(ids, partition(self.n, len(ids)))]
+        blocks = partition(self.n, len(ids))
+        new = [(pid, lo, hi) for pid, (lo, hi) in zip(ids, blocks, strict=True)]
         active = [b for b in new if b[2] > b[1]]
         depth = self.batch if len(active) == 1 else min(self.batch,
                                                         min(hi - lo for _, lo, hi in active))
@@ -301,7 +302,7 @@ class Solver:
     def gather(self) -> np.ndarray:
         """The whole grid at place 0 (the owned rows of every block, plus the boundary)."""
         grid = initial_grid(self.n)
-        for pid, lo, hi in self.active:
+        for pid, _, _ in self.active:
             a, rows = at(pid, _own_rows, self.block)
             grid[a:a + rows.shape[0]] = rows
         return grid
