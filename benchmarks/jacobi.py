@@ -57,6 +57,7 @@ from apgaspy import (
 from apgaspy.elastic import order_reports
 
 from ._cli import positive_int
+from .kernels._backend import backend as kernel_backend
 from .kernels.jacobi import advance, checksum, initial_grid, initial_rows, partition, solve
 
 __all__ = ["Block", "Gate", "JacobiHandler", "Solver", "check_params", "main"]
@@ -234,7 +235,7 @@ class Solver:
         self.done = self.steps = 0
         self.gate = Gate()
         self.orders: list[dict[str, Any]] = []
-        self._resumed: dict[str, Any] | None = None
+        self._resumed: list[dict[str, Any]] = []  # orders waiting for the next step
         self.layout: list[tuple[int, int, int]] = []
         self.depth = batch
         self.block = Block.make(places(), Block)
@@ -287,9 +288,9 @@ class Solver:
             with self.gate.step():
                 if self.done >= self.iterations:
                     return
-                if self._resumed is not None:
-                    self._resumed["resume_s"] = time.perf_counter() - self._resumed["t0"]
-                    self._resumed = None
+                for rec in self._resumed:
+                    rec["resume_s"] = time.perf_counter() - rec["t0"]
+                self._resumed = []
                 k = min(self.depth, self.iterations - self.done)
                 with finish():
                     for pid, _, _ in self.active:
@@ -322,7 +323,7 @@ class Solver:
         rec["places_after"] = len(self.active)
         self.orders.append(rec)
         if self.done < self.iterations:
-            self._resumed = rec
+            self._resumed.append(rec)
         self.gate.release()
 
 
@@ -456,6 +457,7 @@ def _job(params: dict[str, Any]) -> dict[str, Any]:
         "throughput": updates / seconds if seconds > 0 else None,
         "unit": "point updates/s",
         "depth": solver.depth,
+        "kernels": kernel_backend(),
         "orders": orders,
         "phases": {"setup_s": t1 - t0, "compute_s": t2 - t1, "gather_s": t3 - t2},
     }

@@ -33,6 +33,14 @@ def test_solve_matches_hand_computed_values():
     assert solve(5, 0).tolist() == initial_rows(5, 0, 5).tolist()
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_both_backends_give_the_same_bits(backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    assert checksum(solve(37, 29, backend)) == checksum(solve(37, 29, "numpy"))
+    assert solve(4, 2, backend)[1:3, 1:3].tolist() == [[0.3125, 0.3125], [0.0625, 0.0625]]
+
+
 def test_partition_cuts_interior_rows_evenly():
     assert partition(12, 3) == [(1, 5), (5, 8), (8, 11)]
     assert partition(5, 5) == [(1, 2), (2, 3), (3, 4), (4, 4), (4, 4)]
@@ -108,15 +116,17 @@ def test_under_mpiexec():
 
 def test_grow_then_shrink_mid_run_keeps_the_bits():
     # 2 places, grow to 3, then shrink to 1; the pause between steps makes the run last
-    # about 4 s, so that both orders land mid-run
-    n, k = 60, 400
+    # at least 6 s, so that both orders land mid-run, with steps on 3 places between them
+    n, k = 60, 480
     env = env_for(None, APGAS_COMMUNICATOR="schedule",
-                  APGAS_SCHEDULE="after 0.3 s grow 1 on localhost; after 1.2 s shrink 2")
+                  APGAS_SCHEDULE="after 0.3 s grow 1 on localhost; after 3 s shrink 2")
     rep = _report(["--grid", str(n), "--iterations", str(k), "--batch", "4", "--places", "2",
-                   "--pause", "0.04"], env=env, timeout=90)
-    assert [(o["kind"], o["places"]) for o in rep["orders"]] == [("grow", [2]),
-                                                                  ("shrink", [1, 2])]
-    assert all(0 < o["at_iteration"] < k and "resume_s" in o for o in rep["orders"])
+                   "--pause", "0.05"], env=env, timeout=90)
+    assert [(o["kind"], o["places"], o["places_after"]) for o in rep["orders"]] == [
+        ("grow", [2], 3), ("shrink", [1, 2], 1)]
+    grow, shrink = rep["orders"]
+    assert 0 < grow["at_iteration"] < shrink["at_iteration"] < k
+    assert "resume_s" in grow and "resume_s" in shrink
     assert (rep["places"], rep["places_at_end"]) == (2, 1)
     assert rep["result"] == checksum(solve(n, k))
 
