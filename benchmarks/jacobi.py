@@ -58,7 +58,15 @@ from apgaspy.elastic import order_reports
 
 from ._cli import positive_int
 from .kernels._backend import backend as kernel_backend
-from .kernels.jacobi import advance, checksum, initial_grid, initial_rows, partition, solve
+from .kernels.jacobi import (
+    advance,
+    checksum,
+    initial_grid,
+    initial_rows,
+    partition,
+    solve,
+    sweep,
+)
 
 __all__ = ["Block", "Gate", "JacobiHandler", "Solver", "check_params", "main"]
 
@@ -147,6 +155,7 @@ def _install(block: Block, n: int, lo: int, hi: int, depth: int, up: int | None,
     ``fresh``: from the initial grid; else from the pieces pushed by :func:`_send_rows`, which
     must cover the interior rows of the block and its halo exactly.
     """
+    _warm_kernel()
     pieces, block.pieces, block.inbox = block.pieces, {}, []
     block.n, block.lo, block.hi, block.depth, block.up, block.down = n, lo, hi, depth, up, down
     if lo == hi:
@@ -164,6 +173,19 @@ def _install(block: Block, n: int, lo: int, hi: int, depth: int, up: int | None,
             raise RuntimeError(f"place {here().id}: redistribution gave {got} rows, "
                                f"expected rows [{want[0]}, {want[1]})")
     block.base, block.u, block.v = base, u, u.copy()
+
+
+_warm = False
+
+
+def _warm_kernel() -> None:
+    """Load the kernel once per process (numba: import and cached code, ~0.1 to 1 s), so that
+    this lands in the set-up or the order that installs a block, not in the first step."""
+    global _warm
+    if not _warm:
+        g = initial_rows(3, 0, 3)
+        sweep(g, g.copy(), 1, 2)
+        _warm = True
 
 
 def _own_rows(block: Block) -> tuple[int, np.ndarray]:
