@@ -108,6 +108,12 @@ def test_same_checksum_on_1_2_3_places():
         assert (rep["places"], rep["result"]) == (p, want)
 
 
+def test_numpy_kernels_on_places_give_the_same_checksum():
+    rep = _report(["--grid", str(N), "--iterations", str(K), "--places", "2"],
+                  env=env_for(None, APGAS_KERNELS="numpy"))
+    assert (rep["kernels"], rep["result"]) == ("numpy", checksum(solve(N, K)))
+
+
 def test_under_mpiexec():
     rep = _report(["--grid", str(N), "--iterations", str(K), "--batch", "4", "--verify"],
                   prefix=(MPIEXEC, "-n", "2"))
