@@ -137,6 +137,18 @@ def test_grow_then_shrink_mid_run_keeps_the_bits():
     assert rep["result"] == checksum(solve(n, k))
 
 
+def test_shrink_under_mpiexec_keeps_the_bits():
+    # the released rank retires (it cannot leave MPI_COMM_WORLD); its rows move to the others
+    n, k = 50, 320
+    env = env_for(None, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE="after 0.5 s shrink 1")
+    rep = _report(["--grid", str(n), "--iterations", str(k), "--batch", "4", "--pause", "0.04"],
+                  env=env, prefix=(MPIEXEC, "-n", "3"), timeout=90)
+    assert [(o["kind"], o["places"]) for o in rep["orders"]] == [("shrink", [2])]
+    assert 0 < rep["orders"][0]["at_iteration"] < k
+    assert (rep["places"], rep["places_at_end"]) == (3, 2)
+    assert rep["result"] == checksum(solve(n, k))
+
+
 def test_socket_communicator_job_shrinks_on_order(tmp_path):
     sched = SchedulerEndpoint()
     node_file = tmp_path / "nodes"
