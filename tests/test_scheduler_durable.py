@@ -386,3 +386,50 @@ def test_control_socket_access_and_cancel_rights(tmp_path):
             with contextlib.suppress(KeyError, subprocess.SubprocessError, OSError):
                 grp.getgrnam(name)
                 subprocess.run(["groupdel", name], capture_output=True, timeout=30)
+
+
+UTS_D12 = 66_106_929
+
+
+@pytest.mark.timeout(120)
+def test_kill_during_a_grow(tmp_path):
+    """3 nodes, malleable: a malleable UTS d=12 (1-3) is ordered to grow onto the 2 idle
+    nodes and the scheduler is killed right after the order was journaled.  The restarted
+    scheduler adopts the job with all 3 nodes (the order's outcome is unknown, so the job is
+    treated as rigid from then on); a rigid job submitted then waits until UTS has ended, and
+    UTS ends ``done`` with the exact count."""
+    args = ("--nodes", "3", "--cooldown", "0")
+    serve = Serve(tmp_path, *args)
+    second = None
+    try:
+        uts = serve.ask(op="submit", job={
+            "name": "uts12", "command": [PY, "-m", "benchmarks.uts", "-d", "12", "--json"],
+            "job_class": "malleable", "min_nodes": 1, "max_nodes": 3,
+            "required_time_s": 120})["jobs"][0]
+        wait_until(lambda: serve.events("grow_order", uts), 40, "the grow order")
+        serve.crash()
+        assert rows(serve.state_dir)[uts].nodes == ["127.0.1.1", "127.0.1.2", "127.0.1.3"]
+        second = Serve(tmp_path, *args)
+        st = second.ask(op="status")
+        (u,) = st["jobs"]
+        assert (u["state"], u["adopted"], u["reachable"], st["free"]) == \
+            ("running", True, False, 0)
+        rigid = second.ask(op="submit", job={"name": "after", "command": ["true"],
+                                             "nodes": 1})["jobs"][0]
+        wait_until(lambda: all(j["state"] in ("done", "failed") for j in
+                               second.ask(op="status")["jobs"]), 90, "both ends")
+        jobs = {j["id"]: j for j in second.ask(op="status")["jobs"]}
+        assert (jobs[uts]["state"], jobs[uts]["returncode"]) == ("done", 0)
+        assert jobs[rigid]["state"] == "done"
+        assert jobs[rigid]["start_s"] >= jobs[uts]["end_s"]
+        out = [json.loads(line) for line in
+               (second.run_dir / f"job-{uts}.out").read_text().splitlines()
+               if line.startswith("{") and '"benchmark"' in line]
+        assert out and out[0]["result"] == UTS_D12 and out[0]["correct"] is True
+        assert_no_double_booking(second.state_dir)
+    finally:
+        sessions = job_pids(serve.state_dir)
+        for s in (second, serve):
+            if s is not None:
+                s.stop()
+        kill_jobs(sessions)
