@@ -136,6 +136,8 @@ def recover(state: ServerState) -> dict[str, Any]:
         now = state.now()
         state.next_id = max(state.next_id, journal.max_id() + 1)
         for row in rows:
+            if row.id in state.jobs:  # submitted to this server before it started
+                continue
             try:
                 job = _job(state, row)
             except ValueError as exc:  # a spec the current JobSpec refuses

@@ -155,6 +155,8 @@ class Server:
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
             journal=journal)
+        if journal is not None:
+            self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes
         self.algorithm = algorithm
         self._loop = MainLoop(self._state)
