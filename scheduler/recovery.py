@@ -19,7 +19,8 @@ server's state before its main loop starts:
 * ended jobs are kept for ``status`` and ``history``.
 
 Slurm mode (a backend with resource-manager hooks) does not adopt: its running jobs are
-marked ``failed`` with a reason (their Slurm jobs are cancelled by name by the backend).
+marked ``failed`` with a reason.  Their Slurm jobs (named ``apgaspy-<id>``) are left to
+Slurm: cancel them by hand (``scancel --name apgaspy-<id>``) if they still run.
 
 Nothing is started on a node an adopted job holds, since those nodes are not free.  The
 changes are journaled in one transaction; the whole takes milliseconds for a thousand jobs.
