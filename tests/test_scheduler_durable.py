@@ -21,6 +21,7 @@ import os
 import pwd
 import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -426,6 +427,51 @@ def test_kill_during_a_grow(tmp_path):
                (second.run_dir / f"job-{uts}.out").read_text().splitlines()
                if line.startswith("{") and '"benchmark"' in line]
         assert out and out[0]["result"] == UTS_D12 and out[0]["correct"] is True
+        assert_no_double_booking(second.state_dir)
+    finally:
+        sessions = job_pids(serve.state_dir)
+        for s in (second, serve):
+            if s is not None:
+                s.stop()
+        kill_jobs(sessions)
+
+
+@pytest.mark.timeout(60)
+def test_kill_between_the_journal_and_the_launch(tmp_path):
+    """A start is journaled ``starting`` with its nodes before the launch and ``running`` with
+    its pid after; a kill between the two leaves the row as this test makes it (the window
+    is too short to hit with a signal).  Job A's wrapper had run: it is found by the pid its
+    wrapper wrote and adopted, and ends with the exact answer; job B's launch never
+    happened: it is queued again and runs."""
+    serve = Serve(tmp_path, "--nodes", "2", "--algorithm", "easy")
+    second = None
+    try:
+        a = serve.ask(op="submit", job={"name": "a", "command": UTS_JOB, "nodes": 1,
+                                        "required_time_s": 120})["jobs"][0]
+        b = serve.ask(op="submit", job={"name": "b", "command": UTS_JOB, "nodes": 1,
+                                        "required_time_s": 120, "submit_s": 300})["jobs"][0]
+        wait_until(lambda: serve.events("start", a), 30, "A's start")
+        serve.crash()
+        db = sqlite3.connect(serve.state_dir / "journal.sqlite", isolation_level=None)
+        try:
+            db.execute("UPDATE jobs SET state = 'starting', pid = NULL, pid_start = NULL "
+                       "WHERE id = ?", (a,))
+            files = json.dumps({"pidfile": str(serve.run_dir / f"job-{b}.pid"),
+                                "status": str(serve.run_dir / f"job-{b}.status")})
+            db.execute("UPDATE jobs SET state = 'starting', nodes = '[\"127.0.1.2\"]', "
+                       "files = ? WHERE id = ?", (files, b))
+        finally:
+            db.close()
+        second = Serve(tmp_path, "--nodes", "2", "--algorithm", "easy")
+        recovered = second.events("recovered")[-1]
+        assert (recovered["adopted"], recovered["requeued"]) == (1, 1)
+        wait_until(lambda: all(j["state"] in ("done", "failed") for j in
+                               second.ask(op="status")["jobs"]), 40, "both ends")
+        jobs = {j["id"]: j for j in second.ask(op="status")["jobs"]}
+        assert (jobs[a]["state"], jobs[a]["adopted"]) == ("done", True)
+        assert jobs[b]["state"] == "done"
+        for i in (a, b):
+            assert uts_count(second.run_dir / f"job-{i}.out") == UTS_D8
         assert_no_double_booking(second.state_dir)
     finally:
         sessions = job_pids(serve.state_dir)
