@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "jobs_per_s_none": med(False, "jobs_per_s"),
         "cpu_s_journal": med(True, "scheduler_cpu_s"),
         "cpu_s_none": med(False, "scheduler_cpu_s"),
-        "journal_bytes": med(True, "journal_bytes"),
+        "journal_bytes": int(med(True, "journal_bytes")),
         "recovery_s_waiting": recovery["start_s"],
         "recovery_s_finished": med(True, "recovery_s_finished"),
     }

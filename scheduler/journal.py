@@ -154,7 +154,7 @@ class JobRow:
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values, JSON columns encoded, in ``_COLUMNS`` order."""
-        d = dataclasses.asdict(self)
+        d = {c: getattr(self, c) for c in _COLUMNS}  # not asdict: it deep-copies
         for key in ("argv", "nodes", "allotment", "files"):
             d[key] = json.dumps(d[key])
         for key in ("elastic", "ready", "reachable"):
