@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     returncode INTEGER,
     ending TEXT NOT NULL DEFAULT '',
     reason TEXT,                 -- why it failed or ended so, for people
-    files TEXT NOT NULL DEFAULT '{}'       -- JSON: stdout, stderr, node_file, status, pidfile
+    files TEXT NOT NULL DEFAULT '{}',      -- JSON: stdout, stderr, node_file, status, pidfile
+    rm TEXT NOT NULL DEFAULT '{}'          -- JSON: the resource manager's fields (Slurm job)
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,7 +83,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _COLUMNS = ("id", "spec", "argv", "state", "user", "submit_wall", "due_wall", "queue_seq",
             "start_wall", "end_wall", "nodes", "allotment", "elastic", "ready", "reachable",
             "order_kind", "shrinks", "grows", "address", "pid", "pid_start", "returncode",
-            "ending", "reason", "files")
+            "ending", "reason", "files", "rm")
 _UPSERT = (f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' for _ in _COLUMNS)})")
 
@@ -151,11 +152,12 @@ class JobRow:
     ending: str
     reason: str | None
     files: dict[str, str]
+    rm: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values, JSON columns encoded, in ``_COLUMNS`` order."""
         d = {c: getattr(self, c) for c in _COLUMNS}  # not asdict: it deep-copies
-        for key in ("argv", "nodes", "allotment", "files"):
+        for key in ("argv", "nodes", "allotment", "files", "rm"):
             d[key] = json.dumps(d[key])
         for key in ("elastic", "ready", "reachable"):
             d[key] = int(d[key])
@@ -165,7 +167,7 @@ class JobRow:
     def from_db(cls, row: sqlite3.Row) -> JobRow:
         """Decode one database row."""
         d = {c: row[c] for c in _COLUMNS}
-        for key in ("argv", "nodes", "allotment", "files"):
+        for key in ("argv", "nodes", "allotment", "files", "rm"):
             d[key] = json.loads(d[key])
         for key in ("elastic", "ready", "reachable"):
             d[key] = bool(d[key])

@@ -8,13 +8,15 @@ the server's ``job_env``.  Its processes are followed through :class:`scheduler.
 ProcessTree`; a job the scheduler ends (overrun, cancel, shutdown) gets SIGTERM, then SIGKILL
 after the grace, and processes it leaves behind are killed too.
 
-With a journal (:mod:`scheduler.journal`) and no resource manager, a job is started through
-a small ``sh`` wrapper (:data:`WRAPPER`) that writes its pid to ``job-<id>.pid`` first and its
-exit status to ``job-<id>.status`` last (atomically, by rename), and passes a death by signal
-on as its own: a scheduler restarted after a crash finds the job again by its pid and start
-time and learns its exit status from the file, though the job is not its child
-(:mod:`scheduler.recovery`).  The job is journaled as ``starting`` with its nodes before the
-launch and as ``running`` with its pid after it.
+With a journal (:mod:`scheduler.journal`), a job is started through a small ``sh`` wrapper
+(:data:`WRAPPER`) that writes its pid to ``job-<id>.pid`` first and its exit status to
+``job-<id>.status`` last (atomically, by rename), and passes a death by signal on as its
+own: a scheduler restarted after a crash finds the job again by its pid and start time and
+learns its exit status from the file, though the job is not its child
+(:mod:`scheduler.recovery`). (In Slurm mode the wrapper runs in the batch script, on the
+job's first node: the run directory is on a shared file system there anyway.) The job is
+journaled as ``starting`` with its nodes before the launch and as ``running`` with its pid
+after it.
 
 Every function here is called with the state's lock held.
 """
@@ -80,7 +82,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     job.stdout = state.run_dir / f"job-{job.job_id}.out"
     job.stderr = state.run_dir / f"job-{job.job_id}.err"
     argv = job.argv
-    if state.journal is not None and state.rm is None:
+    if state.journal is not None:
         job.pid_file = state.run_dir / f"job-{job.job_id}.pid"
         job.status_file = state.run_dir / f"job-{job.job_id}.status"
         for old in (job.pid_file, job.status_file):

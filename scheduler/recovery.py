@@ -18,9 +18,13 @@ server's state before its main loop starts:
   cancel, shutdown) is ended again;
 * ended jobs are kept for ``status`` and ``history``.
 
-Slurm mode (a backend with resource-manager hooks) does not adopt: its running jobs are
-marked ``failed`` with a reason.  Their Slurm jobs (named ``apgaspy-<id>``) are left to
-Slurm: cancel them by hand (``scancel --name apgaspy-<id>``) if they still run.
+Slurm mode (:mod:`scheduler.slurm_mode`): a running job is found by its local watcher
+process (pid and start time, as above) and adopted with the Slurm job ids the journal kept
+(:meth:`~scheduler.slurm_mode.SlurmNodes.adopt`); it is treated as rigid from then on.  Its
+exit status comes from the wrapper's status file, written on the job's first node into the
+shared run directory.  A job not adopted (its watcher gone, or caught before its launch)
+has whatever Slurm still runs of it, found by name (``squeue --name apgaspy-<id>``),
+cancelled.
 
 Nothing is started on a node an adopted job holds, since those nodes are not free.  The
 changes are journaled in one transaction; the whole takes milliseconds for a thousand jobs.
@@ -43,9 +47,29 @@ from .state import ENDED_STATES, ServerJob, ServerState
 __all__ = ["recover"]
 
 
-def _find(row: JobRow) -> tuple[int, float] | None:
-    """The pid and start time of the job's live first process, or None."""
+def _cancel_slurm(state: ServerState, job_id: int) -> None:
+    """In Slurm mode, ``scancel`` what Slurm still runs of a job that is not adopted (found
+    by its name, ``apgaspy-<id>``): nothing would follow it.  Never raises."""
+    find = getattr(state.rm, "find", None)
+    cancel = getattr(state.rm, "cancel", None)
+    if find is None or cancel is None:
+        return
+    try:
+        ids = find(job_id)
+    except OSError:
+        return
+    if ids:
+        cancel(ids)
+        state.event("slurm_cancelled", job_id, slurm_jobs=ids,
+                    reason="left by the crashed scheduler, not adopted")
+
+
+def _find(row: JobRow, *, slurm: bool = False) -> tuple[int, float] | None:
+    """The pid and start time of the job's live first process (in Slurm mode, its local
+    watcher), or None."""
     files = row.files
+    if slurm and row.pid is None:
+        return None  # the wrapper's pid is on the job's node, not here
     if row.pid is not None and row.pid_start is not None:
         try:
             proc = psutil.Process(row.pid)
@@ -160,17 +184,17 @@ def recover(state: ServerState) -> dict[str, Any]:
                 counts["pending"] += 1
             elif row.state == "waiting":
                 queued.append(job)
-            elif state.rm is not None:  # Slurm: not adopted
-                job.state = "failed"
-                job.end_s = now
-                job.nodes = []
-                job.allotment.append((now, ()))
-                job.reason = ("the scheduler restarted in Slurm mode, which does not adopt "
-                              "running jobs")
-                changed.append(job)
-                counts["ended"] += 1
             else:  # starting or running
-                found = _find(row)
+                found = _find(row, slurm=state.rm is not None)
+                if found is not None and state.rm is not None:
+                    adopt = getattr(state.rm, "adopt", None)
+                    try:
+                        if adopt is None:
+                            raise ValueError("this resource manager cannot adopt jobs")
+                        adopt(job.job_id, job.nodes, row.rm)
+                    except ValueError as exc:
+                        found = None
+                        job.reason = f"not adopted: {exc}"
                 if found is not None:
                     pid, start = found
                     job.state = "running"
@@ -182,8 +206,10 @@ def recover(state: ServerState) -> dict[str, Any]:
                         job.start_s = now
                     if not job.allotment:
                         job.allotment.append((job.start_s, tuple(job.nodes)))
-                    if row.order_kind is not None:
-                        job.reachable = False  # its order's reply went to the dead scheduler
+                    if row.order_kind is not None or state.rm is not None:
+                        # its order's reply went to the dead scheduler; a Slurm job adopted
+                        # is not resized again
+                        job.reachable = False
                     state.free.difference_update(job.nodes)
                     if job.ending:
                         to_end.append(job)
@@ -193,6 +219,7 @@ def recover(state: ServerState) -> dict[str, Any]:
                                                         os.path.exists(row.files["pidfile"]))
                       and not (row.files.get("status") and
                                os.path.exists(row.files["status"]))):
+                    _cancel_slurm(state, job.job_id)  # sbatch may have answered, unseen
                     job.state = "waiting"  # it never got as far as its wrapper
                     job.nodes = []
                     job.start_s = math.nan
@@ -201,6 +228,7 @@ def recover(state: ServerState) -> dict[str, Any]:
                     changed.append(job)
                     counts["requeued"] += 1
                 else:
+                    _cancel_slurm(state, job.job_id)
                     _ended_unseen(state, job, row, now)
                     changed.append(job)
                     counts["ended"] += 1

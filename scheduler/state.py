@@ -294,7 +294,8 @@ class ServerState:
             elastic=job.elastic, ready=job.ready, reachable=job.reachable,
             order_kind=order_kind, shrinks=job.shrinks, grows=job.grows, address=job.address,
             pid=pid, pid_start=job.pid_start if pid is not None else None,
-            returncode=job.returncode, ending=job.ending, reason=job.reason, files=files)
+            returncode=job.returncode, ending=job.ending, reason=job.reason, files=files,
+            rm=self.rm_info(job))
 
     def persist(self, *jobs: ServerJob) -> None:
         """Write the jobs' rows to the journal (one transaction); nothing without one.
