@@ -47,7 +47,8 @@ UTS_JOB = ["sh", "-c", f"sleep 1.5; exec {PY} -m benchmarks.uts -d 8"]
 class Serve:
     """``python -m scheduler serve`` in the background on one run/state directory."""
 
-    def __init__(self, tmp: Path, *args: str, control: Path | None = None) -> None:
+    def __init__(self, tmp: Path, *args: str, control: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.tmp = tmp
         tmp.mkdir(parents=True, exist_ok=True)
         self.control = control or tmp / "control.sock"
@@ -59,7 +60,7 @@ class Serve:
         argv = [PY, "-m", "scheduler", "serve", "--control", str(self.control), "--log",
                 str(self.log), "--run-dir", str(self.run_dir), "--interval", "1", "--port",
                 "0", "--grace", "2", *args]
-        env = dict(os.environ)
+        env = dict(os.environ if env is None else env)
         env.pop("APGAS_PLACES", None)
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -479,3 +480,57 @@ def test_kill_between_the_journal_and_the_launch(tmp_path):
             if s is not None:
                 s.stop()
         kill_jobs(sessions)
+
+
+@pytest.mark.timeout(120)
+def test_kill_in_slurm_mode(slurm_cluster, tmp_path):
+    """Slurm mode on the test cluster (4 nodes): two rigid 2-node UTS jobs run as Slurm jobs
+    when the scheduler is killed.  The restarted scheduler adopts both (their watchers and
+    Slurm job ids), a third job waits for their nodes, all three end ``done`` with 257,042,
+    and no Slurm job of the run is left."""
+    from test_scheduler_slurm import HOSTS, SITECUSTOMIZE, marked_pids
+
+    mark = f"durable-{os.getpid()}"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = slurm_cluster.environ(PYTHONPATH=f"{shim}{os.pathsep}{ROOT}",
+                                SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=mark)
+    args = ("--slurm", "--algorithm", "easy")
+    serve = Serve(tmp_path, *args, env=env)
+    second = None
+    slurm_ids: set[int] = set()
+    try:
+        ids = [serve.ask(op="submit", job={"name": f"uts{k}", "command": UTS_JOB,
+                                           "nodes": 2, "required_time_s": 120})["jobs"][0]
+               for k in range(2)]
+        starts = wait_until(lambda: len(serve.events("start")) == 2 and serve.events("start"),
+                            60, "two Slurm starts")
+        slurm_ids = {int(e["slurm_job"]) for e in starts}
+        serve.crash()
+        second = Serve(tmp_path, *args, env=env)
+        third = second.ask(op="submit", job={"name": "after", "command": UTS_JOB,
+                                             "nodes": 2, "required_time_s": 120})["jobs"][0]
+        st = second.ask(op="status")
+        adopted = {j["id"]: j for j in st["jobs"] if j["adopted"]}
+        assert sorted(adopted) == ids and st["free"] == 0
+        assert {a["slurm_job"] for a in adopted.values()} == slurm_ids
+        wait_until(lambda: all(j["state"] in ("done", "failed") for j in
+                               second.ask(op="status")["jobs"]), 90, "every job's end")
+        final = second.ask(op="status")["jobs"]
+        assert [(j["id"], j["state"]) for j in final] == [(i, "done") for i in [*ids, third]]
+        for i in (*ids, third):
+            assert uts_count(second.run_dir / f"job-{i}.out") == UTS_D8
+        slurm_ids |= {int(e["slurm_job"]) for e in second.events("start")}
+        second.stop()
+        left = slurm_cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+        assert not slurm_ids & {int(x) for x in left if x.isdigit()}
+        assert_no_double_booking(second.state_dir)
+    finally:
+        for s in (second, serve):
+            if s is not None:
+                s.stop()
+        if slurm_ids:
+            slurm_cluster.run("scancel", *map(str, sorted(slurm_ids)), check=False)
+        for pid in marked_pids(mark):
+            kill_tree(pid)
