@@ -215,6 +215,8 @@ def recover(state: ServerState) -> dict[str, Any]:
                         to_end.append(job)
                     changed.append(job)
                     counts["adopted"] += 1
+                    state.event("adopted", job.job_id, pid=pid, nodes=list(job.nodes),
+                                reachable=job.reachable, **row.rm)
                 elif (row.state == "starting" and not (row.files.get("pidfile") and
                                                         os.path.exists(row.files["pidfile"]))
                       and not (row.files.get("status") and
@@ -232,6 +234,8 @@ def recover(state: ServerState) -> dict[str, Any]:
                     _ended_unseen(state, job, row, now)
                     changed.append(job)
                     counts["ended"] += 1
+                    state.event("ended_unseen", job.job_id, state=job.state,
+                                returncode=job.returncode, reason=job.reason)
         state.pending.sort()
         queued.sort(key=lambda j: (j.queue_seq if j.queue_seq is not None else math.inf,
                                    j.job_id))

@@ -189,6 +189,12 @@ def _format_event(ev: dict[str, Any]) -> str | None:
         return f"{head} SIGKILL to {ev['pids']}"
     if kind == "shutdown":
         return f"{head} shutting down, ending jobs {ev['ending']}"
+    if kind == "adopted":
+        return (f"{head} adopted: still running on {','.join(ev['nodes'])} (pid {ev['pid']})"
+                + ("" if ev["reachable"] else ", treated as rigid"))
+    if kind == "ended_unseen":
+        return (f"{head} ended while the scheduler was down: {ev['state']}"
+                + (f" ({ev['reason']})" if ev.get("reason") else ""))
     if kind == "recovered":
         return (f"{head} journal: {ev['queued']} queued again, {ev['pending']} pending, "
                 f"{ev['adopted']} running adopted, {ev['ended']} ended while down, "
