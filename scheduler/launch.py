@@ -72,6 +72,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     A start that fails (the backend raises ``OSError``) marks the job ``failed`` and frees
     its nodes; it is logged as ``start_failed``.
     """
+    place = state.queue.index(job.job_id)
     state.queue.remove(job.job_id)
     job.elastic = job.spec.job_class is JobClass.MALLEABLE and state.elastic_algorithm
     if state.rm is not None:
@@ -89,14 +90,18 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
             with contextlib.suppress(OSError):
                 old.unlink()
         argv = wrapped(job.argv, str(job.pid_file), str(job.status_file))
+    if state.journal is not None:
+        # Journaled before the launch: a crash from here on finds the nodes taken.
+        job.state, job.start_s = "starting", now
+        ok = state.persist(job)
+        job.state, job.start_s = "waiting", math.nan
+        if not ok:  # not started: it keeps its place, the algorithm tries again later
+            job.nodes = []
+            state.queue.insert(place, job.job_id)
+            return
     state.free.difference_update(nodes)
     try:
         job.address = state.nodes.address(nodes[0])
-        if state.journal is not None:
-            # Journaled before the launch: a crash from here on finds the nodes taken.
-            job.state, job.start_s = "starting", now
-            state.persist(job)
-            job.state, job.start_s = "waiting", math.nan
         launch = JobLaunch(job.job_id, argv, state.cwd, job.stdout, job.stderr)
         job.proc = state.nodes.launch(launch, nodes, job_env(state, job))
     except OSError as exc:

@@ -38,8 +38,9 @@ __all__ = ["order_grow", "order_shrink"]
 def order_shrink(state: ServerState, job: ServerJob, count: int, now: float) -> None:
     """Order ``job`` to give back ``count`` nodes (the reply names them)."""
     job.releasing = count
-    _send_order(state, job, "shrink", _shrink_exchange, count, now,
-                count=count, nodes=list(job.nodes))
+    if not _send_order(state, job, "shrink", _shrink_exchange, count, now,
+                       count=count, nodes=list(job.nodes)):
+        job.releasing = 0
 
 
 def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
@@ -47,22 +48,29 @@ def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float)
     state.free.difference_update(nodes)
     job.nodes.extend(nodes)
     job.allotment.append((now, tuple(job.nodes)))
-    _send_order(state, job, "grow", _grow_exchange, nodes, now,
-                added=nodes, nodes=list(job.nodes))
+    if not _send_order(state, job, "grow", _grow_exchange, nodes, now,
+                       added=nodes, nodes=list(job.nodes)):
+        del job.nodes[-len(nodes):]
+        job.allotment.pop()
+        state.free.update(nodes)
 
 
 def _send_order(state: ServerState, job: ServerJob, kind: str,
-                exchange: Callable[..., None], arg: Any, now: float, **event: Any) -> None:
-    """Mark ``job`` busy with a new order, log ``<kind>_order`` and run
-    ``exchange(state, job, seq, address, arg)`` on its own thread."""
+                exchange: Callable[..., None], arg: Any, now: float, **event: Any) -> bool:
+    """Mark ``job`` busy with a new order, journal it, log ``<kind>_order`` and run
+    ``exchange(state, job, seq, address, arg)`` on its own thread; return False (nothing
+    sent, the job as before) when the journal cannot be written."""
     job.busy = True
-    job.last_order_s = now
     job.order_seq += 1
-    state.persist(job)  # before the order: a grow's nodes are the job's from here on
+    if not state.persist(job):  # before the order: a grow's nodes are the job's from here on
+        job.busy = False
+        return False
+    job.last_order_s = now
     state.event(f"{kind}_order", job.job_id, **event)
     threading.Thread(target=exchange,
                      args=(state, job, job.order_seq, (job.address, state.port), arg),
                      name=f"{kind}-{job.job_id}", daemon=True).start()
+    return True
 
 
 def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[str, int],

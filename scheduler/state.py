@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -297,15 +298,23 @@ class ServerState:
             returncode=job.returncode, ending=job.ending, reason=job.reason, files=files,
             rm=self.rm_info(job))
 
-    def persist(self, *jobs: ServerJob) -> None:
+    def persist(self, *jobs: ServerJob) -> bool:
         """Write the jobs' rows to the journal (one transaction); nothing without one.
 
-        Raises:
-            sqlite3.Error: the journal cannot be written (the disk is full …): the caller's
-                step is then not taken.
+        Returns whether they were written (True without a journal).  A journal that cannot
+        be written (the disk is full …) is logged as ``journal_error``; where the step can
+        still be refused (a submission, a start, an order) the caller refuses it, elsewhere
+        (an end that has happened) it goes on in memory.  Never raises.
         """
-        if self.journal is not None and jobs:
+        if self.journal is None or not jobs:
+            return True
+        try:
             self.journal.put(*(self.row(j) for j in jobs))
+        except sqlite3.Error as exc:
+            self.event("journal_error", None, error=f"{type(exc).__name__}: {exc}",
+                       jobs=[j.job_id for j in jobs])
+            return False
+        return True
 
     def changed(self) -> None:
         """Something the algorithm sees has changed: run it at the loop's next turn, now."""

@@ -52,6 +52,9 @@ def command_of(spec: JobSpec, cwd: str) -> tuple[str, ...]:
     return tuple(str(a) for a in spec.command)
 
 
+_NOT_JOURNALED = "the scheduler's journal cannot be written (see its log): job not accepted"
+
+
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:
     return {"class": spec.job_class.value, "min_nodes": spec.lo, "max_nodes": spec.hi,
             "required_time_s": spec.required_time_s}
@@ -89,7 +92,8 @@ def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0,
                         state="pending" if delay_s > 0 else "waiting", user=user)
         if delay_s > 0:
             job.due_s = now + delay_s
-            state.persist(job)
+            if not state.persist(job):
+                raise SubmissionError(_NOT_JOURNALED)
             state.jobs[job_id] = job
             state.pending.append((now + delay_s, job_id))
             state.pending.sort()
@@ -97,25 +101,26 @@ def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0,
                         **_spec_fields(spec))
         else:
             state.jobs[job_id] = job
-            try:
-                admit(state, job)
-            except Exception:  # the journal could not take it: no job
+            if not admit(state, job):  # the journal could not take it: no job
                 del state.jobs[job_id]
-                raise
+                state.queue.remove(job_id)
+                raise SubmissionError(_NOT_JOURNALED)
         return job_id
 
 
-def admit(state: ServerState, job: ServerJob) -> None:
-    """Put a job (new, or pending and due) at the end of the queue, journaled first.  Caller
-    holds the lock."""
+def admit(state: ServerState, job: ServerJob) -> bool:
+    """Put a job (new, or pending and due) at the end of the queue, journaled first; return
+    whether the journal took it (it is queued in memory either way).  Caller holds the
+    lock."""
     job.state = "waiting"
     state.queue_seq += 1
     job.queue_seq = state.queue_seq
-    state.persist(job)
+    ok = state.persist(job)
     state.queue.append(job.job_id)
     state.event("queue", job.job_id, name=job.spec.name, **_spec_fields(job.spec),
                 command=list(job.argv))
     state.changed()
+    return ok
 
 
 def admit_due(state: ServerState, now: float) -> None:

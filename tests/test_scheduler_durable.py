@@ -534,3 +534,60 @@ def test_kill_in_slurm_mode(slurm_cluster, tmp_path):
             slurm_cluster.run("scancel", *map(str, sorted(slurm_ids)), check=False)
         for pid in marked_pids(mark):
             kill_tree(pid)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs")
+def test_a_full_disk_refuses_submissions_and_the_scheduler_goes_on(tmp_path):
+    """The state directory on a 512 KiB tmpfs, filled up: a submission is refused with a
+    clear error (and ``journal_error`` in the log) rather than accepted unjournaled; once
+    space is freed, the next one is accepted and runs, and a restart finds every accepted
+    job."""
+    from scheduler import JobSpec
+    from scheduler._exceptions import SubmissionError
+    from scheduler.algorithms import make
+    from scheduler.nodes import LocalNodes
+    from scheduler.server import Server
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+                      capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    server = None
+    try:
+        def new_server() -> Server:
+            return Server(LocalNodes(1), make("easy"), port=0, run_dir=tmp_path / "run",
+                          state_dir=mnt / "state", interval_s=1.0, grace_s=1.0)
+
+        server = new_server()
+        server.start()
+        spec = JobSpec(name="t", nodes=1, command=("true",))
+        first = server.submit(spec, delay_s=300)
+        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"x" * 65536)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        with pytest.raises(SubmissionError, match="journal cannot be written"):
+            for _ in range(200):  # the first page that does not fit
+                server.submit(spec, delay_s=300)
+        assert any(e["event"] == "journal_error" for e in server.events)
+        accepted = [j["id"] for j in server.status()["jobs"]]
+        os.unlink(mnt / "fill")
+        now = server.submit(spec)
+        wait_until(lambda: server.status()["jobs"][-1]["state"] == "done", 20, "its end")
+        server.detach()
+        server = new_server()
+        server.start()
+        st = server.status()["jobs"]
+        assert [j["id"] for j in st] == [*accepted, now]
+        assert [j["state"] for j in st] == ["pending"] * len(accepted) + ["done"]
+        assert first == accepted[0]
+    finally:
+        if server is not None:
+            server.shutdown()
+        subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
