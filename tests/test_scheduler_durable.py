@@ -1,12 +1,15 @@
 """The scheduler survives its own crash: journal, recovery, lock, history, access.
 
 Real ``python -m scheduler serve`` processes on logical nodes, killed with SIGKILL at chosen
-points (after submissions and just after a start, during shutdown); a restart on the same
+points (after submissions and just after a start, during shutdown, during a grow, between the
+journal and a launch), and on ssh hosts (the multi-host test cluster) and in Slurm mode (the
+test Slurm cluster), which skip where those clusters cannot be had; a restart on the same
 state directory must account for every job submitted before the kill (finished, running,
 queued, or failed with a reason), never put two jobs on one node at once, and let the jobs
 that ran through the crash finish with their exact answers (UTS depth 8: 257,042 nodes).
 Also: a torn journal write (a writer killed inside its transaction), the state directory's
-lock, ``history``, and the control socket's access rules with a second, unprivileged user.
+lock, ``history``, a full disk under the journal (a small tmpfs), and the control socket's
+access rules with a second, unprivileged user (created and removed by the test; root only).
 
 Every job's processes are found again from the journal's pids (their sessions) and killed in
 a ``finally``; so is every scheduler the test started.
@@ -48,7 +51,7 @@ class Serve:
     """``python -m scheduler serve`` in the background on one run/state directory."""
 
     def __init__(self, tmp: Path, *args: str, control: Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, popen: Any = None) -> None:
         self.tmp = tmp
         tmp.mkdir(parents=True, exist_ok=True)
         self.control = control or tmp / "control.sock"
@@ -63,8 +66,12 @@ class Serve:
         env = dict(os.environ if env is None else env)
         env.pop("APGAS_PLACES", None)
         with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=err, stderr=err, start_new_session=True)
+            if popen is None:
+                self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                             stdout=err, stderr=err, start_new_session=True)
+            else:
+                self.proc = popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=err, stderr=err)
         wait_until(lambda: self._up() or self.proc.poll() is not None, 30,
                    "the control socket")
         assert self.proc.poll() is None, self.err_path.read_text()
@@ -591,3 +598,49 @@ def test_a_full_disk_refuses_submissions_and_the_scheduler_goes_on(tmp_path):
         if server is not None:
             server.shutdown()
         subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_kill_with_ssh_hosts(netns_cluster, tmp_path):
+    """The scheduler on h3 with hosts h1, h2 reached by ssh: two 1-node UTS jobs run when it
+    is killed.  The restart (on h3, same run directory) adopts both through their local ssh
+    processes, reads their exit status from the files their wrappers wrote on the hosts,
+    and both end ``done`` with 257,042; nothing is left on any host."""
+    cluster = netns_cluster
+    h3 = cluster.host("h3")
+    args = ("--hosts", "h1,h2", "--ssh", cluster.ssh, "--listen", h3.address,
+            "--algorithm", "easy", "--env", f"HYDRA_LAUNCHER_EXEC={cluster.ssh}",
+            "--env", "APGAS_START_TIMEOUT=20")
+    serve = Serve(tmp_path, *args, popen=h3.popen)
+    second = None
+    try:
+        ids = [serve.ask(op="submit", job={"name": f"uts{k}", "command": UTS_JOB,
+                                           "nodes": 1, "required_time_s": 120})["jobs"][0]
+               for k in range(2)]
+        wait_until(lambda: len(serve.events("start")) == 2, 30, "two starts")
+        serve.crash()
+        second = Serve(tmp_path, *args, popen=h3.popen)
+        st = second.ask(op="status")
+        assert sorted(j["id"] for j in st["jobs"] if j["adopted"]) == ids
+        assert st["free"] == 0
+        wait_until(lambda: all(j["state"] in ("done", "failed") for j in
+                               second.ask(op="status")["jobs"]), 60, "both ends")
+        final = second.ask(op="status")["jobs"]
+        assert [(j["id"], j["state"], j["returncode"]) for j in final] == \
+            [(i, "done", 0) for i in ids]
+        for i in ids:
+            assert uts_count(second.run_dir / f"job-{i}.out") == UTS_D8
+    finally:
+        sessions = job_pids(serve.state_dir)
+        for s in (second, serve):
+            if s is not None:
+                s.stop()
+        kill_jobs(sessions)
+        deadline = time.monotonic() + 15
+        while any(h.pids() for h in cluster.hosts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = {h.name: h.pids() for h in cluster.hosts}
+        for pids in left.values():
+            for pid in pids:
+                kill_tree(pid)
+    assert not any(left.values()), f"processes left on the hosts: {left}"
