@@ -40,6 +40,8 @@ COMMANDS: dict[str, Command] = {
                       client_cli.run_cancel),
     "shutdown": Command(client_cli.SHUTDOWN_HELP, client_cli.add_shutdown_arguments,
                         client_cli.run_shutdown),
+    "history": Command(client_cli.HISTORY_HELP, client_cli.add_history_arguments,
+                       client_cli.run_history),
     "demo": Command(demo.HELP, demo.add_arguments, demo.run),
 }
 

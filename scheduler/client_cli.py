@@ -8,8 +8,10 @@
     python -m scheduler status [--json]
     python -m scheduler cancel 3
     python -m scheduler shutdown
+    python -m scheduler history --run-dir DIR [--json]   # past jobs, from the journal
 
-Each finds the server through ``--control`` (else ``$APGAS_SCHEDULER_CONTROL``, else
+Each but ``history`` (which reads the journal of a state directory) finds the server
+through ``--control`` (else ``$APGAS_SCHEDULER_CONTROL``, else
 ``<tmp>/apgaspy-scheduler-<uid>.sock``).  Exit status: 0 when done, 1 when the scheduler
 refuses (unknown job id, a script that does not parse, a job that can never fit) or cannot
 be reached, 2 for a usage error.  The server keeps running in every case but ``shutdown``.
@@ -28,15 +30,20 @@ from .control import ControlError, control_path, request
 
 __all__ = [
     "CANCEL_HELP",
+    "HISTORY_HELP",
     "SHUTDOWN_HELP",
     "STATUS_HELP",
     "SUBMIT_HELP",
     "add_cancel_arguments",
+    "add_history_arguments",
     "add_shutdown_arguments",
     "add_status_arguments",
     "add_submit_arguments",
+    "format_history",
     "format_status",
+    "history_rows",
     "run_cancel",
+    "run_history",
     "run_shutdown",
     "run_status",
     "run_submit",
@@ -211,4 +218,96 @@ def run_shutdown(args: argparse.Namespace) -> int:
         return _error(exc)
     ended = reply.get("ended", [])
     print("scheduler stopped" + (f"; ended jobs {ended}" if ended else ""))
+    return 0
+
+
+# ------------------------------------------------------------------------------ history
+
+HISTORY_HELP = "list past jobs of a scheduler's journal with their metrics"
+
+
+def add_history_arguments(p: argparse.ArgumentParser) -> None:
+    """``history``'s options."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--state-dir", type=Path, default=None,
+                       help="the scheduler's state directory (serve --state-dir)")
+    where.add_argument("--run-dir", type=Path, default=None,
+                       help="the scheduler's run directory (its state is <run-dir>/state)")
+    p.add_argument("--all", action="store_true",
+                   help="also jobs that have not ended (queued, running)")
+    p.add_argument("--json", action="store_true", help="print one JSON list")
+
+
+def history_rows(state_dir: str | Path, *, ended_only: bool = True) -> list[dict[str, Any]]:
+    """The jobs of the journal in ``state_dir`` as dicts: ``id``, ``name``, ``state``,
+    ``user``, ``submit``/``start``/``end`` (wall-clock seconds since the epoch, or None),
+    ``wait_s``, ``turnaround_s``, ``run_s``, ``max_nodes_held``, ``nodes`` (the last
+    allotment), ``returncode``, ``reason``, ``shrinks``, ``grows``.
+
+    Raises:
+        FileNotFoundError: no journal there; sqlite3.Error: not a journal.
+    """
+    from .journal import ENDED, Journal, spec_from_json  # noqa: PLC0415 - only for history
+
+    journal = Journal(state_dir, readonly=True)
+    try:
+        rows = journal.rows()
+    finally:
+        journal.close()
+    out = []
+    for r in rows:
+        if ended_only and r.state not in ENDED:
+            continue
+        try:
+            name = spec_from_json(r.spec).name
+        except ValueError:
+            name = "?"
+
+        def diff(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else round(b - a, 3)
+
+        held = [n for _, n in r.allotment if n]
+        out.append({
+            "id": r.id, "name": name, "state": r.state, "user": r.user,
+            "submit": r.submit_wall, "start": r.start_wall, "end": r.end_wall,
+            "wait_s": diff(r.submit_wall, r.start_wall),
+            "turnaround_s": diff(r.submit_wall, r.end_wall),
+            "run_s": diff(r.start_wall, r.end_wall),
+            "max_nodes_held": max((len(n) for n in held), default=0),
+            "nodes": held[-1] if held else [],
+            "returncode": r.returncode, "reason": r.reason,
+            "shrinks": r.shrinks, "grows": r.grows,
+        })
+    return out
+
+
+def format_history(rows: list[dict[str, Any]]) -> str:
+    """The history as a readable table."""
+    import time as _time  # noqa: PLC0415
+
+    lines = [f"{'ID':>5}  {'NAME':<16}{'STATE':<10}{'USER':>6}  {'SUBMITTED':<20}"
+             f"{'WAIT_S':>8}{'RUN_S':>8}{'TURN_S':>8}{'NODES':>6}{'EXIT':>6}  REASON"]
+    for r in rows:
+        when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(r["submit"]))
+        lines.append(
+            f"{r['id']:>5}  {r['name'][:15]:<16}{r['state']:<10}"
+            f"{'-' if r['user'] is None else r['user']:>6}  {when:<20}"
+            f"{_seconds(r['wait_s']):>8}{_seconds(r['run_s']):>8}"
+            f"{_seconds(r['turnaround_s']):>8}{r['max_nodes_held']:>6}"
+            f"{'-' if r['returncode'] is None else r['returncode']:>6}  {r['reason'] or ''}")
+    if not rows:
+        lines.append("   (no jobs)")
+    return "\n".join(lines)
+
+
+def run_history(args: argparse.Namespace) -> int:
+    """Print the journal's jobs (table or JSON); 1 when there is no journal."""
+    import sqlite3  # noqa: PLC0415
+
+    state_dir = args.state_dir or args.run_dir / "state"
+    try:
+        rows = history_rows(state_dir, ended_only=not args.all)
+    except (OSError, sqlite3.Error) as exc:
+        return _error(exc)
+    print(json.dumps(rows, indent=1) if args.json else format_history(rows))
     return 0

@@ -13,15 +13,22 @@ Requests (one JSON object a line; replies likewise, ``{"ok": true, ...}`` or
     {"op": "shutdown"}                        replies once everything has ended
     {"op": "ping"}
 
-Each request is carried out through the :class:`~scheduler.server.Server` façade.
+Each request is carried out through the :class:`~scheduler.server.Server` façade, on behalf
+of the connecting user: the socket's peer credentials (``SO_PEERCRED``) give the uid, which
+is recorded with each submitted job; a user may cancel only their own jobs (root and the
+scheduler's owner any).  The socket is made owner-only (mode 0600, whatever the umask), or
+0660 with a group (``serve --control-group``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import json
+import os
 import shlex
 import socket
+import struct
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,27 +40,46 @@ from .jobs import JobSpec
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["ControlServer", "handle_request"]
+__all__ = ["ControlServer", "handle_request", "peer_uid"]
 
 
-def handle_request(server: Server, request: Mapping[str, Any]) -> dict[str, Any]:
-    """Answer one control request (module docstring); never raises for bad input: the
-    reply says ``{"ok": false, "error": ...}``."""
+def peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``, Linux), or
+    None where it cannot be read."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt,
+                                                              struct.calcsize("3i")))
+    except OSError:
+        return None
+    return uid
+
+
+def handle_request(server: Server, request: Mapping[str, Any], *,
+                   user: int | None = None) -> dict[str, Any]:
+    """Answer one control request (module docstring) from ``user`` (a uid; None: trusted,
+    as the Python API); never raises for bad input: the reply says
+    ``{"ok": false, "error": ...}``."""
     op = request.get("op")
     try:
         if op == "status":
             return {"ok": True, **server.status()}
         if op == "submit":
-            return _submit(server, request)
+            return _submit(server, request, user)
         if op == "cancel":
             raw = request.get("job")
             try:
                 job_id = int(raw)  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 return {"ok": False, "error": f"a job id is a number, got {raw!r}"}
-            before = server.cancel(job_id)
+            before = server.cancel(job_id, user=user)
             return {"ok": True, "job": job_id, "was": before}
         if op == "shutdown":
+            if user is not None and user not in (0, os.getuid()):
+                return {"ok": False, "error": "only root or the scheduler's owner may shut "
+                                              "it down"}
             ended = server.shutdown()
             return {"ok": True, "ended": ended}
         if op == "ping":
@@ -64,20 +90,22 @@ def handle_request(server: Server, request: Mapping[str, Any]) -> dict[str, Any]
         return {"ok": False, "error": str(exc)}
 
 
-def _submit(server: Server, request: Mapping[str, Any]) -> dict[str, Any]:
+def _submit(server: Server, request: Mapping[str, Any], user: int | None) -> dict[str, Any]:
     if server.stopping:
         return {"ok": False, "error": "the scheduler is shutting down"}
     delay = float(request.get("delay_s", 0.0) or 0.0)
     if "script" in request:
         return {"ok": True, "jobs": [server.submit_script(str(request["script"]),
-                                                          delay_s=delay)], "refused": []}
+                                                          delay_s=delay, user=user)],
+                "refused": []}
     if "text" in request:
         name = request.get("name")
         return {"ok": True, "jobs": [server.submit_text(str(request["text"]),
                                                         name=str(name) if name else None,
-                                                        delay_s=delay)], "refused": []}
+                                                        delay_s=delay, user=user)],
+                "refused": []}
     if "batch" in request:
-        ids, refused = server.submit_batch(str(request["batch"]))
+        ids, refused = server.submit_batch(str(request["batch"]), user=user)
         return {"ok": True, "jobs": ids, "refused": [list(r) for r in refused]}
     if "job" in request:
         raw = dict(request["job"])
@@ -90,7 +118,8 @@ def _submit(server: Server, request: Mapping[str, Any]) -> dict[str, Any]:
             spec = JobSpec(**raw)
         except (TypeError, ValueError) as exc:
             raise SubmissionError(f"not a valid job: {exc}") from None
-        return {"ok": True, "jobs": [server.submit(spec, delay_s=delay)], "refused": []}
+        return {"ok": True, "jobs": [server.submit(spec, delay_s=delay, user=user)],
+                "refused": []}
     return {"ok": False, "error": "submit needs one of script, text, batch, job"}
 
 
@@ -100,12 +129,15 @@ class ControlServer:
     Args:
         server: the scheduler the requests go to.
         path: the socket's path.
+        group: a group whose members may use it too (mode 0660), or None (0600).
 
     Raises:
         OSError: the path is taken by a live scheduler, or cannot be bound.
+        KeyError: no such group.
     """
 
-    def __init__(self, server: Server, path: str | Path) -> None:
+    def __init__(self, server: Server, path: str | Path, *, group: str | None = None) -> None:
+        gid = grp.getgrnam(group).gr_gid if group is not None else None
         p = Path(path).resolve()
         if p.exists():
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -116,8 +148,17 @@ class ControlServer:
                 else:
                     raise OSError(f"a scheduler already listens on {p}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(p))
-        sock.listen(16)
+        old_umask = os.umask(0o177)  # owner-only from the first moment
+        try:
+            sock.bind(str(p))
+        finally:
+            os.umask(old_umask)
+        if gid is not None:
+            os.chown(p, -1, gid)
+            os.chmod(p, 0o660)
+        else:
+            os.chmod(p, 0o600)
+        sock.listen(64)
         sock.settimeout(0.2)
         self.path = p
         self._server = server
@@ -152,6 +193,7 @@ class ControlServer:
                              name="scheduler-control-conn").start()
 
     def _serve(self, conn: socket.socket) -> None:
+        user = peer_uid(conn)
         with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as fh:
             for line in fh:
                 if not line.strip():
@@ -160,7 +202,7 @@ class ControlServer:
                     request = json.loads(line)
                     if not isinstance(request, dict):
                         raise ValueError("a request is a JSON object")
-                    reply = handle_request(self._server, request)
+                    reply = handle_request(self._server, request, user=user)
                 except (ValueError, TypeError) as exc:
                     reply = {"ok": False, "error": str(exc)}
                 try:

@@ -8,11 +8,22 @@ the server's ``job_env``.  Its processes are followed through :class:`scheduler.
 ProcessTree`; a job the scheduler ends (overrun, cancel, shutdown) gets SIGTERM, then SIGKILL
 after the grace, and processes it leaves behind are killed too.
 
+With a journal (:mod:`scheduler.journal`), a job is started through a small ``sh`` wrapper
+(:data:`WRAPPER`) that writes its pid to ``job-<id>.pid`` first and its exit status to
+``job-<id>.status`` last (atomically, by rename), and passes a death by signal on as its
+own: a scheduler restarted after a crash finds the job again by its pid and start time and
+learns its exit status from the file, though the job is not its child
+(:mod:`scheduler.recovery`). (In Slurm mode the wrapper runs in the batch script, on the
+job's first node: the run directory is on a shared file system there anyway.) The job is
+journaled as ``starting`` with its nodes before the launch and as ``running`` with its pid
+after it.
+
 Every function here is called with the state's lock held.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 import signal
@@ -21,10 +32,28 @@ from communicators.protocol import job_environment
 
 from .jobs import JobClass
 from .nodes import JobLaunch
-from .procs import ProcessTree, proc_table
+from .procs import AdoptedProcess, ProcessTree, proc_table, start_time
 from .state import ServerJob, ServerState
 
-__all__ = ["end_job", "finish", "job_env", "police", "reap", "scan", "start_job"]
+__all__ = ["WRAPPER", "end_job", "finish", "job_env", "police", "reap", "scan", "start_job",
+           "wrapped"]
+
+#: The launcher wrapper (``sh -c WRAPPER sh PIDFILE STATUSFILE COMMAND…``): writes its pid,
+#: runs the command, writes the exit status by rename, and dies of the command's signal.
+#: Signals that would end it are caught (a handler, reset for the command by exec) so that it
+#: outlives the command and records its status.
+WRAPPER = ('trap : TERM INT HUP; echo $$ > "$1"; s=$2; shift 2; "$@"; rc=$?; '
+           'echo $rc > "$s.tmp" && mv -f "$s.tmp" "$s"; '
+           'if [ $rc -gt 128 ]; then trap - TERM INT HUP; kill -s $(kill -l $rc) $$; fi; '
+           'exit $rc')
+
+#: Why a job is failed when it ended unseen and left no exit status.
+UNKNOWN_STATUS = "it ended while the scheduler was down; exit status unknown"
+
+
+def wrapped(argv: tuple[str, ...], pid_file: str, status_file: str) -> tuple[str, ...]:
+    """``argv`` run through :data:`WRAPPER`, which writes ``pid_file`` and ``status_file``."""
+    return ("sh", "-c", WRAPPER, "sh", pid_file, status_file, *argv)
 
 
 def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
@@ -43,6 +72,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     A start that fails (the backend raises ``OSError``) marks the job ``failed`` and frees
     its nodes; it is logged as ``start_failed``.
     """
+    place = state.queue.index(job.job_id)
     state.queue.remove(job.job_id)
     job.elastic = job.spec.job_class is JobClass.MALLEABLE and state.elastic_algorithm
     if state.rm is not None:
@@ -52,10 +82,27 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     job.node_file.write_text("".join(f"{n}\n" for n in nodes), encoding="ascii")
     job.stdout = state.run_dir / f"job-{job.job_id}.out"
     job.stderr = state.run_dir / f"job-{job.job_id}.err"
+    argv = job.argv
+    if state.journal is not None:
+        job.pid_file = state.run_dir / f"job-{job.job_id}.pid"
+        job.status_file = state.run_dir / f"job-{job.job_id}.status"
+        for old in (job.pid_file, job.status_file):
+            with contextlib.suppress(OSError):
+                old.unlink()
+        argv = wrapped(job.argv, str(job.pid_file), str(job.status_file))
+    if state.journal is not None:
+        # Journaled before the launch: a crash from here on finds the nodes taken.
+        job.state, job.start_s = "starting", now
+        ok = state.persist(job)
+        job.state, job.start_s = "waiting", math.nan
+        if not ok:  # not started: it keeps its place, the algorithm tries again later
+            job.nodes = []
+            state.queue.insert(place, job.job_id)
+            return
     state.free.difference_update(nodes)
     try:
         job.address = state.nodes.address(nodes[0])
-        launch = JobLaunch(job.job_id, job.argv, state.cwd, job.stdout, job.stderr)
+        launch = JobLaunch(job.job_id, argv, state.cwd, job.stdout, job.stderr)
         job.proc = state.nodes.launch(launch, nodes, job_env(state, job))
     except OSError as exc:
         state.free.update(nodes)
@@ -63,13 +110,17 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
         job.state = "failed"
         job.start_s = job.end_s = now
         job.allotment = [(now, tuple(nodes)), (now, ())]
+        job.reason = f"it could not start: {exc}"
+        state.persist(job)
         state.event("start_failed", job.job_id, nodes=nodes, error=str(exc))
         state.dirty = True
         return
     job.tree = ProcessTree(job.proc.pid)
+    job.pid_start = start_time(job.proc.pid)
     job.state = "running"
     job.start_s = now
     job.allotment.append((now, tuple(nodes)))
+    state.persist(job)
     state.event("start", job.job_id, name=job.spec.name, nodes=nodes, pid=job.proc.pid,
                 elastic=job.elastic, wait_s=round(now - job.submit_s, 3),
                 command=shlex.join(job.argv), **state.rm_info(job))
@@ -92,10 +143,9 @@ def reap(state: ServerState, now: float) -> None:
     for job in list(state.jobs.values()):
         if job.state != "running" or job.proc is None:
             continue
-        code = job.proc.poll()
-        if code is None:
-            continue
-        finish(state, job, code, now)
+        ended, code = exit_status(job)
+        if ended:
+            finish(state, job, code, now)
     left = []
     for deadline, tree, job_id in state.stragglers:
         pids = tree.alive()
@@ -110,25 +160,41 @@ def reap(state: ServerState, now: float) -> None:
     state.stragglers = [s for s in left if s[1].alive()]
 
 
-def finish(state: ServerState, job: ServerJob, code: int, now: float) -> None:
-    """A running job has ended with exit status ``code`` at ``now``: set its final state
-    (``killed``, ``cancelled``, ``done`` or ``failed``), free its nodes, tell the resource
-    manager, and keep its leftover processes as stragglers."""
+def exit_status(job: ServerJob) -> tuple[bool, int | None]:
+    """Whether a running job's first process has ended, and its exit status (None when
+    unknown: an adopted job that left no status file)."""
+    proc = job.proc
+    if isinstance(proc, AdoptedProcess):
+        if proc.running():
+            return False, None
+        return True, proc.returncode
+    code = proc.poll()
+    return code is not None, code
+
+
+def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> None:
+    """A running job has ended with exit status ``code`` (None: unknown) at ``now``: set its
+    final state (``killed``, ``cancelled``, ``done`` or ``failed``), journal it, free its
+    nodes, tell the resource manager, and keep its leftover processes as stragglers."""
     job.returncode = code
     job.end_s = now
     if job.ending == "overrun":
         job.state = "killed"
     elif job.ending in ("cancel", "shutdown"):
         job.state = "cancelled"
+    elif code is None:
+        job.state = "failed"
+        job.reason = UNKNOWN_STATUS
     else:
         job.state = "done" if code == 0 else "failed"
-    state.free.update(job.nodes)
     held = list(job.nodes)
     job.nodes = []
     job.allotment.append((now, ()))
     job.busy = False
     job.releasing = 0
     job.ready = False
+    state.persist(job)
+    state.free.update(held)
     state.event("end", job.job_id, state=job.state, returncode=code, nodes=held,
                 run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows)
     if state.rm is not None:
@@ -166,6 +232,7 @@ def end_job(state: ServerState, job: ServerJob, why: str) -> None:
     ``why``: ``overrun``, ``cancel`` or ``shutdown``."""
     job.ending = why
     job.kill_at_s = state.now() + state.grace_s
+    state.persist(job)
     if job.tree is not None:
         pids = job.tree.signal(signal.SIGTERM)
         state.event("sigterm", job.job_id, reason=why, pids=pids)

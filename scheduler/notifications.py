@@ -43,16 +43,19 @@ def on_notification(state: ServerState, line: str) -> None:
                             reason="the job is not malleable under this algorithm")
                 return
             job.ready = True
+            state.persist(job)
             state.event("ready", job_id, after_s=round(state.now() - job.start_s, 3))
             state.dirty = True
         elif kind is NotificationKind.RIGID:
             if job is not None and job.state == "running":
                 job.ready = False
                 job.reachable = False
+                state.persist(job)
             state.event("rigid", job_id, line=line)
         elif kind is NotificationKind.DISABLED:
             if job is not None:
                 job.ready = False
+                state.persist(job)
             state.event("disabled", job_id, line=line)
         elif kind is NotificationKind.TIMING:
             state.event("timing", job_id, fields=split_timing(line))

@@ -8,6 +8,10 @@ name the job does not hold is logged as an error.  While a shrink is in flight t
 ``releasing`` counts the nodes it will give back, and the job takes no order until the reply
 (or, for a grow, until the job closes the order connection).
 
+With a journal, the job is journaled before the order is sent (a grow's nodes are the job's
+from then on) and after its outcome; a scheduler restarted while an order was in flight keeps
+every node the job held and treats the job as rigid (:mod:`scheduler.recovery`).
+
 With a resource manager (:class:`scheduler.nodes.ResourceManager`; Slurm), ``acquire``
 makes a grow's nodes the job's before the order is sent (a failure gives them back, as a
 refused grow), ``release`` takes back the nodes a shrink reply names before they are free (a
@@ -34,8 +38,9 @@ __all__ = ["order_grow", "order_shrink"]
 def order_shrink(state: ServerState, job: ServerJob, count: int, now: float) -> None:
     """Order ``job`` to give back ``count`` nodes (the reply names them)."""
     job.releasing = count
-    _send_order(state, job, "shrink", _shrink_exchange, count, now,
-                count=count, nodes=list(job.nodes))
+    if not _send_order(state, job, "shrink", _shrink_exchange, count, now,
+                       count=count, nodes=list(job.nodes)):
+        job.releasing = 0
 
 
 def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
@@ -43,21 +48,29 @@ def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float)
     state.free.difference_update(nodes)
     job.nodes.extend(nodes)
     job.allotment.append((now, tuple(job.nodes)))
-    _send_order(state, job, "grow", _grow_exchange, nodes, now,
-                added=nodes, nodes=list(job.nodes))
+    if not _send_order(state, job, "grow", _grow_exchange, nodes, now,
+                       added=nodes, nodes=list(job.nodes)):
+        del job.nodes[-len(nodes):]
+        job.allotment.pop()
+        state.free.update(nodes)
 
 
 def _send_order(state: ServerState, job: ServerJob, kind: str,
-                exchange: Callable[..., None], arg: Any, now: float, **event: Any) -> None:
-    """Mark ``job`` busy with a new order, log ``<kind>_order`` and run
-    ``exchange(state, job, seq, address, arg)`` on its own thread."""
+                exchange: Callable[..., None], arg: Any, now: float, **event: Any) -> bool:
+    """Mark ``job`` busy with a new order, journal it, log ``<kind>_order`` and run
+    ``exchange(state, job, seq, address, arg)`` on its own thread; return False (nothing
+    sent, the job as before) when the journal cannot be written."""
     job.busy = True
-    job.last_order_s = now
     job.order_seq += 1
+    if not state.persist(job):  # before the order: a grow's nodes are the job's from here on
+        job.busy = False
+        return False
+    job.last_order_s = now
     state.event(f"{kind}_order", job.job_id, **event)
     threading.Thread(target=exchange,
                      args=(state, job, job.order_seq, (job.address, state.port), arg),
                      name=f"{kind}-{job.job_id}", daemon=True).start()
+    return True
 
 
 def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[str, int],
@@ -98,6 +111,7 @@ def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tupl
                          f"did not take them back: {rm_error}")
             state.event("shrink_failed", job.job_id, count=count, error=error,
                         seconds=took, note="not reachable: treated as rigid from now on")
+            state.persist(job)
         else:
             freed = []
             for name in names:
@@ -114,6 +128,7 @@ def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tupl
             job.allotment.append((now, tuple(job.nodes)))
             state.event("shrink_done", job.job_id, released=freed, nodes=list(job.nodes),
                         seconds=took, **rm_fields)
+        state.persist(job)
         state.dirty = True
     state.wake.set()
 
@@ -157,6 +172,7 @@ def _grow_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[
             job.orders.append(("grow", list(nodes)))
             state.event("grow_done", job.job_id, added=nodes, nodes=list(job.nodes),
                         seconds=took, **rm_fields)
+            state.persist(job)
         else:
             back = [n for n in nodes if n in job.nodes and n not in stuck]
             for n in back:
@@ -169,5 +185,6 @@ def _grow_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[
                         seconds=took, returned=back,
                         note=None if error.refused else
                         "not reachable: treated as rigid from now on", **rm_fields)
+        state.persist(job)
         state.dirty = True
     state.wake.set()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import psutil
 
-__all__ = ["ProcInfo", "ProcessTree", "alive", "proc_table"]
+__all__ = ["AdoptedProcess", "ProcInfo", "ProcessTree", "alive", "proc_table", "start_time"]
 
 _GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
@@ -83,6 +83,75 @@ def alive(pid: int, start: float | None = None) -> bool:
     that started at that time (:attr:`ProcInfo.start`), not a later one with a reused pid."""
     info = _read(pid)
     return info is not None and info.running and (start is None or info.start == start)
+
+
+def start_time(pid: int) -> float | None:
+    """The start time of ``pid`` (psutil ``create_time``, s since the epoch), or None when
+    it does not exist."""
+    info = _read(pid)
+    return None if info is None else info.start
+
+
+def read_status(path: str | os.PathLike[str] | None) -> int | None:
+    """The exit status a launcher wrapper wrote to ``path`` (one integer; a status above 128
+    is a death by that signal, given as minus the signal, as ``subprocess`` does), or None
+    when there is no such file or it does not hold a number."""
+    if path is None:
+        return None
+    try:
+        code = int(open(path, encoding="ascii").read().strip())  # noqa: SIM115
+    except (OSError, ValueError):
+        return None
+    return -(code - 128) if 128 < code < 128 + 65 else code
+
+
+class AdoptedProcess:
+    """A job's first process that is not our child (found again after a restart): the parts
+    of ``subprocess.Popen`` the scheduler uses, through psutil.
+
+    Args:
+        pid: the process id.
+        start: its start time (:func:`start_time`), which tells it from a later process with
+            the same pid.
+        status_file: where its launcher wrapper writes its exit status, or None.
+    """
+
+    def __init__(self, pid: int, start: float | None, status_file: str | None) -> None:
+        self.pid = pid
+        self.start = start
+        self.status_file = status_file
+        self.returncode: int | None = None
+        self._gone = False
+
+    def running(self) -> bool:
+        """Whether it still runs; once it has not, ``returncode`` is read from the status
+        file (None when unknown)."""
+        if self._gone:
+            return False
+        if alive(self.pid, self.start):
+            return True
+        self._gone = True
+        self.returncode = read_status(self.status_file)
+        return False
+
+    def poll(self) -> int | None:
+        """``Popen.poll``: the exit status once ended (None while running, or unknown)."""
+        self.running()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait up to ``timeout`` seconds (None: for ever) for it to end; return the exit
+        status (None when unknown).
+
+        Raises:
+            TimeoutError: still running after ``timeout``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.running():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"process {self.pid} still runs")
+            time.sleep(0.05)
+        return self.returncode
 
 
 class ProcessTree:

@@ -5,7 +5,8 @@
     python -m scheduler serve [--nodes 4 | --hosts h1,h2 [--ssh PATH]
                                | --slurm [--partition P] [--nodes N] [--slurm-grow MODE]]
                               [--algorithm malleable] [--port 8081] [--listen ADDR]
-                              [--control PATH] [--log FILE] [--run-dir DIR]
+                              [--control PATH] [--control-group NAME] [--log FILE]
+                              [--run-dir DIR] [--state-dir DIR]
                               [--interval 5] [--cooldown 60] [--grace 5] [--env KEY=VALUE]…
 
 Logical nodes (``--nodes N``, the default with 4) are 127.0.1.1 … 127.0.1.N on this machine
@@ -16,7 +17,13 @@ Slurm's order; default all), every job is a Slurm job on the nodes the scheduler
 a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).
 Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
 ``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
-running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken).
+running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken,
+or another scheduler uses the state directory).
+
+Its jobs are journaled in ``--state-dir`` (default ``<run-dir>/state``): a scheduler started
+again on the same state directory after a crash queues the waiting jobs again and adopts the
+running ones (docs/guides/durable-scheduler.md).  The control socket is owner-only unless
+``--control-group`` names a group that may use it too.
 """
 
 from __future__ import annotations
@@ -89,7 +96,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--control", default=None,
                    help="control socket (default $APGAS_SCHEDULER_CONTROL, else "
                         "<tmp>/apgaspy-scheduler-<uid>.sock)")
+    p.add_argument("--control-group", default=None, metavar="NAME",
+                   help="a group whose members may use the control socket too (default: "
+                        "the owner only)")
     p.add_argument("--log", type=Path, default=None, help="JSON-lines event log (appended)")
+    p.add_argument("--state-dir", type=Path, default=None,
+                   help="where the job journal and its lock live (default <run-dir>/state); "
+                        "a restart on the same one resumes the jobs")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="node files and job output (default: a new temporary directory)")
     p.add_argument("--interval", type=positive_seconds, default=5.0,
@@ -176,6 +189,16 @@ def _format_event(ev: dict[str, Any]) -> str | None:
         return f"{head} SIGKILL to {ev['pids']}"
     if kind == "shutdown":
         return f"{head} shutting down, ending jobs {ev['ending']}"
+    if kind == "adopted":
+        return (f"{head} adopted: still running on {','.join(ev['nodes'])} (pid {ev['pid']})"
+                + ("" if ev["reachable"] else ", treated as rigid"))
+    if kind == "ended_unseen":
+        return (f"{head} ended while the scheduler was down: {ev['state']}"
+                + (f" ({ev['reason']})" if ev.get("reason") else ""))
+    if kind == "recovered":
+        return (f"{head} journal: {ev['queued']} queued again, {ev['pending']} pending, "
+                f"{ev['adopted']} running adopted, {ev['ended']} ended while down, "
+                f"{ev['history']} finished earlier ({ev['seconds'] * 1000:.0f} ms)")
     if kind == "stopped":
         return f"{head} stopped" + (f"; processes left: {ev['left']}" if ev["left"] else "")
     return None
@@ -192,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="apgaspy-scheduler-"))
+    state_dir = args.state_dir or Path(run_dir) / "state"
 
     def show(ev: dict[str, Any]) -> None:
         line = format_event(ev)
@@ -203,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
             nodes, make(args.algorithm, cooldown_s=args.cooldown), port=args.port,
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
+            state_dir=state_dir,
         )
         server.start()
     except OSError as exc:
@@ -212,10 +237,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        path = server.serve_control(control_path(args.control))
+        path = server.serve_control(control_path(args.control), group=args.control_group)
+    except KeyError:
+        print(f"error: --control-group: no group {args.control_group!r}", file=sys.stderr)
+        server.detach()  # the jobs it adopted run on, still journaled
+        return 1
     except OSError as exc:
         print(f"error: control socket: {exc}", file=sys.stderr)
-        server.shutdown()
+        server.detach()
         return 1
     if not args.quiet:
         print(f"control socket {path}", file=sys.stderr, flush=True)

@@ -28,6 +28,11 @@ step: ``arrange`` orders a new job's nodes (:mod:`scheduler.launch`), ``acquire`
 ``release`` bracket orders (:mod:`scheduler.orders`), ``ended`` follows every job's end,
 ``close`` the shutdown.
 
+With a state directory (``state_dir``), every job is journaled in SQLite
+(:mod:`scheduler.journal`) before the scheduler acts on it, the directory is locked against a
+second scheduler, and :meth:`Server.start` resumes from the journal (:mod:`scheduler.recovery`):
+queued jobs are queued again, running ones adopted (docs/guides/durable-scheduler.md).
+
 Jobs that can never fit are refused at submission (:mod:`scheduler.submission`); job states
 and the event log are described in :mod:`scheduler.state`.
 """
@@ -50,10 +55,12 @@ from .algorithms import Algorithm
 from .algorithms.base import node_key
 from .control_server import ControlServer, handle_request
 from .jobs import BatchEntry, JobSpec
+from .journal import Journal
 from .loop import MainLoop
 from .metrics import result_from_records
 from .nodes import NodeBackend
 from .notifications import on_notification
+from .recovery import recover
 from .shutdown import begin_shutdown, end_running_jobs
 from .simulate import JobRecord, SimResult
 from .state import ENDED_STATES, RESIZING_ALGORITHMS, ServerState
@@ -93,10 +100,14 @@ class Server:
             progress.
         shrink_line_timeout_s: seconds to wait for each shrink reply line (Java: 20).
         grow_timeout_s: seconds to wait for a job to close a grow's connection.
+        state_dir: the state directory of the journal (created), or None: nothing survives
+            a crash.  Locked for the server's life.
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, or ``port`` outside 0-65535.
-        OSError: the log cannot be opened, or the run directory made.
+        OSError: the log cannot be opened, or the run directory made;
+            :class:`~scheduler.journal.JournalLockedError` (an ``OSError``): another live
+            scheduler holds ``state_dir``.
 
     Use :meth:`start`, then :meth:`submit` (and friends), :meth:`status`, :meth:`cancel`,
     and :meth:`shutdown`; or :meth:`serve_control` for the command line's control socket.
@@ -119,6 +130,7 @@ class Server:
         on_event: Callable[[dict[str, Any]], None] | None = None,
         shrink_line_timeout_s: float = SHRINK_LINE_TIMEOUT_S,
         grow_timeout_s: float = 120.0,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0 s, got {interval_s}")
@@ -128,12 +140,23 @@ class Server:
             raise ValueError(f"port must be 0-65535, got {port}")
         run = Path(run_dir).resolve()
         run.mkdir(parents=True, exist_ok=True)
+        journal = None
+        if state_dir is not None:
+            journal = Journal(state_dir)
+            try:
+                journal.lock()
+            except OSError:
+                journal.close()
+                raise
         self._state = ServerState(
             nodes, algorithm, port=port, listen=listen or nodes.scheduler_address(),
             run_dir=run, log_path=log_path, interval_s=float(interval_s),
             grace_s=float(grace_s), cwd=str(Path(cwd or os.getcwd()).resolve()),
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
-            shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s)
+            shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
+            journal=journal)
+        if journal is not None:
+            self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes
         self.algorithm = algorithm
         self._loop = MainLoop(self._state)
@@ -182,23 +205,54 @@ class Server:
         """Seconds since the server was made, on the injected clock."""
         return self._state.now()
 
+    @property
+    def journal_path(self) -> Path | None:
+        """The journal file (absolute), or None without a state directory."""
+        j = self._state.journal
+        return j.path if j is not None else None
+
     def start(self) -> None:
-        """Bind the notification port and start the main loop.
+        """Bind the notification port, resume from the journal (if any) and start the main
+        loop.  With port 0 and a journal that names the port of an earlier run, that port is
+        tried first, so that adopted jobs reach the scheduler at the port they were told.
 
         Raises:
             OSError: the address and port cannot be bound.
+            sqlite3.Error: the journal cannot be read or written.
         """
         s = self._state
+        notify = lambda line: on_notification(s, line)  # noqa: E731
         try:
-            self._listener = NotificationListener(s.listen, s.port,
-                                                  lambda line: on_notification(s, line))
+            self._listener = None
+            old = s.journal.meta("port") if s.journal is not None else None
+            if s.port == 0 and old:
+                try:
+                    self._listener = NotificationListener(s.listen, int(old), notify)
+                except OSError:
+                    self._listener = None
+            if self._listener is None:
+                self._listener = NotificationListener(s.listen, s.port, notify)
         except OSError:
             s.event.close()
+            if s.journal is not None:
+                s.journal.close()
             raise
         s.port = self._listener.port
         s.event("server_start", None, nodes=list(s.all_nodes), algorithm=s.algorithm_name,
                 listen=s.listen, port=s.port, run_dir=str(s.run_dir), interval_s=s.interval_s,
-                pid=os.getpid(), wall=time.time())
+                pid=os.getpid(), wall=time.time(),
+                journal=str(s.journal.path) if s.journal is not None else None)
+        if s.journal is not None:
+            t0 = time.perf_counter()
+            moved_port = old is not None and int(old) != s.port
+            counts = recover(s)
+            if moved_port:
+                with s.lock:
+                    for job in s.jobs.values():
+                        if job.adopted:
+                            job.reachable = False  # it sends to the old port
+            s.journal.set_meta("port", str(s.port))
+            s.event("recovered", None, seconds=round(time.perf_counter() - t0, 4), **counts)
         self._loop_thread = threading.Thread(target=self._loop.run, name="scheduler-loop",
                                              daemon=True)
         self._loop_thread.start()
@@ -210,52 +264,59 @@ class Server:
 
     # -------------------------------------------------------------------------- submission
 
-    def submit(self, spec: JobSpec, *, delay_s: float = 0.0) -> int:
+    def submit(self, spec: JobSpec, *, delay_s: float = 0.0, user: int | None = None) -> int:
         """Queue a job now, or ``delay_s`` seconds from now; return its id
-        (:func:`scheduler.submission.submit`).
+        (:func:`scheduler.submission.submit`).  ``user``: the submitter's uid, recorded.
 
         Raises:
             SubmissionError: the job can never fit, or has no command (it is refused: the
                 refusal is logged with its reason).
         """
-        return submission.submit(self._state, spec, delay_s=delay_s)
+        return submission.submit(self._state, spec, delay_s=delay_s, user=user)
 
-    def submit_script(self, path: str | os.PathLike[str], *, delay_s: float = 0.0) -> int:
+    def submit_script(self, path: str | os.PathLike[str], *, delay_s: float = 0.0,
+                      user: int | None = None) -> int:
         """Submit a job script file (headers as in :mod:`scheduler.jobs`); return its id.
 
         Raises:
             SubmissionError: the script cannot be read, its headers do not parse, or the job
                 is refused.
         """
-        return submission.submit_script(self._state, path, delay_s=delay_s)
+        return submission.submit_script(self._state, path, delay_s=delay_s, user=user)
 
-    def submit_text(self, text: str, *, name: str | None = None, delay_s: float = 0.0) -> int:
+    def submit_text(self, text: str, *, name: str | None = None, delay_s: float = 0.0,
+                    user: int | None = None) -> int:
         """Submit an inline job script (written to the run directory); return its id.
 
         Raises:
             SubmissionError: its headers do not parse, or the job is refused.
         """
-        return submission.submit_text(self._state, text, name=name, delay_s=delay_s)
+        return submission.submit_text(self._state, text, name=name, delay_s=delay_s,
+                                      user=user)
 
-    def submit_batch(self, entries: Iterable[BatchEntry] | str | os.PathLike[str]
-                     ) -> tuple[list[int], list[tuple[str, str]]]:
+    def submit_batch(self, entries: Iterable[BatchEntry] | str | os.PathLike[str], *,
+                     user: int | None = None) -> tuple[list[int], list[tuple[str, str]]]:
         """Submit a batch (entries, or a batch file path): each job ``submit_s`` seconds
         from now.  Returns the ids of the accepted jobs and ``(name, reason)`` of refused ones.
 
         Raises:
             SubmissionError: the batch file cannot be read (no job is submitted then).
         """
-        return submission.submit_batch(self._state, entries)
+        return submission.submit_batch(self._state, entries, user=user)
 
-    def cancel(self, job_id: int) -> str:
+    def cancel(self, job_id: int, *, user: int | None = None) -> str:
         """Cancel a pending, waiting or running job; return its state before.
 
         A running job is ended (SIGTERM to its process tree, SIGKILL after the grace).
 
+        Args:
+            user: the requesting uid (None: any job may be cancelled).
+
         Raises:
-            SubmissionError: no such job, or it has ended already.
+            SubmissionError: no such job, it has ended already, or it is not ``user``'s
+                (:func:`scheduler.submission.may_cancel`).
         """
-        return submission.cancel(self._state, job_id)
+        return submission.cancel(self._state, job_id, user=user)
 
     # -------------------------------------------------------------------------- status
 
@@ -275,6 +336,7 @@ class Server:
                 "port": s.port,
                 "run_dir": str(s.run_dir),
                 "log": str(s.event.path) if s.event.path else None,
+                "journal": str(s.journal.path) if s.journal is not None else None,
                 "nodes": [{"name": n, "job": owner.get(n)}
                           for n in sorted(s.all_nodes, key=node_key)],
                 "free": len(s.free),
@@ -339,26 +401,55 @@ class Server:
         if self._control is not None:
             self._control.close()
         s.event.close()
+        if s.journal is not None:
+            s.journal.close()
         s.stopped.set()
         return [j.job_id for j in running]
 
+    def detach(self) -> None:
+        """Stop the scheduler *without* ending its jobs: they run on, as after a crash, and
+        the journal keeps them for the next scheduler on the same state directory (without a
+        journal they are orphans).  Used when the server cannot serve after all (its control
+        socket is taken).  Idempotent."""
+        s = self._state
+        with s.lock:
+            if s.stopped.is_set():
+                return
+            s.stop.set()
+            s.wake.set()
+        if self._loop_thread is not None and self._loop_thread is not threading.current_thread():
+            self._loop_thread.join(timeout=10)
+        if self._listener is not None:
+            self._listener.close()
+        if self._control is not None:
+            self._control.close()
+        s.event("detached", None)
+        s.event.close()
+        if s.journal is not None:
+            s.journal.close()
+        s.stopped.set()
+
     # ------------------------------------------------------------------------------ control
 
-    def serve_control(self, path: str | os.PathLike[str]) -> Path:
+    def serve_control(self, path: str | os.PathLike[str], *, group: str | None = None) -> Path:
         """Listen for control requests (JSON lines) on the Unix socket ``path`` (the requests
         are listed in :mod:`scheduler.control_server`); return the socket's absolute path.
+        The socket is the owner's only (mode 0600), or also ``group``'s (0660).
 
         Raises:
             OSError: the path is taken by a live scheduler, or cannot be bound.
+            KeyError: no such group.
         """
-        self._control = ControlServer(self, Path(path))
+        self._control = ControlServer(self, Path(path), group=group)
         self._state.event("control", None, path=str(self._control.path))
         return self._control.path
 
-    def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Answer one control request (see :mod:`scheduler.control_server`); never raises
-        for bad input: the reply says ``{"ok": false, "error": ...}``."""
-        return handle_request(self, request)
+    def handle(self, request: Mapping[str, Any], *, user: int | None = None
+               ) -> dict[str, Any]:
+        """Answer one control request (see :mod:`scheduler.control_server`) from ``user`` (a
+        uid, None: trusted); never raises for bad input: the reply says
+        ``{"ok": false, "error": ...}``."""
+        return handle_request(self, request, user=user)
 
 
 def free_nodes_of(status: Mapping[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import time
 
-from .launch import finish
+from .launch import exit_status, finish
 from .state import ServerJob, ServerState
 
 __all__ = ["begin_shutdown", "end_running_jobs"]
@@ -28,16 +28,21 @@ def begin_shutdown(state: ServerState) -> list[ServerJob] | None:
         state.stop.set()
         state.wake.set()
         now = state.now()
+        changed = []
         for job in state.jobs.values():
             if job.state in ("pending", "waiting"):
                 job.state = "cancelled"
                 job.end_s = now
+                job.reason = "the scheduler was shut down"
+                changed.append(job)
         state.pending.clear()
         state.queue.clear()
         running = [j for j in state.jobs.values() if j.state == "running"]
-        state.event("shutdown", None, ending=[j.job_id for j in running])
         for job in running:
             job.ending = job.ending or "shutdown"
+        state.persist(*changed, *running)  # one transaction
+        state.event("shutdown", None, ending=[j.job_id for j in running])
+        for job in running:
             if job.tree is not None:
                 job.tree.signal(signal.SIGTERM)
     return running
@@ -67,8 +72,10 @@ def end_running_jobs(state: ServerState, running: list[ServerJob]) -> None:
         now = state.now()
         for job in running:
             if job.state == "running":
-                code = job.proc.poll()
-                finish(state, job, code if code is not None else -9, now)
+                ended, code = exit_status(job)
+                if not ended:
+                    code = -9
+                finish(state, job, code, now)
         left = sorted({p for t in trees for p in t.alive()})
         state.event("stopped", None, left=left)
     if state.rm is not None:

@@ -421,6 +421,42 @@ class SlurmNodes:
             self._jobs[job.job_id] = held
         return proc
 
+    # ------------------------------------------------------------------ adoption
+
+    def find(self, job_id: int) -> list[int]:
+        """The Slurm jobs named ``apgaspy-<job_id>`` that ``squeue`` lists now (for a
+        scheduler restarted after a crash; :mod:`scheduler.recovery`).
+
+        Raises:
+            SlurmError: ``squeue`` does not answer.
+        """
+        out = self._slurm("squeue", "-h", f"--name=apgaspy-{job_id}", "-o", "%i",
+                          check=False).stdout.split()
+        return [int(x) for x in out if x.isdigit()]
+
+    def cancel(self, slurm_jobs: Sequence[int]) -> None:
+        """``scancel`` the given Slurm jobs.  Never raises."""
+        self._cancel(list(slurm_jobs), quiet=True)
+
+    def adopt(self, job_id: int, nodes: Sequence[str], info: dict[str, Any]) -> None:
+        """Take over a running job of a crashed scheduler: ``info`` is what
+        :meth:`job_info` said of it (``slurm_job``, ``slurm_grow``, ``slurm_helpers``), kept
+        in the journal; afterwards :meth:`ended` cancels its Slurm jobs as for a job started
+        here.  A job adopted is not resized again (the scheduler treats it as rigid).
+
+        Raises:
+            ValueError: ``info`` names no Slurm job.
+        """
+        try:
+            main = int(info["slurm_job"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"no Slurm job recorded for job {job_id}: {info!r}") from None
+        helpers = {str(n): int(h) for n, h in (info.get("slurm_helpers") or {}).items()}
+        held = _Held(main=main, nodes=[n for n in nodes if n not in helpers],
+                     fallback=info.get("slurm_grow") == "fallback", helpers=helpers)
+        with self._lock:
+            self._jobs[job_id] = held
+
     # ------------------------------------------------------------------ ResourceManager
 
     def arrange(self, nodes: Sequence[str]) -> list[str]:

@@ -7,8 +7,13 @@ Every part of the server (:mod:`scheduler.submission`, :mod:`scheduler.loop`,
 simulator: times in the event log and in views are seconds since the state was made.
 
 Job states: ``pending`` (submitted with a delay), ``waiting``, ``running``, then ``done``
-(exit 0), ``failed`` (other exit status, or it could not start), ``killed`` (overran its
+(exit 0), ``failed`` (other exit status, or it could not start, or it ended while the
+scheduler was down and its exit status is unknown: ``reason`` says), ``killed`` (overran its
 required time), ``cancelled``.
+
+With a journal (:mod:`scheduler.journal`), every change of a job is written there by
+:meth:`ServerState.persist` before the scheduler acts on it; a restarted scheduler resumes
+from it (:mod:`scheduler.recovery`).
 
 The event log (``log_path``) has one JSON object a line: ``t`` (seconds since start),
 ``event``, ``job`` (id or null) and the event's fields.
@@ -19,7 +24,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +34,7 @@ from typing import IO, Any
 
 from .algorithms import Algorithm
 from .jobs import JobSpec
+from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
 from .procs import ProcessTree
 
@@ -53,6 +61,14 @@ class ServerJob:
         allotment: (time s, nodes held from then on), for the metrics.
         ending: why the scheduler is ending it (``overrun``, ``cancel``, ``shutdown``), or "".
         kill_at_s: when it gets SIGKILL if still running (after the grace).
+        user: the submitter's uid (from the control socket's peer credentials), or None.
+        reason: why it failed or was ended so (for people), or None.
+        adopted: it was found running by a restarted scheduler (not our child).
+        queue_seq: its place in the queue (admission order), or None.
+        due_s: when a delayed submission is queued (server seconds), or None.
+        status_file, pid_file: where its launcher wrapper writes its exit status and pid.
+        pid_start: the start time of its first process (psutil ``create_time``), which tells
+            it from a later process with the same pid.
     """
 
     job_id: int
@@ -83,6 +99,15 @@ class ServerJob:
     stdout: Path | None = None
     stderr: Path | None = None
     node_file: Path | None = None
+    user: int | None = None
+    reason: str | None = None
+    adopted: bool = False
+    queue_seq: int | None = None
+    due_s: float | None = None
+    status_file: Path | None = None
+    pid_file: Path | None = None
+    pid_start: float | None = None
+    spec_json: str = ""
 
     def info(self, now_s: float) -> dict[str, Any]:
         """The job as JSON data (one entry of ``status``); ``now_s`` gives a running job's
@@ -113,6 +138,9 @@ class ServerJob:
             "grows": self.grows,
             "orders": [[kind, list(nodes)] for kind, nodes in self.orders],
             "returncode": self.returncode,
+            "reason": self.reason,
+            "user": self.user,
+            "adopted": self.adopted,
             "pid": self.proc.pid if self.proc is not None else None,
             "command": list(self.argv),
             "stdout": str(self.stdout) if self.stdout else None,
@@ -180,7 +208,8 @@ class ServerState:
                  grace_s: float, cwd: str, job_env: Mapping[str, str],
                  clock: Callable[[], float],
                  on_event: Callable[[dict[str, Any]], None] | None,
-                 shrink_line_timeout_s: float, grow_timeout_s: float) -> None:
+                 shrink_line_timeout_s: float, grow_timeout_s: float,
+                 journal: Journal | None = None) -> None:
         # settings
         self.nodes = nodes
         #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
@@ -198,6 +227,10 @@ class ServerState:
         self.grow_timeout_s = grow_timeout_s
         self._clock = clock
         self._t0 = clock()
+        self._wall0 = time.time()
+        #: The journal (:mod:`scheduler.journal`), or None (nothing survives a crash).
+        self.journal = journal
+        self.queue_seq = 0
         # synchronisation
         self.lock = threading.RLock()
         self.wake = threading.Event()  # the main loop's wake-up call
@@ -229,6 +262,59 @@ class ServerState:
     def now(self) -> float:
         """Seconds since the state was made, on the injected clock."""
         return self._clock() - self._t0
+
+    def wall(self, s: float) -> float:
+        """Server seconds ``s`` as wall-clock seconds since the epoch."""
+        return self._wall0 + s
+
+    def from_wall(self, wall: float) -> float:
+        """Wall-clock seconds since the epoch as server seconds (negative: before start)."""
+        return wall - self._wall0
+
+    def row(self, job: ServerJob) -> JobRow:
+        """The job as a journal row (times as wall-clock seconds)."""
+        def wall(x: float | None) -> float | None:
+            return None if x is None or math.isnan(x) else self.wall(x)
+
+        if not job.spec_json:
+            job.spec_json = spec_to_json(job.spec)
+        files = {k: str(v) for k, v in (("stdout", job.stdout), ("stderr", job.stderr),
+                                         ("node_file", job.node_file),
+                                         ("status", job.status_file),
+                                         ("pidfile", job.pid_file)) if v is not None}
+        order_kind = None
+        if job.busy:
+            order_kind = "shrink" if job.releasing else "grow"
+        pid = job.proc.pid if job.proc is not None else None
+        return JobRow(
+            id=job.job_id, spec=job.spec_json, argv=list(job.argv), state=job.state,
+            user=job.user, submit_wall=self.wall(job.submit_s), due_wall=wall(job.due_s),
+            queue_seq=job.queue_seq, start_wall=wall(job.start_s), end_wall=wall(job.end_s),
+            nodes=list(job.nodes),
+            allotment=[[self.wall(t), list(n)] for t, n in job.allotment],
+            elastic=job.elastic, ready=job.ready, reachable=job.reachable,
+            order_kind=order_kind, shrinks=job.shrinks, grows=job.grows, address=job.address,
+            pid=pid, pid_start=job.pid_start if pid is not None else None,
+            returncode=job.returncode, ending=job.ending, reason=job.reason, files=files,
+            rm=self.rm_info(job))
+
+    def persist(self, *jobs: ServerJob) -> bool:
+        """Write the jobs' rows to the journal (one transaction); nothing without one.
+
+        Returns whether they were written (True without a journal).  A journal that cannot
+        be written (the disk is full …) is logged as ``journal_error``; where the step can
+        still be refused (a submission, a start, an order) the caller refuses it, elsewhere
+        (an end that has happened) it goes on in memory.  Never raises.
+        """
+        if self.journal is None or not jobs:
+            return True
+        try:
+            self.journal.put(*(self.row(j) for j in jobs))
+        except sqlite3.Error as exc:
+            self.event("journal_error", None, error=f"{type(exc).__name__}: {exc}",
+                       jobs=[j.job_id for j in jobs])
+            return False
+        return True
 
     def changed(self) -> None:
         """Something the algorithm sees has changed: run it at the loop's next turn, now."""

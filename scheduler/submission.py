@@ -3,6 +3,11 @@
 A job is refused at submission when it can never fit the cluster (``JobSpec.fits``), has no
 command, or its script does not parse; a refusal is logged with its reason.  A job submitted
 with a delay is ``pending`` until it is due (the main loop admits it), then ``waiting``.
+
+With a journal, a job is written there before its id is returned, and again when it is
+queued or cancelled (:meth:`scheduler.state.ServerState.persist`).  A cancel names the
+requesting user: a user may cancel only their own jobs; root, the scheduler's owner, and
+callers of the Python API (``user=None``) any.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from .jobs import BatchEntry, JobSpec, load_batch, load_job_script, parse_job_sc
 from .launch import end_job
 from .state import ENDED_STATES, ServerJob, ServerState
 
-__all__ = ["admit", "admit_due", "cancel", "command_of", "submit", "submit_batch",
-           "submit_script", "submit_text"]
+__all__ = ["admit", "admit_due", "cancel", "command_of", "may_cancel", "submit",
+           "submit_batch", "submit_script", "submit_text"]
 
 
 def _script_argv(path: str) -> tuple[str, ...]:
@@ -47,13 +52,20 @@ def command_of(spec: JobSpec, cwd: str) -> tuple[str, ...]:
     return tuple(str(a) for a in spec.command)
 
 
+_NOT_JOURNALED = "the scheduler's journal cannot be written (see its log): job not accepted"
+
+
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:
     return {"class": spec.job_class.value, "min_nodes": spec.lo, "max_nodes": spec.hi,
             "required_time_s": spec.required_time_s}
 
 
-def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0) -> int:
+def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0,
+           user: int | None = None) -> int:
     """Queue a job now, or ``delay_s`` seconds from now; return its id.
+
+    Args:
+        user: the submitter's uid (recorded with the job), or None.
 
     Raises:
         SubmissionError: the job can never fit, has no command, or ``delay_s`` is not a
@@ -77,25 +89,38 @@ def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0) -> int:
         state.next_id += 1
         now = state.now()
         job = ServerJob(job_id, spec, argv, now + delay_s,
-                        state="pending" if delay_s > 0 else "waiting")
-        state.jobs[job_id] = job
+                        state="pending" if delay_s > 0 else "waiting", user=user)
         if delay_s > 0:
+            job.due_s = now + delay_s
+            if not state.persist(job):
+                raise SubmissionError(_NOT_JOURNALED)
+            state.jobs[job_id] = job
             state.pending.append((now + delay_s, job_id))
             state.pending.sort()
             state.event("submit", job_id, name=spec.name, due_s=round(now + delay_s, 3),
                         **_spec_fields(spec))
         else:
-            admit(state, job)
+            state.jobs[job_id] = job
+            if not admit(state, job):  # the journal could not take it: no job
+                del state.jobs[job_id]
+                state.queue.remove(job_id)
+                raise SubmissionError(_NOT_JOURNALED)
         return job_id
 
 
-def admit(state: ServerState, job: ServerJob) -> None:
-    """Put a job (new, or pending and due) at the end of the queue.  Caller holds the lock."""
+def admit(state: ServerState, job: ServerJob) -> bool:
+    """Put a job (new, or pending and due) at the end of the queue, journaled first; return
+    whether the journal took it (it is queued in memory either way).  Caller holds the
+    lock."""
     job.state = "waiting"
+    state.queue_seq += 1
+    job.queue_seq = state.queue_seq
+    ok = state.persist(job)
     state.queue.append(job.job_id)
     state.event("queue", job.job_id, name=job.spec.name, **_spec_fields(job.spec),
                 command=list(job.argv))
     state.changed()
+    return ok
 
 
 def admit_due(state: ServerState, now: float) -> None:
@@ -108,7 +133,7 @@ def admit_due(state: ServerState, now: float) -> None:
 
 
 def submit_script(state: ServerState, path: str | os.PathLike[str], *,
-                  delay_s: float = 0.0) -> int:
+                  delay_s: float = 0.0, user: int | None = None) -> int:
     """Submit a job script file (headers as in :mod:`scheduler.jobs`); return its id.
 
     Raises:
@@ -125,11 +150,11 @@ def submit_script(state: ServerState, path: str | os.PathLike[str], *,
             from None
     except ValueError as exc:  # JobScriptError: the message names the file and line
         raise SubmissionError(f"the job script does not parse: {exc}") from None
-    return submit(state, spec, delay_s=delay_s)
+    return submit(state, spec, delay_s=delay_s, user=user)
 
 
 def submit_text(state: ServerState, text: str, *, name: str | None = None,
-                delay_s: float = 0.0) -> int:
+                delay_s: float = 0.0, user: int | None = None) -> int:
     """Submit an inline job script (written to the run directory); return its id.
 
     Raises:
@@ -142,11 +167,11 @@ def submit_text(state: ServerState, text: str, *, name: str | None = None,
     with state.lock:
         path = state.run_dir / f"script-{state.next_id}-{int(time.time() * 1000)}.sh"
         path.write_text(text, encoding="utf-8")
-        return submit(state, spec.replace(command=str(path)), delay_s=delay_s)
+        return submit(state, spec.replace(command=str(path)), delay_s=delay_s, user=user)
 
 
-def submit_batch(state: ServerState, entries: Iterable[BatchEntry] | str | os.PathLike[str]
-                 ) -> tuple[list[int], list[tuple[str, str]]]:
+def submit_batch(state: ServerState, entries: Iterable[BatchEntry] | str | os.PathLike[str],
+                 *, user: int | None = None) -> tuple[list[int], list[tuple[str, str]]]:
     """Submit a batch (entries, or a batch file path): each job ``submit_s`` seconds
     from now.  Returns the ids of the accepted jobs and ``(name, reason)`` of refused ones.
 
@@ -164,24 +189,38 @@ def submit_batch(state: ServerState, entries: Iterable[BatchEntry] | str | os.Pa
     ids, refused = [], []
     for entry in entries:
         try:
-            ids.append(submit(state, entry.spec, delay_s=entry.submit_s))
+            ids.append(submit(state, entry.spec, delay_s=entry.submit_s, user=user))
         except SubmissionError as exc:
             refused.append((entry.spec.name, str(exc)))
     return ids, refused
 
 
-def cancel(state: ServerState, job_id: int) -> str:
+def may_cancel(job: ServerJob, user: int | None) -> bool:
+    """Whether ``user`` (a uid, or None for the Python API) may cancel ``job``: its
+    submitter, root, the scheduler's owner, and the API may."""
+    return user is None or user in (0, os.getuid()) or job.user is None or job.user == user
+
+
+def cancel(state: ServerState, job_id: int, *, user: int | None = None) -> str:
     """Cancel a pending, waiting or running job; return its state before.
 
     A running job is ended (SIGTERM to its process tree, SIGKILL after the grace).
 
+    Args:
+        user: the requesting uid (None: the Python API, which may cancel any job).
+
     Raises:
-        SubmissionError: no such job, or it has ended already.
+        SubmissionError: no such job, it has ended already, or ``user`` may not cancel it
+            (:func:`may_cancel`).
     """
     with state.lock:
         job = state.jobs.get(job_id)
         if job is None:
             raise SubmissionError(f"no job {job_id}")
+        if not may_cancel(job, user):
+            raise SubmissionError(f"job {job_id} is not yours (uid {job.user} submitted it); "
+                                  "only its submitter, root or the scheduler's owner may "
+                                  "cancel it")
         before = job.state
         if before in ENDED_STATES:
             raise SubmissionError(f"job {job_id} has ended already ({before})")
@@ -192,6 +231,7 @@ def cancel(state: ServerState, job_id: int) -> str:
                 state.queue.remove(job_id)
             job.state = "cancelled"
             job.end_s = state.now()
+            state.persist(job)
             state.event("cancel", job_id, state=before)
             state.dirty = True
         elif before == "running":
