@@ -30,7 +30,8 @@ submission gap of 180 s), plus the point of the paper's Table 1 (90 s, 180 s).  
 prints ``{"config": {...}, "rows": [{"sweep", "policy", "submission_gap_s",
 "rescale_gap_s", "batches", "total_time_s", "utilisation", "weighted_mean_response_s",
 "weighted_mean_completion_s", "max_wait_priority1_s"}, ...]}``; ``--plot DIR`` draws the
-sweeps.  ``--jacobi-model FILE`` gives measured run times (:func:`scheduler.model.load_jacobi_model`).
+sweeps.  ``--jacobi-model FILE`` gives measured run times
+(:func:`scheduler.model.load_jacobi_model`).
 
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
