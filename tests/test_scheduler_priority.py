@@ -129,13 +129,47 @@ def test_elastic_priority_simulated_exact_times():
     assert (a.end_s, b.start_s) == (12.5, 12.5)
 
 
-def test_aging_bounds_the_wait_of_a_low_priority_job():
-    """A priority-1 job submitted 4 aging steps before a priority-5 one outranks it."""
+def test_aging_orders_and_smith_rank():
+    """Priority order with aging: a priority-1 job submitted more than 4 aging steps before
+    a priority-5 one outranks it.  Smith order: a short job passes a long one of higher
+    priority."""
     old = WaitingJob(1, spec("old", 4, 4, 1), 0.0)
     new = WaitingJob(2, spec("new", 4, 4, 5), 2401.0)
     view = View(2500.0, nodes(4), (), (old, new), 4)
     assert make("elastic-priority", rescale_gap_s=0).decide(view) == [Start(2, nodes(4))]
-    assert make("elastic-priority-easy", aging_s=600).decide(view) == [Start(1, nodes(4))]
+    easy = make("elastic-priority-easy", aging_s=600, order="priority")
+    assert easy.decide(view) == [Start(1, nodes(4))]
+    new = WaitingJob(2, spec("new", 4, 4, 5), 2399.0)
+    assert easy.decide(View(2500.0, nodes(4), (), (old, new), 4)) == [Start(2, nodes(4))]
+    short = WaitingJob(1, spec("short", 4, 4, 2, required=10.0), 0.0)
+    long = WaitingJob(2, spec("long", 4, 4, 5, required=1000.0), 0.0)
+    view = View(0.0, nodes(4), (), (long, short), 4)
+    assert make("elastic-priority-easy").decide(view) == [Start(1, nodes(4))]
+    assert make("elastic-priority").decide(view) == [Start(2, nodes(4))]
+    with pytest.raises(ValueError, match="exclude each other"):
+        make("elastic-priority-easy", grow_first=True, shrink=True)
+
+
+def test_aging_bounds_a_priority_1_wait_in_simulation():
+    """4 nodes; a priority-1 job (submitted at 1 s) and a stream of priority-5 jobs, one
+    every 100 s from 0 to 6000 s, each needing the whole cluster for 100 s.  Without aging
+    the priority-1 job runs after the stream; with aging (600 s a step, priority order) it
+    outranks every job submitted after 1 + 4 * 600 s, so it starts by 2401 + 100 s."""
+    curve = PiecewiseLinearCurve({4: 100.0})
+    entries = [BatchEntry(spec("low", 4, 4, 1, required=100.0), 1.0)]
+    entries += [BatchEntry(spec(f"h{i}", 4, 4, 5, required=100.0), 100.0 * i)
+                for i in range(61)]
+    model = RuntimeModel({("p", e.spec.size): curve for e in entries})
+    work = Workload(tuple(entries), model)
+    cfg = SimConfig(total_nodes=4, costs=ResizeCostModel.free(), ready_s=0.0)
+
+    def low_start(algorithm):
+        records = Simulator(algorithm, work, cfg).run().records
+        return next(r.start_s for r in records if r.name == "low")
+
+    assert low_start(make("elastic-priority")) == 6100.0
+    start = low_start(make("elastic-priority-easy", aging_s=600, order="priority"))
+    assert 2401.0 <= start <= 2501.0
     # EASY: behind a blocked head, a job that would delay its reservation does not start
     big = running(3, spec("big", 4, 4, 5, required=50.0), nodes(4, 1), start=0.0)
     head = WaitingJob(4, spec("head", 8, 8, 5), 0.0)

@@ -17,9 +17,11 @@ usable maximum is ``min(max, total_nodes - keep_free)``.
   rescale gap are shrunk (lowest priority first, each at most to its minimum) when that
   frees enough for its minimum, aiming at its maximum; nodes left free after the queue
   grow running jobs, highest priority first.
-* ``elastic-priority-easy`` (ours): ``elastic-priority`` plus an EASY reservation for the
-  first job that can start neither now nor by shrinking, and *aging*: a waiting job's
-  effective priority grows by one level every ``aging_s`` seconds of waiting.
+* ``elastic-priority-easy`` (ours): a rank for weighted completion (priority per
+  node-second, Smith's rule; or the plain priority), *aging* (a waiting job's rank grows by
+  one every ``aging_s`` seconds), an EASY reservation for the first job that can start
+  neither now nor by shrinking, and freed nodes offered to running and waiting jobs
+  together in rank order (:class:`ElasticPriorityEasy`).
 
 In none of them does a job that does not fit block the jobs behind it (the paper's policies
 start every job that fits, in priority order); only the EASY variant protects the blocked
@@ -81,8 +83,9 @@ DEFAULT_RESCALE_GAP_S = 180.0
 #: Nodes never handed out.  The paper keeps one slot for its launcher; our scheduler runs
 #: off the compute nodes, so none by default.
 DEFAULT_KEEP_FREE = 0
-#: Waiting time that raises a job's effective priority by one level (seconds).
-DEFAULT_AGING_S = 600.0
+#: Waiting time that raises a waiting job's rank by one step (seconds;
+#: :class:`ElasticPriorityEasy`).
+DEFAULT_AGING_S = 120.0
 
 
 def _check_parameters(rescale_gap_s: float, keep_free: int) -> tuple[float, int]:
@@ -314,98 +317,176 @@ class ElasticPriority(_PriorityBase):
 
 
 class ElasticPriorityEasy(_PriorityBase):
-    """Ours: the elastic policy with an EASY reservation for the blocked head and aging.
+    """Ours: priorities ranked for weighted completion, aging, EASY reservation for the
+    blocked head, and running jobs grown before new ones start.
 
-    A waiting job's effective priority is ``priority + wait_s / aging_s``; the queue is
-    walked in decreasing effective priority.  A job that fits starts (``min(free, max)``
-    nodes).  The first job that does not fit (the *head*) first tries, as
-    ``elastic-priority``, to have running jobs of lower priority than its effective one
-    shrunk; when they cannot free enough, it gets a reservation (Lifka's EASY: the earliest
-    time the running jobs' expected ends give it its minimum) and a later job starts only if
-    it ends by then or uses only nodes the head will not need.  Nodes left free grow running
-    jobs, highest priority first.
+    **Rank.**  With ``order="smith"`` (default) a job's base rank is
+    ``log2(priority / (required_time_s * min_nodes))``: its priority per node-second asked,
+    the order that minimises a priority-weighted sum of completion times on one machine
+    (Smith's rule, W. E. Smith 1956, "Various optimizers for single-stage production").
+    A small job of low priority may therefore pass a large job of high priority; with
+    ``order="priority"`` the base rank is the priority itself (the paper's order).  A waiting
+    job's rank grows by one every ``aging_s`` seconds of waiting (*aging*, the cure for
+    starvation the paper names).  All waiting jobs age at the same rate, so aging never
+    reorders two waiting jobs by itself: a job counts as submitted ``aging_s`` seconds
+    earlier per rank step it is ahead.
 
-    With aging, a job of priority 1 outranks any newly submitted job after
-    ``4 * aging_s`` seconds of waiting; from then on it is the head (or starts), and the
-    reservation bounds its wait by the running jobs' required times.
+    **Walk.**  With ``grow_first`` (default) free nodes first grow running jobs (malleable,
+    outside their rescale gap, below their maximum; earliest start first): finishing what
+    runs before starting more is what weighted completion rewards when jobs scale well.
+    Then the waiting jobs in decreasing rank: one that fits starts with ``min(free, max)``
+    nodes; the first that does not, the *head*, waits for nodes that shrinks in flight free,
+    or (with ``shrink``) has running jobs of lower rank outside their gap shrunk as in
+    ``elastic-priority``, or else gets an EASY reservation (Lifka 1995): the earliest time
+    the running jobs' expected ends give it its minimum.  Behind the head a job starts only
+    when it ends by then or uses only nodes the head will not need.  Without
+    ``grow_first`` running jobs are offered nodes in the walk by their base rank.
+
+    ``grow_first`` and ``shrink`` exclude each other: a job shrunk for the head would be
+    grown back before the head is served (for ever, with a rescale gap of 0).
+
+    **Bound on waiting.**  A job of base rank ``b`` outranks every job submitted more than
+    ``aging_s * (b_max - b)`` seconds after it (``b_max`` the largest base rank in the
+    workload); after that only the finitely many jobs submitted earlier can start ahead of
+    it, and as the head its reservation holds, so no job waits without bound.
+    docs/guides/priorities.md reports the longest measured wait of a priority-1 job.
 
     Args:
         rescale_gap_s: as :class:`ElasticPriority`.
         keep_free: as :class:`ElasticPriority`.
-        aging_s: seconds of waiting per priority level gained (> 0; ``inf``: no aging).
+        aging_s: seconds of waiting per rank step gained (> 0; default 120).
+        order: ``"smith"`` or ``"priority"`` (the base rank, above).
+        grow_first: grow running jobs before starting waiting ones (default ``True``).
+        shrink: shrink lower-ranked running jobs for the head (default ``False``).
 
-    Raises ``ValueError`` for a negative or non-numeric parameter (the message names it).
+    Raises ``ValueError`` for a negative or non-numeric parameter, an unknown order, or
+    ``grow_first`` with ``shrink`` (the message names the value).
     """
 
     name = "elastic-priority-easy"
     resizes = True
 
     def __init__(self, rescale_gap_s: float = DEFAULT_RESCALE_GAP_S,
-                 keep_free: int = DEFAULT_KEEP_FREE, aging_s: float = DEFAULT_AGING_S) -> None:
+                 keep_free: int = DEFAULT_KEEP_FREE, aging_s: float = DEFAULT_AGING_S,
+                 order: str = "smith", grow_first: bool = True, shrink: bool = False) -> None:
         super().__init__(rescale_gap_s, keep_free)
         if isinstance(aging_s, bool) or not isinstance(aging_s, int | float) \
                 or math.isnan(aging_s) or aging_s <= 0:
             raise ValueError(f"aging_s must be a number of seconds > 0, got {aging_s!r}")
+        if order not in ("smith", "priority"):
+            raise ValueError(f"order must be 'smith' or 'priority', got {order!r}")
         self.aging_s = float(aging_s)
+        self.order = order
+        self.grow_first = bool(grow_first)
+        self.shrink = bool(shrink)
+        if self.grow_first and self.shrink:
+            raise ValueError("grow_first=True and shrink=True exclude each other: a job shrunk "
+                             "for the head would be grown back first; choose one")
+
+    def base_rank(self, spec: JobSpec) -> float:
+        """The rank of a job that has not waited (class docstring)."""
+        if self.order == "priority":
+            return float(spec.priority)
+        return math.log2(spec.priority / (spec.required_time_s * spec.lo))
 
     def effective_priority(self, job: WaitingJob, now_s: float) -> float:
-        """``priority + wait / aging_s`` (a number, not capped at 5)."""
-        return job.spec.priority + max(0.0, now_s - job.submit_s) / self.aging_s
+        """A waiting job's rank at ``now_s``: ``base_rank + wait / aging_s``."""
+        return self.base_rank(job.spec) + max(0.0, now_s - job.submit_s) / self.aging_s
+
+    def _growable(self, view: View) -> list[RunningJob]:
+        total = view.total_nodes
+        return [r for r in view.running
+                if self.outside_gap(r, view.now_s) and len(r.nodes) < self._cap(r.spec, total)]
 
     def decide(self, view: View) -> list[Decision]:
-        """Starts in effective-priority order, shrinks for the head, EASY behind it, grows."""
-        now = view.now_s
+        """One walk over waiting and growable running jobs in decreasing rank (class doc)."""
+        now, total = view.now_s, view.total_nodes
         plan = self._plan(view)
-        eff = {job.job_id: self.effective_priority(job, now) for job in view.waiting}
+        rank = {job.job_id: self.effective_priority(job, now) for job in view.waiting}
+        walk: list[tuple[float, int, float, int, WaitingJob | RunningJob]] = [
+            (-rank[job.job_id], 0, job.submit_s, i, job) for i, job in enumerate(view.waiting)
+        ]
+        walk += [(-math.inf if self.grow_first else -self.base_rank(r.spec), 1, r.start_s, i,
+                  r) for i, r in enumerate(self._growable(view))]
+        walk.sort(key=lambda item: item[:4])
         decisions: list[Decision] = []
         started: list[tuple[WaitingJob, int]] = []
         shadow_s, extra = math.inf, 0
         head_found = False
-        for job in priority_order(view.waiting, eff):
-            size = self.start_size(job.spec, plan.avail, view.total_nodes)
-            if head_found and size is not None:
-                # backfill: must not delay the head's reservation
-                if now + job.spec.required_time_s > shadow_s:
-                    size = min(size, extra)
+        for _, kind, _, _, job in walk:
+            if kind == 1:
+                assert isinstance(job, RunningJob)
+                if plan.avail <= 0 or job.job_id in plan.used:
+                    continue
+                count = min(self._cap(job.spec, total) - len(job.nodes), plan.avail)
+                plan.avail -= count
+                plan.used.add(job.job_id)
+                decisions.append(Grow(job.job_id, plan.pool.take(count)))
+                continue
+            assert isinstance(job, WaitingJob)
+            size = self.start_size(job.spec, plan.avail, total)
+            if size is not None:
+                if head_found and now + job.spec.required_time_s > shadow_s:
+                    size = min(size, extra)  # backfill only on nodes the head won't need
                     if size < job.spec.lo:
                         continue
                     extra -= size
                 decisions.append(self._start(plan, job, size))
                 started.append((job, size))
                 continue
-            if size is not None:
-                decisions.append(self._start(plan, job, size))
-                started.append((job, size))
-                continue
             if head_found:
                 continue
-            if self._wait_for_coming(plan, job, view.total_nodes):
-                head_found = True  # its nodes are coming: nothing may take them
+            head_found = True
+            if self._wait_for_coming(plan, job, total):
                 shadow_s, extra = now, 0
                 continue
-            shrinks = self._shrink_for(view, plan, job, eff[job.job_id])
+            shrinks = self._shrink_for_rank(view, plan, job, rank[job.job_id])
             if shrinks is not None:
                 decisions += shrinks
-                head_found = True
                 shadow_s, extra = now, 0
                 continue
-            head_found = True
             releases = releases_of(now, view.running, started)
             shadow_s, extra = reservation(job.spec.lo, plan.avail, releases)
-        return decisions + self._grows(view, plan)
+        return decisions
+
+    def _shrink_for_rank(self, view: View, plan: _Plan, job: WaitingJob, rank: float
+                         ) -> list[Decision] | None:
+        """:meth:`_shrink_for` with running jobs compared by base rank, not priority."""
+        if not self.shrink:
+            return None
+        now = view.now_s
+        donors = [r for r in view.running
+                  if r.job_id not in plan.used and self.base_rank(r.spec) <= rank
+                  and len(r.nodes) > r.spec.lo and self.outside_gap(r, now)]
+        donors.sort(key=lambda r: (self.base_rank(r.spec), -r.start_s))
+        if plan.avail + sum(len(r.nodes) - r.spec.lo for r in donors) < job.spec.lo:
+            return None
+        need = self._cap(job.spec, view.total_nodes) - plan.avail
+        decisions: list[Decision] = []
+        for r in donors:
+            if need <= 0:
+                break
+            count = min(len(r.nodes) - r.spec.lo, need)
+            decisions.append(Shrink(r.job_id, count))
+            plan.used.add(r.job_id)
+            need -= count
+        plan.avail = 0
+        return decisions
 
     def next_change_s(self, view: View) -> float:
         """The earliest of: a rescale gap's end that matters (:class:`ElasticPriority`), the
-        next expected end of a running job (the reservation), and, while jobs wait, the next
-        time a waiting job's effective priority reaches a whole level (then it may shrink
-        running jobs of that priority).  Waiting jobs all age at the same rate, so aging
-        never reorders the queue by itself: ``priority + wait / aging_s`` orders jobs as
-        ``priority - submit_s / aging_s`` does."""
+        next expected end of a running job (the reservation) and, while jobs wait, the first
+        time a waiting job's growing rank passes a running job's (it may then shrink it, or
+        be offered nodes before it)."""
         wake = super().next_change_s(view)
         if view.waiting:
+            now = view.now_s
             wake = min(wake, expected_ends_after(view))
-            step = self.aging_s
+            bases = {self.base_rank(r.spec) for r in view.running}
             for job in view.waiting:
-                waited = max(0.0, view.now_s - job.submit_s)
-                wake = min(wake, job.submit_s + (math.floor(waited / step) + 1) * step)
+                mine = self.base_rank(job.spec)
+                for other in bases:
+                    when = job.submit_s + (other - mine) * self.aging_s
+                    if now < when < wake:
+                        wake = when
         return wake
