@@ -105,6 +105,13 @@ def _seconds_at_least_0(text: str) -> float:
     return value
 
 
+def _seconds_above_0(text: str) -> float:
+    value = _seconds_at_least_0(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
 def _count_at_least_0(text: str) -> int:
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
@@ -119,7 +126,7 @@ def add_priority_arguments(p: argparse.ArgumentParser) -> None:
                         "(T_rescale_gap; default 180)")
     g.add_argument("--keep-free", type=_count_at_least_0, default=None,
                    help="nodes never handed out (default 0; the paper keeps 1)")
-    g.add_argument("--aging-s", type=float, default=None,
+    g.add_argument("--aging-s", type=_seconds_above_0, default=None,
                    help="elastic-priority-easy: seconds of waiting per priority level "
                         "gained (default 600)")
 

@@ -219,3 +219,33 @@ def test_study_json_fields(capsys):
 def test_study_rejects_negative_gap():
     with pytest.raises(ValueError, match="-1"):
         priority_study(batches=1, rescale_gaps_s=(-1.0,), submission_gaps_s=())
+
+
+def test_control_request_carries_the_priority(tmp_path):
+    """The control request's ``priority`` replaces the script's #PRIORITY; a bad one is a
+    clear refusal (an in-process server that is never started: no job runs)."""
+    from scheduler.control_server import handle_request
+    from scheduler.nodes import LocalNodes
+    from scheduler.server import Server
+
+    server = Server(LocalNodes(2), make("elastic-priority"), port=0, run_dir=tmp_path / "run")
+    try:
+        script = "#NODES 1\n#PRIORITY 2\ntrue\n"
+        one = handle_request(server, {"op": "submit", "text": script, "priority": 5})
+        two = handle_request(server, {"op": "submit", "text": script})
+        bad = handle_request(server, {"op": "submit", "text": script, "priority": 9})
+        assert one["ok"] and two["ok"]
+        assert bad == {"ok": False,
+                       "error": "job 'job': a priority runs from 1 (lowest) to 5 (highest), "
+                                "got 9"}
+        assert {i: j.spec.priority for i, j in server._state.jobs.items()} == {1: 5, 2: 2}
+    finally:
+        server.shutdown()
+
+
+def test_submit_priority_option_is_checked(capsys):
+    with pytest.raises(SystemExit):
+        main(["submit", "--priority", "7", "job.sh"])
+    assert "got 7" in capsys.readouterr().err
+    assert main(["submit", "--priority", "2", "--batch", "jobs.json"]) == 2
+    assert "batch file" in capsys.readouterr().err
