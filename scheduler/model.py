@@ -346,7 +346,9 @@ _BYTES_PER_S = 1.0e9
 _RESCALE_S = 3.0
 
 
-def jacobi_placeholder() -> JacobiModel:
+def jacobi_placeholder(*, seconds_per_point: float = _SECONDS_PER_POINT,
+                       serial_fraction: float = 0.0, halo_latency_s: float = _HALO_LATENCY_S,
+                       rescale_s: float = _RESCALE_S) -> JacobiModel:
     """A documented stand-in for measured Jacobi 2D strong scaling, until measurements exist.
 
     One step of the 5-point Jacobi update of an ``N x N`` grid on ``n`` nodes costs::
@@ -372,11 +374,12 @@ def jacobi_placeholder() -> JacobiModel:
         counts.append(hi)
 
         def seconds(n: int, side: int = side, steps: int = steps) -> float:
-            halo = (_HALO_LATENCY_S + 2 * side * 8 / _BYTES_PER_S) if n > 1 else 0.0
-            return steps * (side * side * _SECONDS_PER_POINT / n + halo)
+            halo = (halo_latency_s + 2 * side * 8 / _BYTES_PER_S) if n > 1 else 0.0
+            compute = side * side * seconds_per_point * (serial_fraction + (1 - serial_fraction) / n)
+            return steps * (compute + halo)
 
         curves[label] = PiecewiseLinearCurve({n: round(seconds(n), 3) for n in counts})
-    costs = ResizeCostModel(grow_points=((1, _RESCALE_S),), shrink_points=((1, _RESCALE_S),))
+    costs = ResizeCostModel(grow_points=((1, rescale_s),), shrink_points=((1, rescale_s),))
     costs = _flat(costs)
     return JacobiModel(curves, costs,
                        "placeholder: numpy step 4 ns/point, 50 us + 1 GB/s halo, 3 s rescale")

@@ -852,7 +852,7 @@ def priority_study(
     submission_gaps_s: Sequence[float] = SUBMISSION_GAPS_S,
     rescale_gaps_s: Sequence[float] = RESCALE_GAPS_S,
     table_point: tuple[float, float] = (90.0, 180.0),
-    keep_free: int = 0,
+    keep_free: int = 1,
     aging_s: float | None = None,
     model: Any = None,
     progress: Callable[[], None] | None = None,
@@ -877,7 +877,8 @@ def priority_study(
         policies: registry names of priority policies.
         submission_gaps_s, rescale_gaps_s: the sweep points (seconds, >= 0).
         table_point: (submission gap, rescale gap) of the table row (seconds).
-        keep_free: nodes never handed out (the paper: 1).
+        keep_free: nodes never handed out (default 1, as the paper keeps one slot for its
+            launcher; a job's usable maximum is then 63 of 64 nodes).
         aging_s: aging step of ``elastic-priority-easy`` (seconds; ``None``: its default).
         model: a :class:`~scheduler.model.JacobiModel` (default the placeholder).
         progress: called once per simulation.

@@ -125,7 +125,8 @@ def add_priority_arguments(p: argparse.ArgumentParser) -> None:
                    help="least seconds between two scheduling events of one job "
                         "(T_rescale_gap; default 180)")
     g.add_argument("--keep-free", type=_count_at_least_0, default=None,
-                   help="nodes never handed out (default 0; the paper keeps 1)")
+                   help="nodes never handed out (default 0; --study priority: 1, as the "
+                        "paper keeps one for its launcher)")
     g.add_argument("--aging-s", type=_seconds_above_0, default=None,
                    help="elastic-priority-easy: seconds of waiting per priority level "
                         "gained (default 600)")
@@ -318,12 +319,12 @@ def run_priority_study(args: argparse.Namespace) -> int:
     try:
         rows = priority_study(batches=batches, seed=args.seed if args.seed != 43 else 1,
                               total_nodes=nodes, policies=policies,
-                              keep_free=options.get("keep_free", 0),
+                              keep_free=options.get("keep_free", 1),
                               aging_s=options.get("aging_s"), model=model)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     cfg = {"study": "priority", "nodes": nodes, "batches": batches, "policies": policies,
-           "keep_free": options.get("keep_free", 0), "aging_s": options.get("aging_s"),
+           "keep_free": options.get("keep_free", 1), "aging_s": options.get("aging_s"),
            "model": model.source, "elapsed_s": round(time.perf_counter() - started, 3)}
     if args.csv:
         _write_csv(args.csv, rows)
