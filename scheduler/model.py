@@ -22,6 +22,14 @@ value is at least ``floor_s`` (default 1 s).
 Examples (the paper's medians): UTS d=18 is known at 2 → 102.9 s, 4 → 56.2 s, so ``w = 186.8``
 node-s, ``s = 9.5`` s, ``t(1) = 196.3`` s, ``t(8) = 32.85`` s.
 
+Jacobi jobs (the priority study)
+--------------------------------
+The priority study (Bhosale et al. 2024, docs/guides/priorities.md) models a job's run time
+as piecewise linear in its node count through known points (:class:`PiecewiseLinearCurve`)
+plus a rescale cost.  :class:`JacobiModel` holds the four Jacobi sizes' curves and costs;
+:func:`jacobi_placeholder` is a documented stand-in and :func:`load_jacobi_model` reads
+measured numbers from JSON.
+
 Resize costs
 ------------
 A resize order stops the job's progress for its duration (seconds) and then the job goes on
@@ -353,15 +361,18 @@ def jacobi_placeholder(*, seconds_per_point: float = _SECONDS_PER_POINT,
 
     One step of the 5-point Jacobi update of an ``N x N`` grid on ``n`` nodes costs::
 
-        N^2 * c / n  +  (n > 1) * (L + 2 * N * 8 B / B_w)
+        N^2 * c * (a + (1 - a) / n)  +  (n > 1) * (L + 2 * N * 8 B / B_w)
 
-    with ``c = 4 ns`` per grid point (a numpy step on the development machine, one core,
-    under load: 3.6 ns/point at 512^2, 6.1 ns/point at 2048^2), ``L = 50 us`` halo latency
-    per step and ``B_w = 1 GB/s`` for the two halo rows of 8-byte values.  The run time is
+    with ``c = 4 ns`` per grid point (``seconds_per_point``: a numpy step on the development
+    machine, one core, under load: 3.6-6.3 ns/point for 512^2 to 8192^2), ``a`` an Amdahl
+    serial fraction (``serial_fraction``, default 0: the parallel efficiency is then set by
+    the halo term alone), ``L = 50 us`` halo latency per step (``halo_latency_s``) and
+    ``B_w = 1 GB/s`` for the two halo rows of 8-byte values.  The run time is
     ``steps`` times that; it is sampled at the job's minimum, the doublings in between and
     its maximum, and joined piecewise linearly (:class:`PiecewiseLinearCurve`), as Bhosale
-    et al. (2024) do with their measured points.  A rescale (grow or shrink) costs 3 s, of
-    the order of the "few seconds" they measured (dominated by restarting processes).
+    et al. (2024) do with their measured points.  A rescale (grow or shrink) costs
+    ``rescale_s`` = 3 s, of the order of the "few seconds" they measured (dominated by
+    restarting processes).  Arguments are seconds (``serial_fraction`` a share, 0-1).
 
     Replace it with measurements through a JSON file (:func:`load_jacobi_model`).
     """
@@ -375,7 +386,8 @@ def jacobi_placeholder(*, seconds_per_point: float = _SECONDS_PER_POINT,
 
         def seconds(n: int, side: int = side, steps: int = steps) -> float:
             halo = (halo_latency_s + 2 * side * 8 / _BYTES_PER_S) if n > 1 else 0.0
-            compute = side * side * seconds_per_point * (serial_fraction + (1 - serial_fraction) / n)
+            share = serial_fraction + (1 - serial_fraction) / n  # Amdahl
+            compute = side * side * seconds_per_point * share
             return steps * (compute + halo)
 
         curves[label] = PiecewiseLinearCurve({n: round(seconds(n), 3) for n in counts})

@@ -165,16 +165,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_priority_arguments(p)
 
     sweep = p.add_argument_group("sweep")
-    sweep.add_argument("--algorithms", type=_algorithms, default=list(DEFAULT_ALGORITHMS),
-                       help="comma-separated (default: %(default)s)")
+    sweep.add_argument("--algorithms", type=_algorithms, default=None,
+                       help="comma-separated (default: fcfs,backfilling,easy,malleable; "
+                            "--study priority: the five priority policies)")
     sweep.add_argument("--shares", type=_floats, default=list(DEFAULT_SHARES),
                        help="malleable shares in %% (default: 0,20,40,60,80,100)")
     sweep.add_argument("--batches", type=positive_int, default=None,
-                       help="seeded batches (default 10; 1 with --swf)")
-    sweep.add_argument("--seed", type=int, default=43,
-                       help="seed of the first batch; batch i uses seed+i (default 43)")
-    sweep.add_argument("--nodes", type=positive_int, default=32,
-                       help="cluster size in nodes (default 32)")
+                       help="seeded batches (default 10; 1 with --swf; 100 with --study)")
+    sweep.add_argument("--seed", type=int, default=None,
+                       help="seed of the first batch; batch i uses seed+i (default 43; "
+                            "1 with --study)")
+    sweep.add_argument("--nodes", type=positive_int, default=None,
+                       help="cluster size in nodes (default 32; 64 with --study)")
 
     mix = p.add_argument_group("paper job mix (Table 2 of Finnerty et al. 2024)")
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
@@ -310,14 +312,14 @@ def run_priority_study(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {exc}") from None
     options = priority_options(args)
     batches = args.batches or 100
-    policies = [a for a in args.algorithms if a in PRIORITY_POLICIES] \
-        if args.algorithms != list(DEFAULT_ALGORITHMS) else list(PRIORITY_POLICIES)
-    if not policies:
+    policies = list(args.algorithms or PRIORITY_POLICIES)
+    other = [a for a in policies if a not in PRIORITY_POLICIES]
+    if other:
         raise SystemExit(f"error: --study priority runs the priority policies "
-                         f"({', '.join(PRIORITY_POLICIES)})")
-    nodes = args.nodes if args.nodes != 32 else 64
+                         f"({', '.join(PRIORITY_POLICIES)}), not {', '.join(other)}")
+    nodes = args.nodes or 64
     try:
-        rows = priority_study(batches=batches, seed=args.seed if args.seed != 43 else 1,
+        rows = priority_study(batches=batches, seed=1 if args.seed is None else args.seed,
                               total_nodes=nodes, policies=policies,
                               keep_free=options.get("keep_free", 1),
                               aging_s=options.get("aging_s"), model=model)
@@ -349,6 +351,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep the options describe; print the table or JSON.  Returns 0."""
     if args.study == "priority":
         return run_priority_study(args)
+    args.nodes = args.nodes or 32
+    args.seed = 43 if args.seed is None else args.seed
+    args.algorithms = args.algorithms or list(DEFAULT_ALGORITHMS)
     started = time.perf_counter()
     config = SimConfig(
         total_nodes=args.nodes,
