@@ -249,3 +249,23 @@ def test_submit_priority_option_is_checked(capsys):
     assert "got 7" in capsys.readouterr().err
     assert main(["submit", "--priority", "2", "--batch", "jobs.json"]) == 2
     assert "batch file" in capsys.readouterr().err
+
+
+def test_piecewise_linear_model_and_its_json(tmp_path):
+    curve = PiecewiseLinearCurve({2: 40.0, 4: 22.0, 8: 14.0})
+    assert [curve(n) for n in (2, 3, 4, 6, 8, 16)] == [40.0, 31.0, 22.0, 18.0, 14.0, 1.0]
+    assert curve(1) == 49.0  # the first segment extended (slope -9 s a node)
+    from scheduler.model import jacobi_placeholder, load_jacobi_model
+
+    data = jacobi_placeholder().to_json()
+    data["jobs"]["small"]["points"] = {"2": 40.0, "4": 22.0, "8": 14.0}
+    data["rescale"] = {"grow_points": [[1, 2.0]], "shrink_points": [[1, 1.0], [4, 4.0]]}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    model = load_jacobi_model(str(path))
+    assert model.runtime_model().run_time_s("jacobi", "small", 3) == 31.0
+    assert (model.costs.grow_s(7), model.costs.shrink_s(2)) == (2.0, 2.0)
+    del data["jobs"]["xlarge"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="jobs.xlarge.points"):
+        load_jacobi_model(str(path))
