@@ -45,6 +45,7 @@ import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "JACOBI_SIZES",
@@ -417,6 +418,12 @@ def load_jacobi_model(path: str) -> JacobiModel:
     values, joined piecewise linearly); ``rescale`` is optional (default: the placeholder's
     3 s) and gives seconds by nodes added/removed (one point: the same at every count).
 
+    The file of our Jacobi benchmark's measurements (``{"benchmark": "jacobi_model",
+    "models": [{"grid", "steps", "nodes", "seconds", "grow_s", "shrink_s"}, ...]}``) is read
+    too: measured on a machine too small to show strong scaling up to 64 nodes, it gives
+    the cost of one grid point a step on one place (the median over its grids) and the grow
+    and shrink times (means), and :func:`jacobi_placeholder`'s halo term gives the scaling.
+
     Raises:
         OSError: the file cannot be read.
         ValueError: not JSON, a label missing, or a bad point (the message names it).
@@ -427,6 +434,8 @@ def load_jacobi_model(path: str) -> JacobiModel:
         data = json.loads(open(path, encoding="utf-8").read())
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("models"), list):
+        return _from_measurements(path, data)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
         raise ValueError(f"{path}: expected an object with a \"jobs\" object")
     curves = {}
@@ -450,3 +459,33 @@ def load_jacobi_model(path: str) -> JacobiModel:
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{path}: rescale: {exc}") from None
     return JacobiModel(curves, costs, str(data.get("source", path)))
+
+
+def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
+    """A Jacobi model from the benchmark's measurement file (:func:`load_jacobi_model`)."""
+    import statistics
+
+    rates, grows, shrinks = [], [], []
+    try:
+        for entry in data["models"]:
+            nodes, seconds = list(entry["nodes"]), list(entry["seconds"])
+            if 1 in nodes:
+                points = float(entry["grid"]) ** 2 * float(entry["steps"])
+                rates.append(float(seconds[nodes.index(1)]) / points)
+            if "grow_s" in entry:
+                grows.append(float(entry["grow_s"]))
+            if "shrink_s" in entry:
+                shrinks.append(float(entry["shrink_s"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: a measurement entry lacks or mangles {exc}") from None
+    if not rates:
+        raise ValueError(f"{path}: no measurement on 1 place: cannot derive a cost per point")
+    rate = statistics.median(rates)
+    grow = statistics.fmean(grows) if grows else _RESCALE_S
+    shrink = statistics.fmean(shrinks) if shrinks else _RESCALE_S
+    base = jacobi_placeholder(seconds_per_point=rate)
+    costs = _flat(ResizeCostModel(grow_points=((1, grow),), shrink_points=((1, shrink),)))
+    return JacobiModel(base.curves, costs,
+                       f"{path}: {rate * 1e9:.2f} ns/point a step on one place (median of "
+                       f"{len(rates)} grids), grow {grow:.2f} s, shrink {shrink:.2f} s, "
+                       f"halo model for the scaling")

@@ -269,3 +269,26 @@ def test_piecewise_linear_model_and_its_json(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="jobs.xlarge.points"):
         load_jacobi_model(str(path))
+
+
+def test_jacobi_model_from_the_benchmark_measurements(tmp_path):
+    """The Jacobi benchmark's measurement file: the one-place cost per point a step (median
+    over grids) and the mean grow/shrink times feed the model."""
+    from scheduler.model import jacobi_placeholder, load_jacobi_model
+
+    path = tmp_path / "jacobi_model.json"
+    path.write_text(json.dumps({"benchmark": "jacobi_model", "models": [
+        {"grid": 1000, "steps": 100, "nodes": [1, 2], "seconds": [0.2, 0.15],
+         "grow_s": 1.0, "shrink_s": 0.5},
+        {"grid": 2000, "steps": 100, "nodes": [1, 2], "seconds": [1.2, 0.9],
+         "grow_s": 2.0, "shrink_s": 1.5},
+        {"grid": 1000, "steps": 1000, "nodes": [1], "seconds": [4.0]},
+    ]}))
+    model = load_jacobi_model(str(path))
+    # rates 2, 3 and 4 ns a point: the median is 3 ns
+    assert model.curves == jacobi_placeholder(seconds_per_point=3e-9).curves
+    assert (model.costs.grow_s(4), model.costs.shrink_s(4)) == (1.5, 1.0)
+    path.write_text(json.dumps({"models": [{"grid": 10, "steps": 1, "nodes": [2],
+                                            "seconds": [1.0]}]}))
+    with pytest.raises(ValueError, match="no measurement on 1 place"):
+        load_jacobi_model(str(path))
