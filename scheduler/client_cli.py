@@ -27,6 +27,7 @@ from typing import Any
 
 from ._argtypes import seconds
 from .control import ControlError, control_path, request
+from .jobs import parse_priority
 
 __all__ = [
     "CANCEL_HELP",
@@ -69,6 +70,13 @@ def _error(exc: Exception) -> int:
 # ------------------------------------------------------------------------------ submit
 
 
+def _priority(text: str) -> int:
+    try:
+        return parse_priority(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     """``submit``'s options."""
     p.add_argument("scripts", nargs="*", metavar="SCRIPT",
@@ -78,6 +86,9 @@ def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delay", type=seconds, default=0.0,
                    help="queue the scripts this many seconds from now (default 0)")
     p.add_argument("--name", default=None, help="job name of a script read from stdin")
+    p.add_argument("--priority", type=_priority, default=None,
+                   help="priority 1 (lowest) to 5 (highest) of the scripts, replacing "
+                        "their #PRIORITY (default: the script's, else 3)")
     p.add_argument("--json", action="store_true", help="print the replies as JSON")
     _control(p)
 
@@ -86,6 +97,10 @@ def run_submit(args: argparse.Namespace) -> int:
     """Submit; print one line a job; return 1 if anything was refused."""
     if not args.scripts and args.batch is None:
         print("error: give job scripts, '-' (stdin) or --batch FILE", file=sys.stderr)
+        return 2
+    if args.priority is not None and not args.scripts:
+        print("error: --priority applies to job scripts; a batch file gives each job's "
+              "priority in its \"priority\" field", file=sys.stderr)
         return 2
     path = control_path(args.control)
     requests: list[dict[str, Any]] = []
@@ -96,6 +111,9 @@ def run_submit(args: argparse.Namespace) -> int:
         else:
             requests.append({"op": "submit", "script": str(Path(script).resolve()),
                              "delay_s": args.delay})
+    if args.priority is not None:
+        for req in requests:
+            req["priority"] = args.priority
     if args.batch is not None:
         requests.append({"op": "submit", "batch": str(args.batch.resolve())})
     status = 0

@@ -94,15 +94,18 @@ def _submit(server: Server, request: Mapping[str, Any], user: int | None) -> dic
     if server.stopping:
         return {"ok": False, "error": "the scheduler is shutting down"}
     delay = float(request.get("delay_s", 0.0) or 0.0)
+    priority = request.get("priority")  # 1-5: replaces the script's #PRIORITY
     if "script" in request:
         return {"ok": True, "jobs": [server.submit_script(str(request["script"]),
-                                                          delay_s=delay, user=user)],
+                                                          delay_s=delay, user=user,
+                                                          priority=priority)],
                 "refused": []}
     if "text" in request:
         name = request.get("name")
         return {"ok": True, "jobs": [server.submit_text(str(request["text"]),
                                                         name=str(name) if name else None,
-                                                        delay_s=delay, user=user)],
+                                                        delay_s=delay, user=user,
+                                                        priority=priority)],
                 "refused": []}
     if "batch" in request:
         ids, refused = server.submit_batch(str(request["batch"]), user=user)

@@ -20,6 +20,9 @@ with ``#`` is a candidate; its first word after the ``#`` is the key.  Known key
 ``REQUIRED_TIME`` the time the job asks for; a bare number is **milliseconds** (the Java
                   unit); a number with a unit suffix is read in that unit: ``500ms``,
                   ``90s``/``90sec``, ``1.5m``/``1.5min``, ``2h``/``2hr``.
+``PRIORITY``      1 (lowest) … 5 (highest), default 3; read by the priority policies
+                  (docs/guides/priorities.md).  The Java scheduler ignores the key, so a
+                  script that states it still runs there.
 ================  =====================================================================
 
 Keys are upper case, as in Java.  Unknown keys and ordinary comments (``#!/bin/bash``,
@@ -42,7 +45,8 @@ Batch files
 
 * JSON: a list of objects (or an object with a ``"jobs"`` list).  Fields are the
   :class:`JobSpec` field names (``name``, ``job_class``, ``nodes``, ``min_nodes``,
-  ``max_nodes``, ``required_time_s``, ``command``, ``program``, ``size``, ``job_type``) plus
+  ``max_nodes``, ``required_time_s``, ``command``, ``program``, ``size``, ``job_type``,
+  ``priority``) plus
   ``submit_s`` (seconds from the start of the batch, default 0).  ``command`` is a list of
   strings or one string (split like a shell does).
 * CSV: a header row naming the same columns; empty cells mean "not given"; ``command`` is one
@@ -65,18 +69,62 @@ from typing import Any
 from ._exceptions import BatchFileError, JobScriptError
 
 __all__ = [
+    "DEFAULT_PRIORITY",
     "DEFAULT_REQUIRED_TIME_S",
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
     "BatchEntry",
     "JobClass",
     "JobSpec",
     "load_batch",
     "load_job_script",
     "parse_job_script",
+    "parse_priority",
     "parse_required_time",
 ]
 
 #: Required time of a job that does not state one (seconds): the Java scheduler's default.
 DEFAULT_REQUIRED_TIME_S = 60.0
+
+#: Priorities run from 1 (least important) to 5 (most important), as in Bhosale et al.
+#: (2024), "Elastic scheduling of Charm++ jobs on Kubernetes".
+MIN_PRIORITY, MAX_PRIORITY = 1, 5
+#: Priority of a job that states none: the middle of the scale, so that a user can mark a
+#: job both less and more important than an ordinary one (a default of 1 would make every
+#: unmarked job the least important and leave no way to mark a job below it).
+DEFAULT_PRIORITY = 3
+
+
+def parse_priority(value: object) -> int:
+    """Check a job priority: an integer from 1 (lowest) to 5 (highest).
+
+    Args:
+        value: an ``int`` or a string of decimal digits (``"4"``, `` 4 ``).
+
+    Returns:
+        The priority as an ``int``.
+
+    Raises:
+        ValueError: not a whole number (a ``bool``, ``"high"``, ``2.5``) or outside 1-5; the
+            message names the value.
+    """
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        number = int(value)
+    if number is None:
+        raise ValueError(
+            f"a priority is a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}"
+        )
+    if not MIN_PRIORITY <= number <= MAX_PRIORITY:
+        raise ValueError(
+            f"a priority runs from {MIN_PRIORITY} (lowest) to {MAX_PRIORITY} (highest), "
+            f"got {number}"
+        )
+    return number
 
 
 class JobClass(enum.Enum):
@@ -132,11 +180,14 @@ class JobSpec:
         job_type: ``#JOB_TYPE`` as written (``"apgas"`` for Java jobs), kept, unused here.
         declared_class: the class word as written (e.g. ``"evolving"``); defaults to
             ``job_class``'s word.
+        priority: 1 (lowest) … 5 (highest), default 3 (:data:`DEFAULT_PRIORITY`); only the
+            priority policies read it (docs/guides/priorities.md).  Equal priorities are
+            ordered by submission time.
 
     Raises:
         ValueError: a count below 1, ``min_nodes > max_nodes``, a rigid job without a node
             count or with a range, ``nodes`` outside the range, a non-positive or non-finite
-            required time, an empty name.
+            required time, an empty name, a priority that is not a whole number in 1-5.
     """
 
     name: str = "job"
@@ -150,8 +201,13 @@ class JobSpec:
     size: int | str | None = None
     job_type: str | None = None
     declared_class: str = field(default="", compare=False)
+    priority: int = DEFAULT_PRIORITY
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "priority", parse_priority(self.priority))
+        except ValueError as exc:
+            raise ValueError(f"job {self.name!r}: {exc}") from None
         cls = self.job_class
         if not isinstance(cls, JobClass):
             cls = JobClass.parse(str(cls))
@@ -263,6 +319,7 @@ _HEADER_KEYS = (
     "MAX_NODES",
     "JOB_NAME",
     "REQUIRED_TIME",
+    "PRIORITY",
 )
 
 _TIME_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)$")
@@ -357,6 +414,8 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
                 values["name"] = value
             elif key == "JOB_TYPE":
                 values["job_type"] = value
+            elif key == "PRIORITY":
+                values["priority"] = parse_priority(value)
         except ValueError as exc:
             raise JobScriptError(f"line {lineno}: {exc}: {raw.strip()!r}") from None
         where[key] = (lineno, raw.strip())
@@ -379,6 +438,7 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
             required_time_s=values.get("required_time_s", DEFAULT_REQUIRED_TIME_S),
             job_type=values.get("job_type"),
             declared_class=values.get("declared_class", ""),
+            priority=values.get("priority", DEFAULT_PRIORITY),
             **kwargs,
         )
     except ValueError as exc:
@@ -432,6 +492,8 @@ def _entry_from_mapping(raw: Mapping[str, Any], *, from_csv: bool) -> BatchEntry
                 value = _parse_count(value)
             elif key == "required_time_s":
                 value = float(value)
+            elif key == "priority":
+                value = parse_priority(value)
             elif key == "size":
                 value = int(value) if re.fullmatch(r"-?[0-9]+", value) else value
         if key == "command" and isinstance(value, str):

@@ -22,6 +22,14 @@ value is at least ``floor_s`` (default 1 s).
 Examples (the paper's medians): UTS d=18 is known at 2 → 102.9 s, 4 → 56.2 s, so ``w = 186.8``
 node-s, ``s = 9.5`` s, ``t(1) = 196.3`` s, ``t(8) = 32.85`` s.
 
+Jacobi jobs (the priority study)
+--------------------------------
+The priority study (Bhosale et al. 2024, docs/guides/priorities.md) models a job's run time
+as piecewise linear in its node count through known points (:class:`PiecewiseLinearCurve`)
+plus a rescale cost.  :class:`JacobiModel` holds the four Jacobi sizes' curves and costs;
+:func:`jacobi_placeholder` is a documented stand-in and :func:`load_jacobi_model` reads
+measured numbers from JSON.
+
 Resize costs
 ------------
 A resize order stops the job's progress for its duration (seconds) and then the job goes on
@@ -37,12 +45,18 @@ import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
+    "JACOBI_SIZES",
     "PAPER_MEDIANS",
+    "JacobiModel",
+    "PiecewiseLinearCurve",
     "ResizeCostModel",
     "RuntimeModel",
     "ScalingCurve",
+    "jacobi_placeholder",
+    "load_jacobi_model",
 ]
 
 #: Median run times (seconds) of the paper's Java jobs (Finnerty et al. 2024) at the given
@@ -242,3 +256,236 @@ class ResizeCostModel:
     def shrink_s(self, nodes: int) -> float:
         """Seconds a shrink by ``nodes`` nodes stops the job (until the nodes are free)."""
         return max(0.0, _interp(self.shrink_points, nodes))
+
+
+# ------------------------------------------------------------------------------------------
+# Jacobi 2D jobs (the workload of Bhosale et al. 2024, docs/guides/priorities.md)
+
+
+@dataclass(frozen=True)
+class PiecewiseLinearCurve:
+    """Run time (seconds) piecewise linear in the node count, through known points.
+
+    Strong scaling of one job as Bhosale et al. (2024) model it: between two known counts
+    the time is interpolated linearly; below the smallest and above the largest known count
+    the nearest segment is extended.  Every value is at least ``floor_s``.
+
+    Args:
+        points: known ``{nodes: seconds}`` (at least one; all > 0).  With one point the time
+            is that value at every count.
+        floor_s: lower bound of every value (seconds, > 0).
+
+    Raises ``ValueError`` for no point, a count below 1 or a non-positive time.
+    """
+
+    points: Mapping[int, float]
+    floor_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise ValueError("a scaling curve needs at least one known (nodes, seconds) point")
+        for n, t in self.points.items():
+            if int(n) != n or n < 1 or not (t > 0 and math.isfinite(t)):
+                raise ValueError(f"bad known point {n} nodes -> {t} s")
+        if not self.floor_s > 0:
+            raise ValueError(f"floor_s must be > 0 s, got {self.floor_s}")
+        object.__setattr__(
+            self, "points", {int(n): float(self.points[n]) for n in sorted(self.points)}
+        )
+
+    def __call__(self, nodes: int) -> float:
+        """Run time on ``nodes`` nodes (seconds, >= ``floor_s``); ``ValueError`` below 1."""
+        if nodes < 1:
+            raise ValueError(f"a job runs on at least 1 node, got {nodes}")
+        counts = list(self.points)
+        times = list(self.points.values())
+        if len(counts) == 1:
+            return max(self.floor_s, times[0])
+        i = min(max(bisect.bisect_right(counts, nodes) - 1, 0), len(counts) - 2)
+        n1, n2, t1, t2 = counts[i], counts[i + 1], times[i], times[i + 1]
+        return max(self.floor_s, t1 + (t2 - t1) * (nodes - n1) / (n2 - n1))
+
+    def work_node_s(self, nodes: int) -> float:
+        """Node-seconds the job uses on ``nodes`` nodes: ``nodes * t(nodes)``."""
+        return nodes * self(nodes)
+
+
+#: The four Jacobi 2D jobs of Bhosale et al. (2024): label -> (grid side, steps, min, max).
+JACOBI_SIZES: dict[str, tuple[int, int, int, int]] = {
+    "small": (512, 40_000, 2, 8),
+    "medium": (2048, 40_000, 4, 16),
+    "large": (8192, 40_000, 8, 32),
+    "xlarge": (16384, 10_000, 16, 64),
+}
+
+
+@dataclass(frozen=True)
+class JacobiModel:
+    """Run times and rescale costs of the Jacobi jobs: what the priority study simulates.
+
+    Attributes:
+        curves: size label (``"small"`` …) -> run time in seconds at any node count.
+        costs: resize durations (seconds) of a grow or shrink.
+        source: where the numbers come from (a sentence, shown in reports).
+    """
+
+    curves: Mapping[str, PiecewiseLinearCurve]
+    costs: ResizeCostModel
+    source: str
+
+    def runtime_model(self) -> RuntimeModel:
+        """The curves as a :class:`RuntimeModel` keyed ``("jacobi", label)``."""
+        return RuntimeModel({("jacobi", k): v for k, v in self.curves.items()})  # type: ignore[misc]
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON form :func:`load_jacobi_model` reads."""
+        return {
+            "source": self.source,
+            "jobs": {k: {"points": {str(n): t for n, t in c.points.items()}}
+                     for k, c in self.curves.items()},
+            "rescale": {"grow_points": [list(p) for p in self.costs.grow_points],
+                        "shrink_points": [list(p) for p in self.costs.shrink_points]},
+        }
+
+
+#: Placeholder constants (module doc of :func:`jacobi_placeholder`).
+_SECONDS_PER_POINT = 4.0e-9
+_HALO_LATENCY_S = 50e-6
+_BYTES_PER_S = 1.0e9
+_RESCALE_S = 3.0
+
+
+def jacobi_placeholder(*, seconds_per_point: float = _SECONDS_PER_POINT,
+                       serial_fraction: float = 0.0, halo_latency_s: float = _HALO_LATENCY_S,
+                       rescale_s: float = _RESCALE_S) -> JacobiModel:
+    """A documented stand-in for measured Jacobi 2D strong scaling, until measurements exist.
+
+    One step of the 5-point Jacobi update of an ``N x N`` grid on ``n`` nodes costs::
+
+        N^2 * c * (a + (1 - a) / n)  +  (n > 1) * (L + 2 * N * 8 B / B_w)
+
+    with ``c = 4 ns`` per grid point (``seconds_per_point``: a numpy step on the development
+    machine, one core, under load: 3.6-6.3 ns/point for 512^2 to 8192^2), ``a`` an Amdahl
+    serial fraction (``serial_fraction``, default 0: the parallel efficiency is then set by
+    the halo term alone), ``L = 50 us`` halo latency per step (``halo_latency_s``) and
+    ``B_w = 1 GB/s`` for the two halo rows of 8-byte values.  The run time is
+    ``steps`` times that; it is sampled at the job's minimum, the doublings in between and
+    its maximum, and joined piecewise linearly (:class:`PiecewiseLinearCurve`), as Bhosale
+    et al. (2024) do with their measured points.  A rescale (grow or shrink) costs
+    ``rescale_s`` = 3 s, of the order of the "few seconds" they measured (dominated by
+    restarting processes).  Arguments are seconds (``serial_fraction`` a share, 0-1).
+
+    Replace it with measurements through a JSON file (:func:`load_jacobi_model`).
+    """
+    curves = {}
+    for label, (side, steps, lo, hi) in JACOBI_SIZES.items():
+        counts, n = [], lo
+        while n < hi:
+            counts.append(n)
+            n *= 2
+        counts.append(hi)
+
+        def seconds(n: int, side: int = side, steps: int = steps) -> float:
+            halo = (halo_latency_s + 2 * side * 8 / _BYTES_PER_S) if n > 1 else 0.0
+            share = serial_fraction + (1 - serial_fraction) / n  # Amdahl
+            compute = side * side * seconds_per_point * share
+            return steps * (compute + halo)
+
+        curves[label] = PiecewiseLinearCurve({n: round(seconds(n), 3) for n in counts})
+    costs = ResizeCostModel(grow_points=((1, rescale_s),), shrink_points=((1, rescale_s),))
+    costs = _flat(costs)
+    return JacobiModel(curves, costs,
+                       "placeholder: numpy step 4 ns/point, 50 us + 1 GB/s halo, 3 s rescale")
+
+
+def _flat(costs: ResizeCostModel) -> ResizeCostModel:
+    """One-point cost tables mean the same cost at any count (not proportional to it)."""
+    grow = costs.grow_points if len(costs.grow_points) > 1 else (
+        costs.grow_points[0], (costs.grow_points[0][0] + 1, costs.grow_points[0][1]))
+    shrink = costs.shrink_points if len(costs.shrink_points) > 1 else (
+        costs.shrink_points[0], (costs.shrink_points[0][0] + 1, costs.shrink_points[0][1]))
+    return ResizeCostModel(grow_points=grow, shrink_points=shrink)
+
+
+def load_jacobi_model(path: str) -> JacobiModel:
+    """Read a Jacobi model from JSON (the integrator's measured numbers)::
+
+        {"source": "measured on ...",
+         "jobs": {"small": {"points": {"2": 41.0, "4": 22.5, "8": 13.1}}, "medium": ...},
+         "rescale": {"grow_points": [[1, 2.5], [8, 4.0]], "shrink_points": [[1, 2.0]]}}
+
+    ``jobs`` needs the four labels of :data:`JACOBI_SIZES` (node counts as keys, seconds as
+    values, joined piecewise linearly); ``rescale`` is optional (default: the placeholder's
+    3 s) and gives seconds by nodes added/removed (one point: the same at every count).
+
+    The file of our Jacobi benchmark's measurements (``{"benchmark": "jacobi_model",
+    "models": [{"grid", "steps", "nodes", "seconds", "grow_s", "shrink_s"}, ...]}``) is read
+    too: measured on a machine too small to show strong scaling up to 64 nodes, it gives
+    the cost of one grid point a step on one place (the median over its grids) and the grow
+    and shrink times (means), and :func:`jacobi_placeholder`'s halo term gives the scaling.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: not JSON, a label missing, or a bad point (the message names it).
+    """
+    import json
+
+    try:
+        data = json.loads(open(path, encoding="utf-8").read())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("models"), list):
+        return _from_measurements(path, data)
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
+        raise ValueError(f"{path}: expected an object with a \"jobs\" object")
+    curves = {}
+    for label in JACOBI_SIZES:
+        raw = data["jobs"].get(label)
+        if not isinstance(raw, dict) or not isinstance(raw.get("points"), dict):
+            raise ValueError(f"{path}: jobs.{label}.points (nodes -> seconds) is missing")
+        try:
+            curves[label] = PiecewiseLinearCurve(
+                {int(n): float(t) for n, t in raw["points"].items()})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: jobs.{label}: {exc}") from None
+    costs = jacobi_placeholder().costs
+    if "rescale" in data:
+        r = data["rescale"]
+        try:
+            costs = _flat(ResizeCostModel(
+                grow_points=tuple(tuple(p) for p in r.get("grow_points", costs.grow_points)),
+                shrink_points=tuple(tuple(p) for p in r.get("shrink_points",
+                                                               costs.shrink_points))))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{path}: rescale: {exc}") from None
+    return JacobiModel(curves, costs, str(data.get("source", path)))
+
+
+def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
+    """A Jacobi model from the benchmark's measurement file (:func:`load_jacobi_model`)."""
+    import statistics
+
+    rates, grows, shrinks = [], [], []
+    try:
+        for entry in data["models"]:
+            nodes, seconds = list(entry["nodes"]), list(entry["seconds"])
+            if 1 in nodes:
+                points = float(entry["grid"]) ** 2 * float(entry["steps"])
+                rates.append(float(seconds[nodes.index(1)]) / points)
+            if "grow_s" in entry:
+                grows.append(float(entry["grow_s"]))
+            if "shrink_s" in entry:
+                shrinks.append(float(entry["shrink_s"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: a measurement entry lacks or mangles {exc}") from None
+    if not rates:
+        raise ValueError(f"{path}: no measurement on 1 place: cannot derive a cost per point")
+    rate = statistics.median(rates)
+    grow = statistics.fmean(grows) if grows else _RESCALE_S
+    shrink = statistics.fmean(shrinks) if shrinks else _RESCALE_S
+    base = jacobi_placeholder(seconds_per_point=rate)
+    costs = _flat(ResizeCostModel(grow_points=((1, grow),), shrink_points=((1, shrink),)))
+    return JacobiModel(base.curves, costs,
+                       f"{path}: {rate * 1e9:.2f} ns/point a step on one place (median of "
+                       f"{len(rates)} grids), grow {grow:.2f} s, shrink {shrink:.2f} s, "
+                       f"halo model for the scaling")

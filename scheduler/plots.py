@@ -3,6 +3,8 @@
 * :func:`gantt`: nodes (rows) over time, one colour a job, for one run.
 * :func:`usage`: busy nodes over time, one line an algorithm, for one batch.
 * :func:`makespan_vs_share`: mean makespan (and utilisation) against the malleable share.
+* :func:`priority_sweeps`: the priority study's four metrics against the submission gap and
+  the rescale gap, one line a policy (docs/guides/priorities.md).
 
 matplotlib is the ``plot`` extra of the project (``pip install 'apgaspy[plot]'``); without it
 every function raises ``RuntimeError`` saying so.
@@ -17,7 +19,7 @@ from typing import Any
 from .algorithms.base import node_key
 from .simulate import SimResult
 
-__all__ = ["gantt", "makespan_vs_share", "usage"]
+__all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "usage"]
 
 
 def _pyplot() -> Any:
@@ -121,3 +123,42 @@ def makespan_vs_share(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Pa
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def priority_sweeps(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Draw the priority study's sweeps (rows of :func:`scheduler.simulate.priority_study`).
+
+    Writes ``priority_submission_gap.png`` and ``priority_rescale_gap.png`` in ``out_dir``
+    (created): four panels each (total time, utilisation, weighted mean response and
+    completion) against the swept gap (s), one line a policy.  Returns the paths.
+    Raises ``RuntimeError`` without matplotlib.
+    """
+    plt = _pyplot()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = (("total_time_s", "total time (s)", 1.0), ("utilisation", "utilisation (%)", 100.0),
+               ("weighted_mean_response_s", "weighted mean response (s)", 1.0),
+               ("weighted_mean_completion_s", "weighted mean completion (s)", 1.0))
+    written = []
+    for sweep, x_key, label in (("submission_gap", "submission_gap_s", "submission gap (s)"),
+                                ("rescale_gap", "rescale_gap_s", "rescale gap (s)")):
+        chosen = [r for r in rows if r["sweep"] == sweep]
+        if not chosen:
+            continue
+        fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+        for ax, (key, title, scale) in zip(axes.flat, metrics, strict=True):
+            for policy in dict.fromkeys(r["policy"] for r in chosen):
+                pts = sorted((r[x_key], r[key] * scale) for r in chosen if r["policy"] == policy)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
+                        label=policy)
+            ax.set_xlabel(label)
+            ax.set_ylabel(title)
+            ax.grid(alpha=0.3)
+        axes.flat[0].legend(fontsize=8)
+        fig.suptitle(f"priority study: {label} swept, means over {chosen[0]['batches']} batches")
+        fig.tight_layout()
+        path = out / f"priority_{sweep}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written

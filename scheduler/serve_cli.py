@@ -41,6 +41,7 @@ from .algorithms import make, registry
 from .control import control_path
 from .nodes import LocalNodes, NodeBackend, SshHosts
 from .server import DEFAULT_PORT, Server
+from .simulate_cli import add_priority_arguments, priority_options
 from .slurm_mode import GROW_MODES, SlurmNodes
 
 __all__ = ["HELP", "add_arguments", "format_event", "make_nodes", "run"]
@@ -109,6 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between algorithm runs (default 5; also on every event)")
     p.add_argument("--cooldown", type=seconds, default=60.0,
                    help="seconds between two orders to one job (default 60, as Java)")
+    add_priority_arguments(p)  # --rescale-gap-s, --keep-free, --aging-s (priority policies)
     p.add_argument("--grace", type=seconds, default=5.0,
                    help="seconds from SIGTERM to SIGKILL when ending a job (default 5)")
     p.add_argument("--env", type=_env, action="append", default=[], metavar="KEY=VALUE",
@@ -224,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         server = Server(
-            nodes, make(args.algorithm, cooldown_s=args.cooldown), port=args.port,
+            nodes, make(args.algorithm, cooldown_s=args.cooldown, **priority_options(args)),
+            port=args.port,
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
             state_dir=state_dir,

@@ -275,24 +275,25 @@ class Server:
         return submission.submit(self._state, spec, delay_s=delay_s, user=user)
 
     def submit_script(self, path: str | os.PathLike[str], *, delay_s: float = 0.0,
-                      user: int | None = None) -> int:
+                      user: int | None = None, priority: int | None = None) -> int:
         """Submit a job script file (headers as in :mod:`scheduler.jobs`); return its id.
 
         Raises:
             SubmissionError: the script cannot be read, its headers do not parse, or the job
                 is refused.
         """
-        return submission.submit_script(self._state, path, delay_s=delay_s, user=user)
+        return submission.submit_script(self._state, path, delay_s=delay_s, user=user,
+                                        priority=priority)
 
     def submit_text(self, text: str, *, name: str | None = None, delay_s: float = 0.0,
-                    user: int | None = None) -> int:
+                    user: int | None = None, priority: int | None = None) -> int:
         """Submit an inline job script (written to the run directory); return its id.
 
         Raises:
             SubmissionError: its headers do not parse, or the job is refused.
         """
         return submission.submit_text(self._state, text, name=name, delay_s=delay_s,
-                                      user=user)
+                                      user=user, priority=priority)
 
     def submit_batch(self, entries: Iterable[BatchEntry] | str | os.PathLike[str], *,
                      user: int | None = None) -> tuple[list[int], list[tuple[str, str]]]:

@@ -59,7 +59,7 @@ import heapq
 import itertools
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,12 +89,16 @@ __all__ = [
     "DEFAULT_SHARES",
     "Evaluation",
     "JobRecord",
+    "PRIORITY_POLICIES",
+    "RESCALE_GAPS_S",
+    "SUBMISSION_GAPS_S",
     "SimConfig",
     "SimResult",
     "Simulator",
     "aggregate",
     "evaluate_paper",
     "evaluate_workloads",
+    "priority_study",
     "simulate",
     "result_from_records",
 ]
@@ -119,6 +123,9 @@ class SimConfig:
         bsld_threshold_s: bounded-slowdown threshold (seconds).
         run_on_events: also run the algorithm on events, not only on ticks.
         node_names: explicit node names (length ``total_nodes``).
+        algorithm_options: extra keyword options for an algorithm given by name
+            (e.g. ``{"rescale_gap_s": 180, "keep_free": 1}``), dropped by classes that do not
+            take them (:func:`scheduler.algorithms.make`).
     """
 
     total_nodes: int = 32
@@ -129,6 +136,7 @@ class SimConfig:
     bsld_threshold_s: float = 10.0
     run_on_events: bool = True
     node_names: tuple[str, ...] | None = None
+    algorithm_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.total_nodes < 1:
@@ -168,6 +176,7 @@ class JobRecord:
     shrinks: int
     grows: int
     required_s: float | None = None
+    priority: int = 3
 
     @property
     def wait_s(self) -> float:
@@ -208,6 +217,7 @@ class JobRecord:
             "shrinks": self.shrinks,
             "grows": self.grows,
             "required_s": self.required_s,
+            "priority": self.priority,
             "allotment": [[t, list(n)] for t, n in self.allotment],
         }
 
@@ -326,7 +336,8 @@ class Simulator:
     ) -> None:
         self.config = config or SimConfig()
         if isinstance(algorithm, str):
-            algorithm = make(algorithm, cooldown_s=self.config.cooldown_s)
+            algorithm = make(algorithm, **{"cooldown_s": self.config.cooldown_s,
+                                           **self.config.algorithm_options})
         self.algorithm = algorithm
         if isinstance(workload, Workload):
             entries, model = workload.entries, workload.model
@@ -625,6 +636,7 @@ class Simulator:
                 shrinks=job.shrinks,
                 grows=job.grows,
                 required_s=job.spec.required_time_s,
+                priority=job.spec.priority,
             )
             for job in done
         )
@@ -813,3 +825,115 @@ def evaluate_paper(
         config=config,
         progress=progress,
     )
+
+
+# ------------------------------------------------------------------------- priority study
+
+#: The policies of the priority study: the paper's four, then ours (docs/guides/priorities.md).
+PRIORITY_POLICIES: tuple[str, ...] = (
+    "rigid-min", "rigid-max", "moldable", "elastic-priority", "elastic-priority-easy",
+)
+#: Sweep of the submission gap (s) at a rescale gap of 180 s, and of the rescale gap (s) at a
+#: submission gap of 180 s (Bhosale et al. 2024).
+SUBMISSION_GAPS_S: tuple[float, ...] = tuple(float(g) for g in range(0, 301, 30))
+RESCALE_GAPS_S: tuple[float, ...] = tuple(float(g) for g in range(0, 1201, 120))
+
+_STUDY_METRICS = ("total_time_s", "utilisation", "weighted_mean_response_s",
+                  "weighted_mean_completion_s")
+
+
+def priority_study(
+    *,
+    batches: int = 100,
+    seed: int = 1,
+    jobs: int = 16,
+    total_nodes: int = 64,
+    policies: Sequence[str] = PRIORITY_POLICIES,
+    submission_gaps_s: Sequence[float] = SUBMISSION_GAPS_S,
+    rescale_gaps_s: Sequence[float] = RESCALE_GAPS_S,
+    table_point: tuple[float, float] = (90.0, 180.0),
+    keep_free: int = 1,
+    aging_s: float | None = None,
+    model: Any = None,
+    progress: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """The priority study of Bhosale et al. (2024) in simulation (docs/guides/priorities.md).
+
+    For each policy and each sweep point, ``batches`` seeded batches
+    (:func:`~scheduler.workload.jacobi_batch`, seeds ``seed`` … ``seed + batches - 1``) run
+    on ``total_nodes`` nodes and the metrics of
+    :func:`~scheduler.metrics.priority_metrics` are averaged over the batches.
+
+    Sweeps: ``"submission_gap"`` (each gap of ``submission_gaps_s`` at a rescale gap of
+    180 s), ``"rescale_gap"`` (each of ``rescale_gaps_s`` at a submission gap of 180 s), and
+    ``"table"``: the single point ``table_point`` = (submission gap, rescale gap) of the
+    paper's Table 1 (90 s, 180 s).
+
+    Args:
+        batches: batches per point (>= 1).
+        seed: seed of the first batch.
+        jobs: jobs per batch.
+        total_nodes: cluster size (nodes).
+        policies: registry names of priority policies.
+        submission_gaps_s, rescale_gaps_s: the sweep points (seconds, >= 0).
+        table_point: (submission gap, rescale gap) of the table row (seconds).
+        keep_free: nodes never handed out (default 1, as the paper keeps one slot for its
+            launcher; a job's usable maximum is then 63 of 64 nodes).
+        aging_s: aging step of ``elastic-priority-easy`` (seconds; ``None``: its default).
+        model: a :class:`~scheduler.model.JacobiModel` (default the placeholder).
+        progress: called once per simulation.
+
+    Returns:
+        One row per (sweep, point, policy): ``sweep``, ``policy``, ``submission_gap_s``,
+        ``rescale_gap_s``, ``batches``, the four means ``total_time_s``, ``utilisation``
+        (0-1), ``weighted_mean_response_s``, ``weighted_mean_completion_s``, and
+        ``max_wait_priority1_s`` (the longest wait of a priority-1 job over all batches).
+
+    Raises:
+        ValueError: ``batches < 1``, an unknown policy, or a bad parameter (a negative
+            rescale gap names the value).
+    """
+    from .metrics import priority_metrics
+    from .model import jacobi_placeholder
+    from .workload import jacobi_batch
+
+    if batches < 1:
+        raise ValueError(f"batches must be >= 1, got {batches}")
+    model = model or jacobi_placeholder()
+    config = SimConfig(total_nodes=total_nodes, costs=model.costs)
+    options: dict[str, Any] = {"keep_free": keep_free}
+    if aging_s is not None:
+        options["aging_s"] = aging_s
+    points = (
+        [("submission_gap", float(g), 180.0) for g in submission_gaps_s]
+        + [("rescale_gap", 180.0, float(r)) for r in rescale_gaps_s]
+        + [("table", float(table_point[0]), float(table_point[1]))]
+    )
+    for name in policies:  # fail before any work on a bad name or value
+        make(name, rescale_gap_s=points[0][2] if points else 0.0, **options)
+    rows: list[dict[str, Any]] = []
+    cache: dict[float, list[Workload]] = {}
+    for sweep, sub_gap, rescale_gap in points:
+        workloads = cache.get(sub_gap)
+        if workloads is None:
+            workloads = cache[sub_gap] = [
+                jacobi_batch(seed + b, jobs=jobs, submission_gap_s=sub_gap, model=model)
+                for b in range(batches)
+            ]
+        for name in policies:
+            runs = []
+            for workload in workloads:
+                algorithm = make(name, rescale_gap_s=rescale_gap, **options)
+                result = Simulator(algorithm, workload, config).run()
+                runs.append(priority_metrics(result.records, total_nodes))
+                if progress is not None:
+                    progress()
+            row: dict[str, Any] = {
+                "sweep": sweep, "policy": name, "submission_gap_s": sub_gap,
+                "rescale_gap_s": rescale_gap, "batches": batches,
+            }
+            for key in _STUDY_METRICS:
+                row[key] = statistics.fmean(run[key] for run in runs)
+            row["max_wait_priority1_s"] = max(run["max_wait_priority1_s"] for run in runs)
+            rows.append(row)
+    return rows

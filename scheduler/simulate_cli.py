@@ -22,6 +22,17 @@ jobs); a progress bar on a terminal counts the jobs done (``--quiet`` hides it).
 ``DIR/<algorithm>@<share>.swf`` (wait and run time fields filled in;
 :func:`scheduler.workload.write_swf`).  docs/guides/simulation.md has examples.
 
+``--study priority`` runs the priority study instead (Bhosale et al. 2024,
+docs/guides/priorities.md): 64 nodes, 100 seeded batches of 16 Jacobi jobs, the policies
+rigid-min, rigid-max, moldable, elastic-priority, elastic-priority-easy, swept over the
+submission gap (0-300 s at a rescale gap of 180 s) and the rescale gap (0-1200 s at a
+submission gap of 180 s), plus the point of the paper's Table 1 (90 s, 180 s).  ``--json``
+prints ``{"config": {...}, "rows": [{"sweep", "policy", "submission_gap_s",
+"rescale_gap_s", "batches", "total_time_s", "utilisation", "weighted_mean_response_s",
+"weighted_mean_completion_s", "max_wait_priority1_s"}, ...]}``; ``--plot DIR`` draws the
+sweeps.  ``--jacobi-model FILE`` gives measured run times
+(:func:`scheduler.model.load_jacobi_model`).
+
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
 a program the built-in model does not know.
@@ -43,9 +54,11 @@ from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .simulate import (
     DEFAULT_ALGORITHMS,
     DEFAULT_SHARES,
+    PRIORITY_POLICIES,
     Evaluation,
     SimConfig,
     evaluate_workloads,
+    priority_study,
 )
 from .workload import PAPER_MIX, MixRow, Workload, paper_batch, swf_workload, write_swf
 
@@ -82,6 +95,54 @@ def _algorithms(text: str) -> list[str]:
     return names
 
 
+def _seconds_at_least_0(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def _seconds_above_0(text: str) -> float:
+    value = _seconds_at_least_0(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def _count_at_least_0(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def add_priority_arguments(p: argparse.ArgumentParser) -> None:
+    """The priority policies' parameters (shared by ``simulate`` and ``serve``)."""
+    g = p.add_argument_group("priority policies (docs/guides/priorities.md)")
+    g.add_argument("--rescale-gap-s", type=_seconds_at_least_0, default=None,
+                   help="least seconds between two scheduling events of one job "
+                        "(T_rescale_gap; default 180)")
+    g.add_argument("--keep-free", type=_count_at_least_0, default=None,
+                   help="nodes never handed out (default 0; --study priority: 1, as the "
+                        "paper keeps one for its launcher)")
+    g.add_argument("--aging-s", type=_seconds_above_0, default=None,
+                   help="elastic-priority-easy: seconds of waiting per priority level "
+                        "gained (default 600)")
+
+
+def priority_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options :func:`add_priority_arguments` parsed, as keywords for
+    :func:`scheduler.algorithms.make` (only those given)."""
+    out: dict[str, Any] = {}
+    for key in ("rescale_gap_s", "keep_free", "aging_s"):
+        value = getattr(args, key, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add ``simulate``'s options to ``p``."""
     out = p.add_argument_group("output")
@@ -96,17 +157,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "DIR/<algorithm>@<share>.swf (wait and run time filled in)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    p.add_argument("--study", choices=["priority"], default=None,
+                   help="run a named study instead: 'priority' (Bhosale et al. 2024)")
+    p.add_argument("--jacobi-model", metavar="FILE", type=Path, default=None,
+                   help="--study priority: JSON run times of the Jacobi jobs "
+                        "(default: the documented placeholder)")
+    add_priority_arguments(p)
+
     sweep = p.add_argument_group("sweep")
-    sweep.add_argument("--algorithms", type=_algorithms, default=list(DEFAULT_ALGORITHMS),
-                       help="comma-separated (default: %(default)s)")
+    sweep.add_argument("--algorithms", type=_algorithms, default=None,
+                       help="comma-separated (default: fcfs,backfilling,easy,malleable; "
+                            "--study priority: the five priority policies)")
     sweep.add_argument("--shares", type=_floats, default=list(DEFAULT_SHARES),
                        help="malleable shares in %% (default: 0,20,40,60,80,100)")
     sweep.add_argument("--batches", type=positive_int, default=None,
-                       help="seeded batches (default 10; 1 with --swf)")
-    sweep.add_argument("--seed", type=int, default=43,
-                       help="seed of the first batch; batch i uses seed+i (default 43)")
-    sweep.add_argument("--nodes", type=positive_int, default=32,
-                       help="cluster size in nodes (default 32)")
+                       help="seeded batches (default 10; 1 with --swf; 100 with --study)")
+    sweep.add_argument("--seed", type=int, default=None,
+                       help="seed of the first batch; batch i uses seed+i (default 43; "
+                            "1 with --study)")
+    sweep.add_argument("--nodes", type=positive_int, default=None,
+                       help="cluster size in nodes (default 32; 64 with --study)")
 
     mix = p.add_argument_group("paper job mix (Table 2 of Finnerty et al. 2024)")
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
@@ -216,8 +286,74 @@ def _plots(evaluation: Evaluation, rows: list[dict[str, Any]], out: Path, nodes:
     return written
 
 
+def _study_table(rows: list[dict[str, Any]]) -> str:
+    head = ("sweep", "sub_gap_s", "resc_gap_s", "policy", "total_s", "util%", "w_resp_s",
+            "w_compl_s", "max_p1_wait_s")
+    lines = ["{:<15}{:>10}{:>11}  {:<23}{:>9}{:>7}{:>10}{:>10}{:>14}".format(*head)]
+    for r in rows:
+        lines.append("{:<15}{:>10.0f}{:>11.0f}  {:<23}{:>9.1f}{:>7.1f}{:>10.1f}{:>10.1f}{:>14.1f}"
+                     .format(r["sweep"], r["submission_gap_s"], r["rescale_gap_s"], r["policy"],
+                             r["total_time_s"], 100 * r["utilisation"],
+                             r["weighted_mean_response_s"], r["weighted_mean_completion_s"],
+                             r["max_wait_priority1_s"]))
+    return "\n".join(lines)
+
+
+def run_priority_study(args: argparse.Namespace) -> int:
+    """``--study priority``: run it, print a table or JSON, draw the sweeps.  Returns 0, or 1
+    when a chart cannot be drawn; exits with a message for a bad model file."""
+    from .model import jacobi_placeholder, load_jacobi_model
+
+    started = time.perf_counter()
+    try:
+        model = load_jacobi_model(str(args.jacobi_model)) if args.jacobi_model \
+            else jacobi_placeholder()
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    options = priority_options(args)
+    batches = args.batches or 100
+    policies = list(args.algorithms or PRIORITY_POLICIES)
+    other = [a for a in policies if a not in PRIORITY_POLICIES]
+    if other:
+        raise SystemExit(f"error: --study priority runs the priority policies "
+                         f"({', '.join(PRIORITY_POLICIES)}), not {', '.join(other)}")
+    nodes = args.nodes or 64
+    try:
+        rows = priority_study(batches=batches, seed=1 if args.seed is None else args.seed,
+                              total_nodes=nodes, policies=policies,
+                              keep_free=options.get("keep_free", 1),
+                              aging_s=options.get("aging_s"), model=model)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    cfg = {"study": "priority", "nodes": nodes, "batches": batches, "policies": policies,
+           "keep_free": options.get("keep_free", 1), "aging_s": options.get("aging_s"),
+           "model": model.source, "elapsed_s": round(time.perf_counter() - started, 3)}
+    if args.csv:
+        _write_csv(args.csv, rows)
+    if args.plot:
+        from . import plots
+
+        try:
+            for path in plots.priority_sweeps(rows, args.plot):
+                print(f"wrote {path}", file=sys.stderr)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps({"config": cfg, "rows": rows}, indent=1))
+    else:
+        print(_study_table(rows))
+        print(f"{len(rows) * batches} simulations in {cfg['elapsed_s']:.2f} s")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the sweep the options describe; print the table or JSON.  Returns 0."""
+    if args.study == "priority":
+        return run_priority_study(args)
+    args.nodes = args.nodes or 32
+    args.seed = 43 if args.seed is None else args.seed
+    args.algorithms = args.algorithms or list(DEFAULT_ALGORITHMS)
     started = time.perf_counter()
     config = SimConfig(
         total_nodes=args.nodes,
@@ -225,6 +361,7 @@ def run(args: argparse.Namespace) -> int:
         ready_s=args.ready_s,
         cooldown_s=args.cooldown_s,
         costs=_COSTS[args.resize_costs](),
+        algorithm_options=priority_options(args),
     )
     batches = args.batches or (1 if args.swf else 10)
     shares = args.swf_malleable_share if args.swf and args.swf_malleable_share else args.shares

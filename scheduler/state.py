@@ -41,7 +41,7 @@ from .procs import ProcessTree
 __all__ = ["ENDED_STATES", "RESIZING_ALGORITHMS", "EventLog", "ServerJob", "ServerState"]
 
 #: Algorithms that resize running jobs: only under them is a malleable job ``ELASTIC=malleable``.
-RESIZING_ALGORITHMS = frozenset({"malleable"})
+RESIZING_ALGORITHMS = frozenset({"malleable", "elastic-priority", "elastic-priority-easy"})
 #: Job states in which a job holds no node and never will again.
 ENDED_STATES = frozenset({"done", "failed", "killed", "cancelled"})
 

@@ -133,8 +133,10 @@ def admit_due(state: ServerState, now: float) -> None:
 
 
 def submit_script(state: ServerState, path: str | os.PathLike[str], *,
-                  delay_s: float = 0.0, user: int | None = None) -> int:
+                  delay_s: float = 0.0, user: int | None = None,
+                  priority: int | None = None) -> int:
     """Submit a job script file (headers as in :mod:`scheduler.jobs`); return its id.
+    ``priority`` (1-5), when given, replaces the script's ``#PRIORITY``.
 
     Raises:
         SubmissionError: the script cannot be read, its headers do not parse, or the job
@@ -150,12 +152,24 @@ def submit_script(state: ServerState, path: str | os.PathLike[str], *,
             from None
     except ValueError as exc:  # JobScriptError: the message names the file and line
         raise SubmissionError(f"the job script does not parse: {exc}") from None
-    return submit(state, spec, delay_s=delay_s, user=user)
+    return submit(state, _with_priority(spec, priority), delay_s=delay_s, user=user)
+
+
+def _with_priority(spec: JobSpec, priority: int | None) -> JobSpec:
+    """``spec`` with ``priority`` (1-5) when given; ``SubmissionError`` names a bad one."""
+    if priority is None:
+        return spec
+    try:
+        return spec.replace(priority=priority)
+    except ValueError as exc:
+        raise SubmissionError(str(exc)) from None
 
 
 def submit_text(state: ServerState, text: str, *, name: str | None = None,
-                delay_s: float = 0.0, user: int | None = None) -> int:
+                delay_s: float = 0.0, user: int | None = None,
+                priority: int | None = None) -> int:
     """Submit an inline job script (written to the run directory); return its id.
+    ``priority`` (1-5), when given, replaces the script's ``#PRIORITY``.
 
     Raises:
         SubmissionError: its headers do not parse, or the job is refused.
@@ -164,6 +178,7 @@ def submit_text(state: ServerState, text: str, *, name: str | None = None,
         spec = parse_job_script(text, name=name or "job")
     except ValueError as exc:
         raise SubmissionError(f"the script does not parse: {exc}") from None
+    spec = _with_priority(spec, priority)
     with state.lock:
         path = state.run_dir / f"script-{state.next_id}-{int(time.time() * 1000)}.sh"
         path.write_text(text, encoding="utf-8")

@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .jobs import BatchEntry, JobClass, JobSpec
-from .model import RuntimeModel, ScalingCurve
+from .model import JACOBI_SIZES, JacobiModel, RuntimeModel, ScalingCurve, jacobi_placeholder
 
 if TYPE_CHECKING:
     from .simulate import JobRecord
 
 __all__ = [
     "PAPER_MIX",
+    "jacobi_batch",
     "MixRow",
     "SwfJob",
     "Workload",
@@ -181,6 +182,61 @@ def paper_batch(
             )
         entries.append(BatchEntry(spec, submit))
     return Workload(tuple(entries), model)
+
+
+def jacobi_batch(
+    seed: int,
+    *,
+    jobs: int = 16,
+    submission_gap_s: float = 90.0,
+    model: JacobiModel | None = None,
+    required_factor: float = 1.5,
+) -> Workload:
+    """One batch of the priority study (Bhosale et al. 2024; docs/guides/priorities.md).
+
+    ``random.Random(seed)`` draws, for each of ``jobs`` jobs in turn, a size uniformly from
+    the four Jacobi sizes (:data:`~scheduler.model.JACOBI_SIZES`: small, medium, large,
+    xlarge) and then a priority uniformly from 1-5.  Job ``i`` (from 0) is submitted at
+    ``i * submission_gap_s``.  Every job is malleable over its size's node range; a policy
+    that does not resize simply never orders it.  Required time (what a reservation plans
+    with): the model's run time at the job's minimum times ``required_factor``.
+
+    Args:
+        seed: the batch's seed.
+        jobs: jobs per batch (>= 1).
+        submission_gap_s: seconds between two submissions (>= 0).
+        model: run times and rescale costs (default :func:`~scheduler.model.jacobi_placeholder`).
+        required_factor: required time = model time at the minimum x this (>= 1).
+
+    Raises ``ValueError`` for ``jobs < 1``, a negative gap or a factor below 1.
+    """
+    if jobs < 1:
+        raise ValueError(f"a batch needs at least one job, got {jobs}")
+    if not submission_gap_s >= 0:
+        raise ValueError(f"submission_gap_s must be >= 0 s, got {submission_gap_s}")
+    if not required_factor >= 1:
+        raise ValueError(f"required_factor must be >= 1, got {required_factor}")
+    model = model or jacobi_placeholder()
+    runtime = model.runtime_model()
+    rng = random.Random(seed)
+    labels = list(JACOBI_SIZES)
+    entries = []
+    for i in range(jobs):
+        label = rng.choice(labels)
+        priority = rng.randint(1, 5)
+        side, steps, lo, hi = JACOBI_SIZES[label]
+        spec = JobSpec(
+            name=f"jacobi_{label}_{i}",
+            job_class=JobClass.MALLEABLE,
+            min_nodes=lo,
+            max_nodes=hi,
+            required_time_s=runtime.run_time_s("jacobi", label, lo) * required_factor,
+            program="jacobi",
+            size=label,
+            priority=priority,
+        )
+        entries.append(BatchEntry(spec, i * float(submission_gap_s)))
+    return Workload(tuple(entries), runtime)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from .decisions import decision_problem
 from .easy import EasyBackfilling
 from .fcfs import FCFS
 from .malleable import MalleableMinAgree
+from .priority import ElasticPriority, ElasticPriorityEasy, Moldable, RigidMax, RigidMin
 
 __all__ = [
     "DEFAULT_COOLDOWN_S",
@@ -39,9 +40,16 @@ __all__ = [
     "Backfilling",
     "Decision",
     "EasyBackfilling",
+    "ElasticPriority",
+    "ElasticPriorityEasy",
     "FreeNodes",
     "Grow",
     "MalleableMinAgree",
+    "Moldable",
+    "PRIORITY_ALGORITHMS",
+    "RESIZING_ALGORITHMS",
+    "RigidMax",
+    "RigidMin",
     "RunningJob",
     "Shrink",
     "Start",
@@ -56,20 +64,39 @@ __all__ = [
     "sorted_nodes",
 ]
 
-#: Algorithm name → class (the four of the paper's evaluation, docs/guides/simulation.md).
+#: Algorithm name → class: the four of Finnerty et al.'s evaluation
+#: (docs/guides/simulation.md), then the priority policies (docs/guides/priorities.md).
 registry: dict[str, type[Any]] = {
     "fcfs": FCFS,
     "backfilling": Backfilling,
     "easy": EasyBackfilling,
     "malleable": MalleableMinAgree,
+    "rigid-min": RigidMin,
+    "rigid-max": RigidMax,
+    "moldable": Moldable,
+    "elastic-priority": ElasticPriority,
+    "elastic-priority-easy": ElasticPriorityEasy,
 }
+
+#: The priority policies (they read ``JobSpec.priority`` and take ``rescale_gap_s``,
+#: ``keep_free``; the EASY variant also ``aging_s``).
+PRIORITY_ALGORITHMS: tuple[str, ...] = (
+    "rigid-min", "rigid-max", "moldable", "elastic-priority", "elastic-priority-easy",
+)
+
+#: Algorithms that shrink and grow running jobs (their malleable jobs get ``ELASTIC=malleable``).
+RESIZING_ALGORITHMS: frozenset[str] = frozenset(
+    {"malleable", "elastic-priority", "elastic-priority-easy"}
+)
 
 
 def make(name: str, **options: Any) -> Algorithm:
     """Build the algorithm called ``name`` with the options its class accepts.
 
-    Options a class does not take (e.g. ``cooldown_s`` for FCFS) are dropped, so one set of
-    options serves every algorithm.  Raises ``ValueError`` for an unknown name.
+    Options a class does not take (e.g. ``cooldown_s`` for FCFS, ``rescale_gap_s`` for
+    minAgree) are dropped, so one set of options serves every algorithm.  Raises
+    ``ValueError`` for an unknown name, and the class's ``ValueError`` for a bad option value
+    (a negative rescale gap names the value).
     """
     try:
         cls = registry[name]

@@ -1,0 +1,492 @@
+"""Priority policies: the four of Bhosale et al. (2024) and an EASY/aging variant of ours.
+
+Source: A. Bhosale et al., "Elastic scheduling of Charm++ jobs on Kubernetes" (2024); the
+policies in words, the parameters and the study are in docs/guides/priorities.md.
+
+Every job has a priority, 1 (lowest) to 5 (highest) (:attr:`~scheduler.jobs.JobSpec.priority`);
+the queue is walked in decreasing priority, equal priorities in submission order
+(:func:`priority_order`).  Node counts are taken from the job's range ``[min, max]``; a job's
+usable maximum is ``min(max, total_nodes - keep_free)``.
+
+* ``rigid-min``: a queued job starts with exactly its minimum when that many nodes are free.
+* ``rigid-max``: a queued job starts with exactly its (usable) maximum.
+* ``moldable``: a queued job starts with ``min(free, max)`` nodes when that is at least its
+  minimum; never resized (the paper emulates it by an infinite rescale gap).
+* ``elastic-priority`` (the paper's elastic policy): as ``moldable`` for a job that fits;
+  for one that does not, running jobs of the same or lower priority that are outside their
+  rescale gap are shrunk (lowest priority first, each at most to its minimum) when that
+  frees enough for its minimum, aiming at its maximum; nodes left free after the queue
+  grow running jobs, highest priority first.
+* ``elastic-priority-easy`` (ours): a rank for weighted completion (priority per
+  node-second, Smith's rule; or the plain priority), *aging* (a waiting job's rank grows by
+  one every ``aging_s`` seconds), an EASY reservation for the first job that can start
+  neither now nor by shrinking, and freed nodes offered to running and waiting jobs
+  together in rank order (:class:`ElasticPriorityEasy`).
+
+In none of them does a job that does not fit block the jobs behind it (the paper's policies
+start every job that fits, in priority order); only the EASY variant protects the blocked
+head with a reservation.
+
+The rescale gap (``rescale_gap_s``, the paper's ``T_rescale_gap``) is the least time between
+two scheduling events (start, shrink, grow) of one job: a job whose last event is more
+recent is neither shrunk nor grown.  It replaces the per-order cool-down of the other
+algorithms.  ``keep_free`` nodes are never handed out (the paper keeps one slot for its
+launcher).
+
+Stateless calls (:class:`~.base.Algorithm`): the paper's policy acts on a submission (start
+the new job, shrinking others if needed) and on a completion (offer the freed nodes in
+priority order to running and queued jobs).  A call here sees only a snapshot, so it walks
+the whole queue each time as if each waiting job had just been submitted, and offers the
+nodes left free to running jobs afterwards.  Two consequences, both documented in
+docs/guides/priorities.md: nodes freed by a shrink made for a queued job reach that job
+(they are counted as coming, ``RunningJob.releasing``, and kept for it) instead of a
+higher-priority running job; and a job whose rescale gap ends while nodes are free grows
+then, not only at the next completion (``next_change_s`` reports the gap's end).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..jobs import JobClass, JobSpec
+from .base import (
+    Decision,
+    FreeNodes,
+    Grow,
+    RunningJob,
+    Shrink,
+    Start,
+    View,
+    WaitingJob,
+    expected_ends_after,
+    releases_of,
+    reservation,
+)
+
+__all__ = [
+    "DEFAULT_AGING_S",
+    "DEFAULT_KEEP_FREE",
+    "DEFAULT_RESCALE_GAP_S",
+    "ElasticPriority",
+    "ElasticPriorityEasy",
+    "Moldable",
+    "RigidMax",
+    "RigidMin",
+    "last_event_s",
+    "priority_order",
+]
+
+#: The paper's ``T_rescale_gap`` in its Table 1 run (seconds).
+DEFAULT_RESCALE_GAP_S = 180.0
+#: Nodes never handed out.  The paper keeps one slot for its launcher; our scheduler runs
+#: off the compute nodes, so none by default.
+DEFAULT_KEEP_FREE = 0
+#: Waiting time that raises a waiting job's rank by one step (seconds;
+#: :class:`ElasticPriorityEasy`).
+DEFAULT_AGING_S = 120.0
+
+
+def _check_parameters(rescale_gap_s: float, keep_free: int) -> tuple[float, int]:
+    if isinstance(rescale_gap_s, bool) or not isinstance(rescale_gap_s, int | float) \
+            or math.isnan(rescale_gap_s) or rescale_gap_s < 0:
+        raise ValueError(f"rescale_gap_s must be a number of seconds >= 0, got {rescale_gap_s!r}")
+    if isinstance(keep_free, bool) or not isinstance(keep_free, int) or keep_free < 0:
+        raise ValueError(f"keep_free must be a whole number of nodes >= 0, got {keep_free!r}")
+    return float(rescale_gap_s), keep_free
+
+
+def priority_order(
+    waiting: Sequence[WaitingJob], key: dict[object, float] | None = None
+) -> list[WaitingJob]:
+    """The queue in decreasing priority; equal priorities by submission time, then by
+    position in ``waiting`` (the mechanism's submission order).
+
+    Args:
+        waiting: the queued jobs (``View.waiting``).
+        key: job id -> effective priority, when it differs from ``spec.priority`` (aging).
+    """
+    rank = {id(job): i for i, job in enumerate(waiting)}
+
+    def sort_key(job: WaitingJob) -> tuple[float, float, int]:
+        prio = key[job.job_id] if key is not None else job.spec.priority
+        return (-prio, job.submit_s, rank[id(job)])
+
+    return sorted(waiting, key=sort_key)
+
+
+def last_event_s(job: RunningJob) -> float:
+    """The time (s) of the job's last scheduling event: its start or its last resize order."""
+    return job.start_s if job.last_order_s is None else max(job.start_s, job.last_order_s)
+
+
+@dataclass
+class _Plan:
+    """One call's bookkeeping: free nodes, nodes coming from shrinks in flight, jobs used."""
+
+    pool: FreeNodes
+    avail: int  # free nodes that may be handed out (keep_free excluded)
+    coming: int  # nodes that shrinks in flight will free and no queued job has claimed yet
+    used: set[object]  # running jobs already given a decision in this call
+
+
+class _PriorityBase:
+    """Shared walk of the four paper policies (module docstring)."""
+
+    name = "?"
+    resizes = False
+
+    def __init__(self, rescale_gap_s: float = DEFAULT_RESCALE_GAP_S,
+                 keep_free: int = DEFAULT_KEEP_FREE) -> None:
+        self.rescale_gap_s, self.keep_free = _check_parameters(rescale_gap_s, keep_free)
+
+    # -- sizes
+    def _cap(self, spec: JobSpec, total: int) -> int:
+        return max(1, min(spec.hi, total - self.keep_free))
+
+    def start_size(self, spec: JobSpec, avail: int, total: int) -> int | None:
+        """Nodes the job starts with when ``avail`` nodes may be handed out, or ``None``."""
+        size = min(avail, self._cap(spec, total))
+        return size if size >= spec.lo else None
+
+    # -- the gap
+    def outside_gap(self, job: RunningJob, now_s: float) -> bool:
+        """Whether ``job`` may be shrunk or grown at ``now_s``: malleable, ready for orders,
+        and its last scheduling event at least ``rescale_gap_s`` old."""
+        if job.spec.job_class is not JobClass.MALLEABLE or not job.malleable_ready:
+            return False
+        return now_s - last_event_s(job) >= self.rescale_gap_s
+
+    def _plan(self, view: View) -> _Plan:
+        pool = FreeNodes(view.free_nodes)
+        return _Plan(pool, max(0, len(pool) - self.keep_free),
+                     sum(job.releasing for job in view.running), set())
+
+    def _start(self, plan: _Plan, job: WaitingJob, size: int) -> Start:
+        plan.avail -= size
+        return Start(job.job_id, plan.pool.take(size))
+
+    def _wait_for_coming(self, plan: _Plan, job: WaitingJob, total: int) -> bool:
+        """The job waits for nodes that shrinks in flight will free: keep them for it."""
+        if plan.coming <= 0 or plan.avail + plan.coming < job.spec.lo:
+            return False
+        want = self._cap(job.spec, total)
+        from_coming = min(plan.coming, want)
+        plan.coming -= from_coming
+        plan.avail -= min(plan.avail, max(0, want - from_coming))
+        return True
+
+    def _shrink_for(self, view: View, plan: _Plan, job: WaitingJob, priority: float
+                    ) -> list[Decision] | None:
+        """The paper's shrinks to start ``job``: running jobs of priority <= ``priority``,
+        outside their gap, lowest priority (then latest start) first, each at most to its
+        minimum; ``None`` when they cannot free enough for the job's minimum."""
+        if not self.resizes:
+            return None
+        now = view.now_s
+        donors = [r for r in view.running
+                  if r.job_id not in plan.used and r.spec.priority <= priority
+                  and len(r.nodes) > r.spec.lo and self.outside_gap(r, now)]
+        donors.sort(key=lambda r: (r.spec.priority, -r.start_s))
+        surplus = sum(len(r.nodes) - r.spec.lo for r in donors)
+        if plan.avail + surplus < job.spec.lo:
+            return None
+        want = self._cap(job.spec, view.total_nodes)
+        need = want - plan.avail
+        decisions: list[Decision] = []
+        for r in donors:
+            if need <= 0:
+                break
+            count = min(len(r.nodes) - r.spec.lo, need)
+            decisions.append(Shrink(r.job_id, count))
+            plan.used.add(r.job_id)
+            need -= count
+        plan.avail = 0  # what is free now is kept for the job too
+        return decisions
+
+    def _grows(self, view: View, plan: _Plan) -> list[Decision]:
+        """Nodes still free go to running jobs, highest priority first (then earliest
+        start), each up to its usable maximum."""
+        if not self.resizes or plan.avail <= 0:
+            return []
+        now = view.now_s
+        growable = [r for r in view.running
+                    if r.job_id not in plan.used and self.outside_gap(r, now)
+                    and len(r.nodes) < self._cap(r.spec, view.total_nodes)]
+        growable.sort(key=lambda r: (-r.spec.priority, r.start_s))
+        decisions: list[Decision] = []
+        for r in growable:
+            count = min(self._cap(r.spec, view.total_nodes) - len(r.nodes), plan.avail)
+            if count <= 0:
+                break
+            plan.avail -= count
+            plan.used.add(r.job_id)
+            decisions.append(Grow(r.job_id, plan.pool.take(count)))
+        return decisions
+
+    def decide(self, view: View) -> list[Decision]:
+        """Walk the queue in priority order: start what fits, shrink for what does not (when
+        the policy resizes), then grow running jobs with the nodes left (module docstring)."""
+        plan = self._plan(view)
+        decisions: list[Decision] = []
+        for job in priority_order(view.waiting):
+            size = self.start_size(job.spec, plan.avail, view.total_nodes)
+            if size is not None:
+                decisions.append(self._start(plan, job, size))
+                continue
+            if self._wait_for_coming(plan, job, view.total_nodes):
+                continue
+            shrinks = self._shrink_for(view, plan, job, job.spec.priority)
+            if shrinks is not None:
+                decisions += shrinks
+        return decisions + self._grows(view, plan)
+
+    def next_change_s(self, view: View) -> float:
+        """When the clock alone can change an empty answer (seconds; ``inf`` when never): the
+        end of a running job's rescale gap, when that job could then be grown (nodes may be
+        handed out and it is below its maximum) or shrunk (jobs wait and it is above its
+        minimum).  Policies that never resize: ``inf``."""
+        if not self.resizes:
+            return math.inf
+        now = view.now_s
+        free = len(view.free_nodes) - self.keep_free > 0
+        wake = math.inf
+        for job in view.running:
+            if job.spec.job_class is not JobClass.MALLEABLE or not job.malleable_ready:
+                continue
+            end = last_event_s(job) + self.rescale_gap_s
+            if not now < end < wake:
+                continue
+            if (free and len(job.nodes) < self._cap(job.spec, view.total_nodes)) or \
+                    (view.waiting and len(job.nodes) > job.spec.lo):
+                wake = end
+        return wake
+
+
+class RigidMin(_PriorityBase):
+    """Rigid at the minimum: each job starts with exactly its minimum, in priority order.
+
+    Args:
+        rescale_gap_s: accepted for a uniform interface; unused (no resize).
+        keep_free: nodes never handed out (>= 0).
+
+    Raises ``ValueError`` for a negative or non-numeric parameter (the message names it).
+    """
+
+    name = "rigid-min"
+
+    def start_size(self, spec: JobSpec, avail: int, total: int) -> int | None:
+        """Exactly ``min`` nodes, or ``None`` when fewer may be handed out."""
+        return spec.lo if avail >= spec.lo else None
+
+
+class RigidMax(_PriorityBase):
+    """Rigid at the maximum: each job starts with exactly its usable maximum
+    (``min(max, total_nodes - keep_free)``), in priority order.  Parameters as
+    :class:`RigidMin`."""
+
+    name = "rigid-max"
+
+    def start_size(self, spec: JobSpec, avail: int, total: int) -> int | None:
+        """Exactly the usable maximum, or ``None`` when fewer may be handed out."""
+        size = self._cap(spec, total)
+        return size if avail >= size and size >= spec.lo else None
+
+
+class Moldable(_PriorityBase):
+    """Moldable: start with ``min(free, max)`` nodes (at least the minimum), never resize.
+    Parameters as :class:`RigidMin`."""
+
+    name = "moldable"
+
+
+class ElasticPriority(_PriorityBase):
+    """The paper's priority-based elastic policy (module docstring).
+
+    Args:
+        rescale_gap_s: ``T_rescale_gap``, least seconds between two scheduling events of one
+            job (>= 0; default 180).
+        keep_free: nodes never handed out (>= 0; default 0).
+
+    Raises ``ValueError`` for a negative or non-numeric parameter (the message names it).
+    """
+
+    name = "elastic-priority"
+    resizes = True
+
+
+class ElasticPriorityEasy(_PriorityBase):
+    """Ours: priorities ranked for weighted completion, aging, EASY reservation for the
+    blocked head, and running jobs grown before new ones start.
+
+    **Rank.**  With ``order="smith"`` (default) a job's base rank is
+    ``log2(priority / (required_time_s * min_nodes))``: its priority per node-second asked,
+    the order that minimises a priority-weighted sum of completion times on one machine
+    (Smith's rule, W. E. Smith 1956, "Various optimizers for single-stage production").
+    A small job of low priority may therefore pass a large job of high priority; with
+    ``order="priority"`` the base rank is the priority itself (the paper's order).  A waiting
+    job's rank grows by one every ``aging_s`` seconds of waiting (*aging*, the cure for
+    starvation the paper names).  All waiting jobs age at the same rate, so aging never
+    reorders two waiting jobs by itself: a job counts as submitted ``aging_s`` seconds
+    earlier per rank step it is ahead.
+
+    **Walk.**  With ``grow_first`` (default) free nodes first grow running jobs (malleable,
+    outside their rescale gap, below their maximum; earliest start first): finishing what
+    runs before starting more is what weighted completion rewards when jobs scale well.
+    Then the waiting jobs in decreasing rank: one that fits starts with ``min(free, max)``
+    nodes; the first that does not, the *head*, waits for nodes that shrinks in flight free,
+    or (with ``shrink``) has running jobs of lower rank outside their gap shrunk as in
+    ``elastic-priority``, or else gets an EASY reservation (Lifka 1995): the earliest time
+    the running jobs' expected ends give it its minimum.  Behind the head a job starts only
+    when it ends by then or uses only nodes the head will not need.  Without
+    ``grow_first`` running jobs are offered nodes in the walk by their base rank.
+
+    ``grow_first`` and ``shrink`` exclude each other: a job shrunk for the head would be
+    grown back before the head is served (for ever, with a rescale gap of 0).
+
+    **Bound on waiting.**  A job of base rank ``b`` outranks every job submitted more than
+    ``aging_s * (b_max - b)`` seconds after it (``b_max`` the largest base rank in the
+    workload); after that only the finitely many jobs submitted earlier can start ahead of
+    it, and as the head its reservation holds, so no job waits without bound.
+    docs/guides/priorities.md reports the longest measured wait of a priority-1 job.
+
+    Args:
+        rescale_gap_s: as :class:`ElasticPriority`.
+        keep_free: as :class:`ElasticPriority`.
+        aging_s: seconds of waiting per rank step gained (> 0; default 120).
+        order: ``"smith"`` or ``"priority"`` (the base rank, above).
+        grow_first: grow running jobs before starting waiting ones (default ``True``).
+        shrink: shrink lower-ranked running jobs for the head (default ``False``).
+
+    Raises ``ValueError`` for a negative or non-numeric parameter, an unknown order, or
+    ``grow_first`` with ``shrink`` (the message names the value).
+    """
+
+    name = "elastic-priority-easy"
+    resizes = True
+
+    def __init__(self, rescale_gap_s: float = DEFAULT_RESCALE_GAP_S,
+                 keep_free: int = DEFAULT_KEEP_FREE, aging_s: float = DEFAULT_AGING_S,
+                 order: str = "smith", grow_first: bool = True, shrink: bool = False) -> None:
+        super().__init__(rescale_gap_s, keep_free)
+        if isinstance(aging_s, bool) or not isinstance(aging_s, int | float) \
+                or math.isnan(aging_s) or aging_s <= 0:
+            raise ValueError(f"aging_s must be a number of seconds > 0, got {aging_s!r}")
+        if order not in ("smith", "priority"):
+            raise ValueError(f"order must be 'smith' or 'priority', got {order!r}")
+        self.aging_s = float(aging_s)
+        self.order = order
+        self.grow_first = bool(grow_first)
+        self.shrink = bool(shrink)
+        if self.grow_first and self.shrink:
+            raise ValueError("grow_first=True and shrink=True exclude each other: a job shrunk "
+                             "for the head would be grown back first; choose one")
+
+    def base_rank(self, spec: JobSpec) -> float:
+        """The rank of a job that has not waited (class docstring)."""
+        if self.order == "priority":
+            return float(spec.priority)
+        return math.log2(spec.priority / (spec.required_time_s * spec.lo))
+
+    def effective_priority(self, job: WaitingJob, now_s: float) -> float:
+        """A waiting job's rank at ``now_s``: ``base_rank + wait / aging_s``."""
+        return self.base_rank(job.spec) + max(0.0, now_s - job.submit_s) / self.aging_s
+
+    def _growable(self, view: View) -> list[RunningJob]:
+        total = view.total_nodes
+        return [r for r in view.running
+                if self.outside_gap(r, view.now_s) and len(r.nodes) < self._cap(r.spec, total)]
+
+    def decide(self, view: View) -> list[Decision]:
+        """One walk over waiting and growable running jobs in decreasing rank (class doc)."""
+        now, total = view.now_s, view.total_nodes
+        plan = self._plan(view)
+        rank = {job.job_id: self.effective_priority(job, now) for job in view.waiting}
+        walk: list[tuple[float, int, float, int, WaitingJob | RunningJob]] = [
+            (-rank[job.job_id], 0, job.submit_s, i, job) for i, job in enumerate(view.waiting)
+        ]
+        walk += [(-math.inf if self.grow_first else -self.base_rank(r.spec), 1, r.start_s, i,
+                  r) for i, r in enumerate(self._growable(view))]
+        walk.sort(key=lambda item: item[:4])
+        decisions: list[Decision] = []
+        started: list[tuple[WaitingJob, int]] = []
+        shadow_s, extra = math.inf, 0
+        head_found = False
+        for _, kind, _, _, job in walk:
+            if kind == 1:
+                assert isinstance(job, RunningJob)
+                if plan.avail <= 0 or job.job_id in plan.used:
+                    continue
+                count = min(self._cap(job.spec, total) - len(job.nodes), plan.avail)
+                plan.avail -= count
+                plan.used.add(job.job_id)
+                decisions.append(Grow(job.job_id, plan.pool.take(count)))
+                continue
+            assert isinstance(job, WaitingJob)
+            size = self.start_size(job.spec, plan.avail, total)
+            if size is not None:
+                if head_found and now + job.spec.required_time_s > shadow_s:
+                    size = min(size, extra)  # backfill only on nodes the head won't need
+                    if size < job.spec.lo:
+                        continue
+                    extra -= size
+                decisions.append(self._start(plan, job, size))
+                started.append((job, size))
+                continue
+            if head_found:
+                continue
+            head_found = True
+            if self._wait_for_coming(plan, job, total):
+                shadow_s, extra = now, 0
+                continue
+            shrinks = self._shrink_for_rank(view, plan, job, rank[job.job_id])
+            if shrinks is not None:
+                decisions += shrinks
+                shadow_s, extra = now, 0
+                continue
+            releases = releases_of(now, view.running, started)
+            shadow_s, extra = reservation(job.spec.lo, plan.avail, releases)
+        return decisions
+
+    def _shrink_for_rank(self, view: View, plan: _Plan, job: WaitingJob, rank: float
+                         ) -> list[Decision] | None:
+        """:meth:`_shrink_for` with running jobs compared by base rank, not priority."""
+        if not self.shrink:
+            return None
+        now = view.now_s
+        donors = [r for r in view.running
+                  if r.job_id not in plan.used and self.base_rank(r.spec) <= rank
+                  and len(r.nodes) > r.spec.lo and self.outside_gap(r, now)]
+        donors.sort(key=lambda r: (self.base_rank(r.spec), -r.start_s))
+        if plan.avail + sum(len(r.nodes) - r.spec.lo for r in donors) < job.spec.lo:
+            return None
+        need = self._cap(job.spec, view.total_nodes) - plan.avail
+        decisions: list[Decision] = []
+        for r in donors:
+            if need <= 0:
+                break
+            count = min(len(r.nodes) - r.spec.lo, need)
+            decisions.append(Shrink(r.job_id, count))
+            plan.used.add(r.job_id)
+            need -= count
+        plan.avail = 0
+        return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """The earliest of: a rescale gap's end that matters (:class:`ElasticPriority`), the
+        next expected end of a running job (the reservation) and, while jobs wait, the first
+        time a waiting job's growing rank passes a running job's (it may then shrink it, or
+        be offered nodes before it)."""
+        wake = super().next_change_s(view)
+        if view.waiting:
+            now = view.now_s
+            wake = min(wake, expected_ends_after(view))
+            bases = {self.base_rank(r.spec) for r in view.running}
+            for job in view.waiting:
+                mine = self.base_rank(job.spec)
+                for other in bases:
+                    when = job.submit_s + (other - mine) * self.aging_s
+                    if now < when < wake:
+                        wake = when
+        return wake
