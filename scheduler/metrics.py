@@ -3,9 +3,8 @@
 A real run is described by the same :class:`~scheduler.simulate.JobRecord` objects the
 simulator makes (submission, start, end, the nodes held over time, shrinks and grows), so
 :class:`~scheduler.simulate.SimResult`, its ``usage_curve`` and the charts of
-:mod:`scheduler.plots` serve both.  :func:`result_from_records`, defined in
-:mod:`scheduler.simulate` (whose runs use it too), computes the metrics: makespan (last end
-minus first submission, s), utilisation (node-seconds held / (nodes × makespan), 0-1), mean
+:mod:`scheduler.plots` serve both.  :func:`scheduler.simulate.result_from_records` computes
+the metrics: makespan (last end minus first submission, s), utilisation (node-seconds held / (nodes × makespan), 0-1), mean
 wait and turnaround (s), mean bounded slowdown, shrinks and grows per malleable job.
 
 The priority study (docs/guides/priorities.md) measures a run as Bhosale et al. (2024) do,
@@ -19,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .simulate import result_from_records
-
 if TYPE_CHECKING:
     from .simulate import JobRecord
 
-__all__ = ["priority_metrics", "result_from_records"]
+__all__ = ["priority_metrics"]
 
 
 def priority_metrics(records: Sequence[JobRecord], total_nodes: int) -> dict[str, float]:

@@ -57,12 +57,11 @@ from .control_server import ControlServer, handle_request
 from .jobs import BatchEntry, JobSpec
 from .journal import Journal
 from .loop import MainLoop
-from .metrics import result_from_records
 from .nodes import NodeBackend
 from .notifications import on_notification
 from .recovery import recover
 from .shutdown import begin_shutdown, end_running_jobs
-from .simulate import JobRecord, SimResult
+from .simulate import JobRecord, SimResult, result_from_records
 from .state import ENDED_STATES, RESIZING_ALGORITHMS, ServerState
 from .wire import NotificationListener
 

@@ -80,6 +80,7 @@ from .algorithms.base import (
 )
 from .algorithms.decisions import decision_problem
 from .jobs import BatchEntry, JobClass, JobSpec
+from .metrics import priority_metrics
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .workload import PAPER_MIX, MixRow, Workload, paper_batch
 
@@ -893,7 +894,6 @@ def priority_study(
         ValueError: ``batches < 1``, an unknown policy, or a bad parameter (a negative
             rescale gap names the value).
     """
-    from .metrics import priority_metrics
     from .model import jacobi_placeholder
     from .workload import jacobi_batch
 
