@@ -5,7 +5,8 @@ simulator makes (submission, start, end, the nodes held over time, shrinks and g
 :class:`~scheduler.simulate.SimResult`, its ``usage_curve`` and the charts of
 :mod:`scheduler.plots` serve both.  :func:`scheduler.simulate.result_from_records` computes
 the metrics: makespan (last end minus first submission, s), utilisation (node-seconds
-held / (nodes × makespan), 0-1), mean wait and turnaround (s), mean bounded slowdown, shrinks and grows per malleable job.
+held / (nodes × makespan), 0-1), mean wait and turnaround (s), mean bounded slowdown,
+shrinks and grows per malleable job.
 
 The priority study (docs/guides/priorities.md) measures a run as Bhosale et al. (2024) do,
 with :func:`priority_metrics`: total time from the first start to the last end, utilisation
