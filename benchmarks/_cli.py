@@ -36,7 +36,8 @@ ENVIRONMENT_HELP = (
     "environment: APGAS_KERNELS=auto|numba|numpy chooses the kernels: auto (the default) "
     "runs the compiled numba kernels where numba is installed (pip install 'apgaspy[fast]') "
     "and the numpy ones elsewhere; numba fails without numba; numpy always runs numpy. "
-    "NUMBA_CACHE_DIR: where compiled kernels are cached (default ~/.cache/apgaspy/numba).")
+    "NUMBA_CACHE_DIR: where compiled kernels are cached (default "
+    "$XDG_CACHE_HOME/apgaspy/numba, i.e. ~/.cache/apgaspy/numba).")
 """The ``--help`` epilog of the benchmarks: the kernel backend's settings."""
 
 

@@ -431,8 +431,10 @@ def main(argv: list[str] | None = None) -> int:
         trace, algorithm, nodes, workdir = argv[1:5]
         _accasim_worker(trace, algorithm, int(nodes), workdir)
         return 0
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.accasim_compare",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=2000, help="jobs in the trace (2000)")
     p.add_argument("--nodes", type=int, default=64, help="one-core nodes (64)")
     p.add_argument("--seed", type=int, default=1, help="seed of the trace (1)")

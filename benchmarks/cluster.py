@@ -135,7 +135,9 @@ def _slurm(slurm: Any, repeats: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the measurements, print tables, write the JSON; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.cluster",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="runs to take the median of")
     parser.add_argument("--no-hosts", action="store_true", help="skip the multi-host cluster")
     parser.add_argument("--no-slurm", action="store_true", help="skip Slurm")

@@ -137,8 +137,10 @@ def one_run(depth: int, cold: bool, delay_s: float = 0.3) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run, print a line per run and the medians, write the JSON; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog=ENVIRONMENT_HELP)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.grow_latency",
+        description=__doc__.split("\n\n")[0],
+        epilog=ENVIRONMENT_HELP)
     parser.add_argument("--repeats", type=int, default=3, help="runs to take the median of")
     parser.add_argument("--depth", type=int, default=None,
                         help="UTS depth of the job (default 14 warm, 13 cold)")

@@ -663,7 +663,9 @@ def print_table(data: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the table, write the JSON; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.kernels_speed",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and 2 rounds (about a minute); writes nothing "
                              "unless --write")

@@ -142,8 +142,10 @@ def summarize(runs: list[dict[str, Any]], sizes: Sequence[int] = SIZES) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print a table, write the JSON; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog=ENVIRONMENT_HELP)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.malleability",
+        description=__doc__.split("\n\n")[0],
+        epilog=ENVIRONMENT_HELP)
     parser.add_argument("--repeats", type=int, default=3, help="runs to take the median of")
     parser.add_argument("--initial", type=int, default=2, help="hosts (places) at start")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")

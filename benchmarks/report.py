@@ -419,7 +419,9 @@ def render(page: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print the results table or rewrite the tables of ``docs/benchmarks.md``; returns the
     exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.report",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--print", action="store_true", help="print instead of writing")
     args = parser.parse_args(argv)
     if args.print:

@@ -161,7 +161,9 @@ def _measure_bare_pyzmq(rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run both measurements, print a table and write the JSON; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.runtime",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2000, help="round trips to time")
     parser.add_argument("--tasks", type=int, default=20000, help="tasks in one burst")
     parser.add_argument("--repeats", type=int, default=5, help="bursts to time")

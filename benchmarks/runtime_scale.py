@@ -426,7 +426,9 @@ def _title(cores: int | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Measure every place count, print a table, write the JSON (and the plot); returns the
     exit status (1 when a run left processes behind)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.runtime_scale",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--places", default="2,4,8,16,32,64",
                         help="comma-separated place counts, each ≥ 2 (2,4,8,16,32,64)")
     parser.add_argument("--repeats", type=positive_int, default=1, help="runs per count (1)")

@@ -178,8 +178,10 @@ def plot(figures: dict[str, Any], place_counts: list[int], path: Path, title: st
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print, write the JSON (and the plot); returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog=ENVIRONMENT_HELP)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scaling",
+        description=__doc__.split("\n\n")[0],
+        epilog=ENVIRONMENT_HELP)
     parser.add_argument("--benchmarks", default="uts,nqueens,bc,pi",
                         help="comma-separated: uts, nqueens, bc, pi (all)")
     parser.add_argument("--places", default="1,2", help="comma-separated place counts (1,2)")

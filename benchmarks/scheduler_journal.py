@@ -122,7 +122,9 @@ def recovery_time(jobs: int, nodes: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (module docstring); returns 0."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.scheduler_journal",
+        description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--rounds", type=int, default=2)

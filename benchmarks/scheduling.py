@@ -38,7 +38,9 @@ def _simulate(*args: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run both evaluations, write the JSON and the charts; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scheduling",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=10, help="seeded batches (10)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

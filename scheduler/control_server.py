@@ -85,7 +85,7 @@ def handle_request(server: Server, request: Mapping[str, Any], *,
         if op == "ping":
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}: use submit, status, cancel, "
-                                      "shutdown"}
+                                      "shutdown or ping"}
     except SubmissionError as exc:
         return {"ok": False, "error": str(exc)}
 
