@@ -89,6 +89,9 @@ class RunningJob:
         releasing: nodes that a shrink order in flight will give back (still in ``nodes``
             until the job replies); 0 when none.  Lets a policy count them as coming free
             instead of ordering more shrinks meanwhile.
+        requested: nodes an evolving job has asked for and not yet received (its pending
+            ``Evolving;Request;1`` lines; the Java runtime keeps at most one open, so 0 or
+            1); always 0 for the other classes.
     """
 
     job_id: JobId
@@ -98,6 +101,7 @@ class RunningJob:
     malleable_ready: bool = False
     last_order_s: float | None = None
     releasing: int = 0
+    requested: int = 0
 
     @property
     def expected_end_s(self) -> float:
