@@ -29,7 +29,7 @@ from .base import (
 )
 from .decisions import decision_problem
 from .easy import EasyBackfilling
-from .evolving import EvolvingEasy, EvolvingReserve
+from .evolving import EvolvingEasy, EvolvingReserve, EvolvingSmallest
 from .fcfs import FCFS
 from .malleable import MalleableMinAgree
 from .priority import ElasticPriority, ElasticPriorityEasy, Moldable, RigidMax, RigidMin
@@ -46,6 +46,7 @@ __all__ = [
     "EVOLVING_ALGORITHMS",
     "EvolvingEasy",
     "EvolvingReserve",
+    "EvolvingSmallest",
     "FreeNodes",
     "Grow",
     "MalleableMinAgree",
@@ -82,12 +83,13 @@ registry: dict[str, type[Any]] = {
     "elastic-priority": ElasticPriority,
     "elastic-priority-easy": ElasticPriorityEasy,
     "evolving-easy": EvolvingEasy,
+    "evolving-smallest": EvolvingSmallest,
     "evolving-reserve": EvolvingReserve,
 }
 
 #: The policies that serve evolving jobs' node requests (docs/guides/evolving-scheduling.md);
 #: their evolving jobs get ``ELASTIC=evolving``.
-EVOLVING_ALGORITHMS: tuple[str, ...] = ("evolving-easy", "evolving-reserve")
+EVOLVING_ALGORITHMS: tuple[str, ...] = ("evolving-easy", "evolving-smallest", "evolving-reserve")
 
 #: The priority policies (they read ``JobSpec.priority`` and take ``rescale_gap_s``,
 #: ``keep_free``; the EASY variant also ``aging_s``).
