@@ -165,7 +165,8 @@ def _send(port: int, line: str) -> None:
 
 @pytest.mark.timeout(40)
 def test_server_takes_requests_and_releases_over_tcp(tmp_path):
-    """An evolving job (1-3 nodes, a plain sleep) on 4 logical nodes: a request at its
+    """An evolving job (1-3 nodes, a plain sleep, started with ELASTIC=evolving) on 4
+    logical nodes: a request at its
     maximum, a release of a node it does not hold or of its first node, a malformed line and
     a line from no job's address are refused (logged, nothing changes); a release frees the
     node at once; a request becomes pending (not served: the job never announced
@@ -175,11 +176,15 @@ def test_server_takes_requests_and_releases_over_tcp(tmp_path):
     server.start()
     try:
         a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=3,
-                                  command=("sleep", "30"), required_time_s=60))
+                                  command=("sh", "-c", "echo ELASTIC=$ELASTIC; exec sleep 30"),
+                                  required_time_s=60))
         wait_until(lambda: job_of(server.status(), a)["state"] == "running", 15, "the start")
         job = job_of(server.status(), a)
         assert job["nodes"] == ["127.0.1.1", "127.0.1.2", "127.0.1.3"]
         addr = "127.0.1.1"
+        out = server.run_dir / f"job-{a}.out"
+        wait_until(lambda: out.exists() and "ELASTIC=" in out.read_text(), 10, "its output")
+        assert out.read_text().split() == ["ELASTIC=evolving"]
 
         def refused() -> list[str]:
             return [e["reason"] for e in list(server.events) if e["event"] == "evolving_refused"]
