@@ -136,5 +136,6 @@ class MainLoop:
             if job.spec.job_class is JobClass.EVOLVING and len(job.nodes) > held:
                 job.requested = 0
                 job.requests_served += 1
+                job.granted = tuple(decision.nodes)
                 s.event("evolving_grant", job.job_id, nodes=list(decision.nodes))
         return None

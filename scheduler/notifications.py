@@ -12,8 +12,9 @@ scheduler's set of pending requests), for the algorithm to serve (``RunningJob.r
 ``Evolving;Release;<host>`` takes ``host`` from the job at once and puts it back in the free
 pool (the job has already ended its places there) and drops its pending request.  A line
 the scheduler cannot act on (no running evolving job at that address, a malformed line, a
-request beyond the job's maximum, a release of a node the job does not hold or of its first
-node) is logged as ``evolving_refused`` with the reason; nothing changes.
+request beyond the job's maximum, a release of a node the job does not hold, of its first
+node, or of a node whose grow order is still in flight) is logged as ``evolving_refused``
+with the reason; nothing changes.
 
 The job is found by its address (the running one there; else the last
 one that ran there, since a job's last notifications may come after its end was seen).
@@ -134,8 +135,8 @@ def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument:
             return refuse(f"the job does not hold {host!r}")
         if host == job.nodes[0]:
             return refuse(f"{host!r} is the job's first node (its place 0)")
-        if job.busy:
-            return refuse("an order to the job is in flight")
+        if job.busy and host in job.granted:
+            return refuse(f"the grow that gives {host!r} to the job is in flight")
         if state.rm is not None:
             try:
                 state.rm.release(job.job_id, [host])

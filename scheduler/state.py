@@ -55,7 +55,8 @@ class ServerJob:
             evolving under an evolving policy (``ELASTIC=evolving``).
         requested: nodes an evolving job asked for (``Evolving;Request;1``) and has not yet
             received (0 or 1); ``requests``, ``requests_served``, ``releases``: its counts of
-            request lines taken, requests granted, nodes given back.
+            request lines taken, requests granted, nodes given back; ``granted``: the nodes
+            of its last grant (a release of one of them waits until that grow has ended).
         nodes: the nodes it holds now, its first node first.
         address: where it takes orders (its first node's address).
         ready: it announced ``APGAS-Ready``; ``busy``: an order is in flight;
@@ -100,6 +101,7 @@ class ServerJob:
     requests: int = 0
     requests_served: int = 0
     releases: int = 0
+    granted: tuple[str, ...] = ()
     orders: list[tuple[str, list[str]]] = field(default_factory=list)
     allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
     ending: str = ""

@@ -228,3 +228,50 @@ def test_server_takes_requests_and_releases_over_tcp(tmp_path):
     finally:
         server.shutdown()
     assert server.leftover_pids() == []
+
+
+@pytest.mark.timeout(60)
+def test_server_grants_a_request_with_a_real_grow_order(tmp_path):
+    """A stand-in job that speaks the protocol (it announces APGAS-Ready and answers orders)
+    is evolving, 1-3 nodes, started on the one node a rigid job leaves free.  Its request
+    is pending while no node is free; when the rigid job ends the Java rule (no cool-down
+    here) grants one node by a real ``grow 1 <node>`` order; a second request gets the
+    third node."""
+    from test_scheduler_real import FAKE_JOB, PY
+
+    fake = tmp_path / "fake_job.py"
+    fake.write_text(FAKE_JOB)
+    server = Server(LocalNodes(3), make("evolving-easy", cooldown_s=0.0), port=0,
+                    run_dir=tmp_path / "run", log_path=tmp_path / "events.jsonl",
+                    interval_s=0.5, grace_s=1.0, job_env={"FAKE_SECONDS": "10"})
+    server.start()
+    try:
+        r = server.submit(JobSpec(name="rigid", nodes=2, command=("sleep", "2"),
+                                  required_time_s=30))
+        a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=3,
+                                  command=(PY, str(fake)), required_time_s=60))
+
+        def ev(kind: str) -> list[dict]:
+            return [e for e in list(server.events) if e["event"] == kind and e["job"] == a]
+
+        wait_until(lambda: ev("ready"), 15, "APGAS-Ready")
+        job = job_of(server.status(), a)
+        assert job["nodes"] == ["127.0.1.3"] and job_of(server.status(), r)["state"] == "running"
+        _send(server.port, "Evolving;Request;1:127.0.1.3")
+        wait_until(lambda: ev("grow_done"), 20, "the first grant")
+        assert [e["nodes"] for e in ev("evolving_grant")] == [["127.0.1.1"]]
+        assert ev("evolving_grant")[0]["t"] >= [e for e in server.events if e["event"] == "end"
+                                                and e["job"] == r][0]["t"]
+        _send(server.port, "Evolving;Request;1:127.0.1.3")
+        wait_until(lambda: len(ev("grow_done")) == 2, 20, "the second grant")
+        job = job_of(server.status(), a)
+        assert (job["nodes"], job["requests"], job["requests_served"], job["requested"]) == (
+            ["127.0.1.3", "127.0.1.1", "127.0.1.2"], 2, 2, 0)
+        orders = [json.loads(x)["order"] for x in (server.run_dir / f"job-{a}.out")
+                  .read_text().splitlines() if x.startswith('{"order"')]
+        assert orders == ["grow 1 127.0.1.1 \n", "grow 1 127.0.1.2 \n"]
+        server.cancel(a)
+        wait_until(server.all_done, 20, "the cancel")
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
