@@ -23,7 +23,9 @@ Conventions all algorithms follow:
   the nodes it releases (it replies with their names).
 * A running job may be ordered (shrink or grow) only when it is malleable, has announced
   ``APGAS-Ready`` (``RunningJob.malleable_ready``) and its last order is at least
-  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s).
+  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s).  An evolving job
+  is grown only on its own request (``RunningJob.requested``) and never shrunk
+  (:mod:`.evolving`).
 * Decisions of one call are meant to be applied in order; they never use a node twice.
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
