@@ -1,6 +1,6 @@
 """Job descriptions: classes, specifications, job-script headers and batch files.
 
-A job is described by a :class:`JobSpec`: its class (rigid, moldable, malleable), its node
+A job is described by a :class:`JobSpec`: its class (rigid, moldable, malleable, evolving), its node
 count or node range, the time it asks for, the command that runs it and, for simulation,
 the program and size labels that pick its run time in :mod:`scheduler.model`.
 
@@ -33,10 +33,13 @@ repeated key: the last one wins (as in Java).
 Defaults, as in the Java scheduler: no ``REQUIRED_TIME`` means 60 s; no ``MIN_NODES`` means 1;
 no ``MAX_NODES`` means the minimum; no ``JOB_CLASS`` means rigid.
 
-``evolving`` (Java's jobs that ask for and give back nodes themselves) is read as
-**moldable**: under the four strategies of the paper's evaluation the Java scheduler starts
-such a job with as many free nodes as its range allows and never resizes it, which is
-exactly moldable; its own requests (``Evolving;Request;1``) are not served.
+``evolving`` (Java's jobs that ask for and give back nodes themselves) is a class of its own
+(:attr:`JobClass.EVOLVING`): it starts like a moldable job, with as many free nodes as its
+range allows; while it runs it asks for one more node at a time (``Evolving;Request;1``), which
+the evolving policies may grant up to its maximum, and it gives nodes back by itself
+(``Evolving;Release;<host>``) down to its minimum (docs/guides/evolving-scheduling.md).  Under
+the policies that do not serve requests it behaves exactly as a moldable job: it keeps the
+nodes it started with, minus those it gives back.
 ``JobSpec.declared_class`` keeps the word that was written.
 
 Batch files
@@ -135,26 +138,29 @@ class JobClass(enum.Enum):
       afterwards.
     * ``MALLEABLE``: like moldable at start, and the scheduler may shrink or grow it within the
       range while it runs (only after it announced ``APGAS-Ready``, docs/reference/protocol.md).
+    * ``EVOLVING``: like moldable at start; while it runs the job itself asks for one more
+      node at a time (the scheduler may grant it, up to the maximum) and gives nodes back
+      (down to its minimum).  The scheduler never shrinks it (Posner et al. 2024, evolving
+      APGAS programs; docs/guides/evolving-scheduling.md).
     """
 
     RIGID = "rigid"
     MOLDABLE = "moldable"
     MALLEABLE = "malleable"
+    EVOLVING = "evolving"
 
     @classmethod
     def parse(cls, text: str) -> JobClass:
-        """Read a class word (case-insensitive; ``evolving`` reads as ``MOLDABLE``).
+        """Read a class word (case-insensitive).
 
-        Raises ``ValueError`` for any other word.
+        Raises ``ValueError`` for any word other than rigid, moldable, malleable, evolving.
         """
         word = text.strip().lower()
-        if word == "evolving":
-            return cls.MOLDABLE
         try:
             return cls(word)
         except ValueError:
             raise ValueError(
-                f"unknown job class {text!r}: use rigid, moldable, malleable (or evolving)"
+                f"unknown job class {text!r}: use rigid, moldable, malleable or evolving"
             ) from None
 
 

@@ -62,6 +62,8 @@ def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
     env.update(job_environment(nodes=len(job.nodes), node_file=str(job.node_file),
                                scheduler_ip=state.listen, port=state.port, job_id=job.job_id,
                                malleable=job.elastic))
+    if job.elastic and job.spec.job_class is JobClass.EVOLVING:
+        env["ELASTIC"] = "evolving"  # its runtime asks for and gives back nodes itself
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -74,7 +76,8 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     """
     place = state.queue.index(job.job_id)
     state.queue.remove(job.job_id)
-    job.elastic = job.spec.job_class is JobClass.MALLEABLE and state.elastic_algorithm
+    job.elastic = ((job.spec.job_class is JobClass.MALLEABLE and state.elastic_algorithm)
+                   or (job.spec.job_class is JobClass.EVOLVING and state.evolving_algorithm))
     if state.rm is not None:
         nodes = list(state.rm.arrange(nodes))  # e.g. Slurm's batch host first
     job.nodes = nodes

@@ -9,7 +9,8 @@
             View(now_s, free, running, waiting) ─► algorithm.decide(view) ─► apply:
                 Start  → :func:`scheduler.launch.start_job`
                 Shrink → :func:`scheduler.orders.order_shrink`
-                Grow   → :func:`scheduler.orders.order_grow`
+                Grow   → :func:`scheduler.orders.order_grow` (for an evolving job:
+                         its pending request is served, ``evolving_grant``)
 
 The algorithm objects are the simulator's (:mod:`scheduler.algorithms`); a decision the
 state does not allow is logged as ``invalid_decision`` and skipped, and an algorithm that
@@ -23,6 +24,7 @@ import math
 from .algorithms import Decision, RunningJob, Shrink, Start, View, WaitingJob
 from .algorithms.base import node_key
 from .algorithms.decisions import decision_problem
+from .jobs import JobClass
 from .launch import police, reap, scan, start_job
 from .orders import order_grow, order_shrink
 from .state import ServerState
@@ -80,7 +82,8 @@ class MainLoop:
                 job_id=job.job_id, spec=job.spec, nodes=tuple(job.nodes), start_s=job.start_s,
                 malleable_ready=(job.elastic and job.ready and job.reachable and not job.busy
                                  and not job.ending),
-                last_order_s=job.last_order_s, releasing=job.releasing))
+                last_order_s=job.last_order_s, releasing=job.releasing,
+                requested=job.requested))
         running.sort(key=lambda r: (r.start_s, r.job_id))
         waiting = tuple(WaitingJob(i, s.jobs[i].spec, s.jobs[i].submit_s) for i in s.queue)
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
@@ -128,5 +131,11 @@ class MainLoop:
         elif isinstance(decision, Shrink):
             order_shrink(s, job, decision.count, now)
         else:
+            held = len(job.nodes)
             order_grow(s, job, list(decision.nodes), now)
+            if job.spec.job_class is JobClass.EVOLVING and len(job.nodes) > held:
+                job.requested = 0
+                job.requests_served += 1
+                job.granted = tuple(decision.nodes)
+                s.event("evolving_grant", job.job_id, nodes=list(decision.nodes))
         return None

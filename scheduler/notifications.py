@@ -4,13 +4,26 @@
 under this algorithm is ignored, as the Java scheduler ignores rigid jobs); ``APGAS-Rigid``
 marks it not reachable (it could not open its order port); ``APGAS-Disabled`` makes it not
 ready; timing lines are logged split as the Java scheduler splits them; anything else is
-logged as undefined.  The job is found by its address (the running one there; else the last
+logged as undefined.
+
+An evolving job's own lines (docs/guides/evolving-scheduling.md): ``Evolving;Request;1``
+puts a pending request for one node on the job (at most one at a time, as the Java
+scheduler's set of pending requests), for the algorithm to serve (``RunningJob.requested``);
+``Evolving;Release;<host>`` takes ``host`` from the job at once and puts it back in the free
+pool (the job has already ended its places there) and drops its pending request.  A line
+the scheduler cannot act on (no running evolving job at that address, a malformed line, a
+request beyond the job's maximum, a release of a node the job does not hold, of its first
+node, or of a node whose grow order is still in flight) is logged as ``evolving_refused``
+with the reason; nothing changes.
+
+The job is found by its address (the running one there; else the last
 one that ran there, since a job's last notifications may come after its end was seen).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from communicators.protocol import (
     NotificationKind,
@@ -19,7 +32,25 @@ from communicators.protocol import (
     split_timing,
 )
 
-from .state import ServerState
+from .jobs import JobClass
+from .state import ServerJob, ServerState
+
+try:  # the protocol module's parser of evolving lines, where it has one
+    from communicators.protocol import parse_evolving
+except ImportError:  # pragma: no cover - an older protocol module
+
+    @dataclass(frozen=True)
+    class _EvolvingMessage:
+        type: str
+        argument: str
+
+    def parse_evolving(message: str) -> _EvolvingMessage | None:  # type: ignore[misc]
+        """``Evolving;<type>;<argument>`` → its type and argument; None for other lines."""
+        if not message.startswith("Evolving;"):
+            return None
+        kind, _, argument = message.partition(";")[2].partition(";")
+        return _EvolvingMessage(kind, argument)
+
 
 __all__ = ["on_notification"]
 
@@ -34,7 +65,12 @@ def on_notification(state: ServerState, line: str) -> None:
                          key=lambda j: (j.state == "running", j.start_s))
         job = matches[-1] if matches else None
         job_id = job.job_id if job else None
-        if kind is NotificationKind.READY:
+        evolving = parse_evolving(message)
+        if evolving is not None:
+            if not _on_evolving(state, job, evolving.type, evolving.argument, line):
+                return
+            state.dirty = True
+        elif kind is NotificationKind.READY:
             if job is None or job.state != "running":
                 state.event("notify_unknown_job", None, line=line)
                 return
@@ -64,3 +100,54 @@ def on_notification(state: ServerState, line: str) -> None:
             state.event("notify_undefined", job_id, line=line)
             return
     state.wake.set()
+
+
+def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument: str,
+                 line: str) -> bool:
+    """Act on an ``Evolving;<kind>;<argument>`` line of ``job`` (under ``state.lock``).
+
+    Returns whether something the algorithm sees changed (a request taken, a node freed).
+    """
+    job_id = job.job_id if job is not None else None
+
+    def refuse(reason: str) -> bool:
+        state.event("evolving_refused", job_id, line=line, reason=reason)
+        return False
+
+    if job is None or job.state != "running":
+        return refuse("no running job at that address")
+    if job.spec.job_class is not JobClass.EVOLVING:
+        return refuse(f"the job is {job.spec.job_class.value}, not evolving")
+    if kind == "Request":
+        if argument.strip() != "1":
+            return refuse(f"a request asks for one node ('1'), got {argument!r}")
+        if job.requested:
+            return refuse("a request of this job is already pending")
+        if len(job.nodes) >= job.spec.hi:
+            return refuse(f"the job holds {len(job.nodes)} nodes, its maximum")
+        job.requested = 1
+        job.requests += 1
+        state.event("evolving_request", job_id, nodes=len(job.nodes))
+        return True
+    if kind == "Release":
+        host = argument.strip()
+        if host not in job.nodes:
+            return refuse(f"the job does not hold {host!r}")
+        if host == job.nodes[0]:
+            return refuse(f"{host!r} is the job's first node (its place 0)")
+        if job.busy and host in job.granted:
+            return refuse(f"the grow that gives {host!r} to the job is in flight")
+        if state.rm is not None:
+            try:
+                state.rm.release(job.job_id, [host])
+            except OSError as exc:
+                return refuse(f"the resource manager kept the node: {exc}")
+        job.nodes.remove(host)
+        job.allotment.append((state.now(), tuple(job.nodes)))
+        job.requested = 0
+        job.releases += 1
+        state.free.add(host)
+        state.persist(job)
+        state.event("evolving_release", job_id, node=host, nodes=list(job.nodes))
+        return True
+    return refuse(f"undefined evolving message type {kind!r}")

@@ -33,6 +33,16 @@ prints ``{"config": {...}, "rows": [{"sweep", "policy", "submission_gap_s",
 sweeps.  ``--jacobi-model FILE`` gives measured run times
 (:func:`scheduler.model.load_jacobi_model`).
 
+``--study evolving`` runs the evolving study (docs/guides/evolving-scheduling.md): 10 nodes,
+20 seeded batches (seeds 42…) of 20 synthetic evotree jobs of 1, 2, 4 or 8 nodes, 5 submitted
+at 0 and the rest over 600 s; at each evolving share (default 20, 40, 60, 80, 100 %) that
+share of the jobs is evolving (1-2, 1-4, 2-8, 4-16 nodes), run under each evolving policy
+(evolving-easy, evolving-smallest, evolving-reserve); the row ``all-rigid`` runs the same
+batches with every job rigid under EASY backfilling.  ``--json`` prints ``{"config": {...},
+"rows": [{"algorithm", "evolving_share", "batches", "makespan_s", "mean_turnaround_s",
+"mean_wait_s", "utilisation", "requests", "requests_served", "releases", "makespan_cut",
+"turnaround_cut"}, ...]}`` (:func:`scheduler.evolving.evolving_study`).
+
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
 a program the built-in model does not know.
@@ -157,8 +167,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "DIR/<algorithm>@<share>.swf (wait and run time filled in)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    p.add_argument("--study", choices=["priority"], default=None,
-                   help="run a named study instead: 'priority' (Bhosale et al. 2024)")
+    p.add_argument("--study", choices=["priority", "evolving"], default=None,
+                   help="run a named study instead: 'priority' (Bhosale et al. 2024) or "
+                        "'evolving' (evolving jobs, docs/guides/evolving-scheduling.md)")
     p.add_argument("--jacobi-model", metavar="FILE", type=Path, default=None,
                    help="--study priority: JSON run times of the Jacobi jobs "
                         "(default: the documented placeholder)")
@@ -168,7 +179,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sweep.add_argument("--algorithms", type=_algorithms, default=None,
                        help="comma-separated (default: fcfs,backfilling,easy,malleable; "
                             "--study priority: the five priority policies)")
-    sweep.add_argument("--shares", type=_floats, default=list(DEFAULT_SHARES),
+    sweep.add_argument("--shares", type=_floats, default=None,
                        help="malleable shares in %% (default: 0,20,40,60,80,100)")
     sweep.add_argument("--batches", type=positive_int, default=None,
                        help="seeded batches (default 10; 1 with --swf; 100 with --study)")
@@ -180,7 +191,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     mix = p.add_argument_group("paper job mix (Table 2 of Finnerty et al. 2024)")
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
-    mix.add_argument("--jobs", type=positive_int, default=25, help="jobs per batch (25)")
+    mix.add_argument("--jobs", type=positive_int, default=None,
+                     help="jobs per batch (25; --study evolving: 20)")
     mix.add_argument("--submit-window-s", type=float, default=600.0,
                      help="submissions drawn in [0, this) seconds (600)")
     mix.add_argument("--first-at-zero", type=int, default=5,
@@ -347,10 +359,63 @@ def run_priority_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_evolving_study(args: argparse.Namespace) -> int:
+    """``--study evolving``: run it, print a table or JSON.  Returns 0; exits with a message
+    for an algorithm that is not an evolving policy or a bad share."""
+    from .algorithms import EVOLVING_ALGORITHMS
+    from .evolving import evolving_study
+
+    started = time.perf_counter()
+    algorithms = list(args.algorithms or EVOLVING_ALGORITHMS)
+    other = [a for a in algorithms if a not in EVOLVING_ALGORITHMS]
+    if other:
+        raise SystemExit(f"error: --study evolving runs the evolving policies "
+                         f"({', '.join(EVOLVING_ALGORITHMS)}), not {', '.join(other)}")
+    batches = args.batches or 20
+    seed = 42 if args.seed is None else args.seed
+    nodes = args.nodes or 10
+    shares = args.shares if args.shares is not None else [20.0, 40.0, 60.0, 80.0, 100.0]
+    jobs = args.jobs or 20
+    try:
+        rows = evolving_study(batches=batches, seed=seed, shares=shares, algorithms=algorithms,
+                              total_nodes=nodes, jobs=jobs,
+                              submit_window_s=args.submit_window_s,
+                              first_at_zero=min(args.first_at_zero, jobs),
+                              required_factor=args.required_factor)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    cfg = {"study": "evolving", "nodes": nodes, "batches": batches,
+           "seeds": list(range(seed, seed + batches)), "shares": shares,
+           "algorithms": algorithms, "jobs": jobs, "submit_window_s": args.submit_window_s,
+           "first_at_zero": min(args.first_at_zero, jobs),
+           "required_factor": args.required_factor,
+           "elapsed_s": round(time.perf_counter() - started, 3)}
+    if args.csv:
+        _write_csv(args.csv, rows)
+    if args.json:
+        print(json.dumps({"config": cfg, "rows": rows}, indent=1))
+    else:
+        head = ("algorithm", "evolving%", "makespan_s", "turnaround_s", "wait_s", "util%",
+                "makespan_cut%", "turnaround_cut%")
+        lines = ["{:<19}{:>10}{:>12}{:>14}{:>9}{:>7}{:>15}{:>17}".format(*head)]
+        for r in rows:
+            lines.append("{:<19}{:>10g}{:>12.1f}{:>14.1f}{:>9.1f}{:>7.1f}{:>15.1f}{:>17.1f}"
+                         .format(r["algorithm"], r["evolving_share"], r["makespan_s"],
+                                 r["mean_turnaround_s"], r["mean_wait_s"],
+                                 100 * r["utilisation"], 100 * r["makespan_cut"],
+                                 100 * r["turnaround_cut"]))
+        print("\n".join(lines))
+        print(f"{len(rows) * batches} simulations in {cfg['elapsed_s']:.2f} s")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the sweep the options describe; print the table or JSON.  Returns 0."""
     if args.study == "priority":
         return run_priority_study(args)
+    if args.study == "evolving":
+        return run_evolving_study(args)
+    args.shares = args.shares if args.shares is not None else list(DEFAULT_SHARES)
     args.nodes = args.nodes or 32
     args.seed = 43 if args.seed is None else args.seed
     args.algorithms = args.algorithms or list(DEFAULT_ALGORITHMS)
@@ -404,6 +469,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             model = RuntimeModel.paper()
             mix = _load_mix(args.mix, model) if args.mix else list(PAPER_MIX)
+            args.jobs = args.jobs or 25
             cfg.update(workload=f"mix:{args.mix}" if args.mix else "paper", jobs=args.jobs,
                        submit_window_s=args.submit_window_s, first_at_zero=args.first_at_zero,
                        required_factor=args.required_factor,

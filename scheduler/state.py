@@ -51,7 +51,12 @@ class ServerJob:
     """One job as the real scheduler keeps it (mutable; guarded by the state's lock).
 
     Attributes (the less obvious ones):
-        elastic: the job is malleable under a resizing algorithm (``ELASTIC=malleable``).
+        elastic: the job is malleable under a resizing algorithm (``ELASTIC=malleable``), or
+            evolving under an evolving policy (``ELASTIC=evolving``).
+        requested: nodes an evolving job asked for (``Evolving;Request;1``) and has not yet
+            received (0 or 1); ``requests``, ``requests_served``, ``releases``: its counts of
+            request lines taken, requests granted, nodes given back; ``granted``: the nodes
+            of its last grant (a release of one of them waits until that grow has ended).
         nodes: the nodes it holds now, its first node first.
         address: where it takes orders (its first node's address).
         ready: it announced ``APGAS-Ready``; ``busy``: an order is in flight;
@@ -92,6 +97,11 @@ class ServerJob:
     order_seq: int = 0
     shrinks: int = 0
     grows: int = 0
+    requested: int = 0
+    requests: int = 0
+    requests_served: int = 0
+    releases: int = 0
+    granted: tuple[str, ...] = ()
     orders: list[tuple[str, list[str]]] = field(default_factory=list)
     allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
     ending: str = ""
@@ -136,6 +146,10 @@ class ServerJob:
                             - self.start_s, 3)),
             "shrinks": self.shrinks,
             "grows": self.grows,
+            "requested": self.requested,
+            "requests": self.requests,
+            "requests_served": self.requests_served,
+            "releases": self.releases,
             "orders": [[kind, list(nodes)] for kind, nodes in self.orders],
             "returncode": self.returncode,
             "reason": self.reason,
@@ -253,6 +267,14 @@ class ServerState:
     def algorithm_name(self) -> str:
         """The algorithm's ``name`` (``"?"`` without one)."""
         return getattr(self.algorithm, "name", "?")
+
+    @property
+    def evolving_algorithm(self) -> bool:
+        """Whether the algorithm serves evolving jobs' requests
+        (:data:`scheduler.algorithms.EVOLVING_ALGORITHMS`)."""
+        from .algorithms import EVOLVING_ALGORITHMS
+
+        return self.algorithm_name in EVOLVING_ALGORITHMS
 
     @property
     def elastic_algorithm(self) -> bool:

@@ -57,7 +57,8 @@ def view(now, free, running=(), waiting=(), total=None) -> View:
 def test_registry_and_protocol():
     assert set(registry) == {"fcfs", "backfilling", "easy", "malleable", "rigid-min",
                              "rigid-max", "moldable", "elastic-priority",
-                             "elastic-priority-easy"}
+                             "elastic-priority-easy", "evolving-easy", "evolving-smallest",
+                             "evolving-reserve"}
     for name in registry:
         algorithm = make(name, cooldown_s=30.0)
         assert isinstance(algorithm, Algorithm)

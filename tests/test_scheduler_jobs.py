@@ -68,9 +68,9 @@ def test_flexible_defaults_like_java():
     assert (spec.min_nodes, spec.max_nodes, spec.nodes) == (5, 5, 5)
 
 
-def test_evolving_reads_as_moldable():
+def test_evolving_is_its_own_class():
     spec = parse_job_script("#JOB_CLASS evolving\n#MIN_NODES 2\n#MAX_NODES 8\n")
-    assert spec.job_class is JobClass.MOLDABLE
+    assert spec.job_class is JobClass.EVOLVING
     assert spec.declared_class == "evolving"
     assert (spec.min_nodes, spec.max_nodes) == (2, 8)
 

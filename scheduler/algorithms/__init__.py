@@ -29,6 +29,7 @@ from .base import (
 )
 from .decisions import decision_problem
 from .easy import EasyBackfilling
+from .evolving import EvolvingEasy, EvolvingReserve, EvolvingSmallest
 from .fcfs import FCFS
 from .malleable import MalleableMinAgree
 from .priority import ElasticPriority, ElasticPriorityEasy, Moldable, RigidMax, RigidMin
@@ -42,6 +43,10 @@ __all__ = [
     "EasyBackfilling",
     "ElasticPriority",
     "ElasticPriorityEasy",
+    "EVOLVING_ALGORITHMS",
+    "EvolvingEasy",
+    "EvolvingReserve",
+    "EvolvingSmallest",
     "FreeNodes",
     "Grow",
     "MalleableMinAgree",
@@ -65,7 +70,8 @@ __all__ = [
 ]
 
 #: Algorithm name → class: the four of Finnerty et al.'s evaluation
-#: (docs/guides/simulation.md), then the priority policies (docs/guides/priorities.md).
+#: (docs/guides/simulation.md), the priority policies (docs/guides/priorities.md), then the
+#: evolving policies (docs/guides/evolving-scheduling.md).
 registry: dict[str, type[Any]] = {
     "fcfs": FCFS,
     "backfilling": Backfilling,
@@ -76,7 +82,14 @@ registry: dict[str, type[Any]] = {
     "moldable": Moldable,
     "elastic-priority": ElasticPriority,
     "elastic-priority-easy": ElasticPriorityEasy,
+    "evolving-easy": EvolvingEasy,
+    "evolving-smallest": EvolvingSmallest,
+    "evolving-reserve": EvolvingReserve,
 }
+
+#: The policies that serve evolving jobs' node requests (docs/guides/evolving-scheduling.md);
+#: their evolving jobs get ``ELASTIC=evolving``.
+EVOLVING_ALGORITHMS: tuple[str, ...] = ("evolving-easy", "evolving-smallest", "evolving-reserve")
 
 #: The priority policies (they read ``JobSpec.priority`` and take ``rescale_gap_s``,
 #: ``keep_free``; the EASY variant also ``aging_s``).

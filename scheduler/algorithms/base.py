@@ -23,7 +23,9 @@ Conventions all algorithms follow:
   the nodes it releases (it replies with their names).
 * A running job may be ordered (shrink or grow) only when it is malleable, has announced
   ``APGAS-Ready`` (``RunningJob.malleable_ready``) and its last order is at least
-  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s).
+  ``cooldown_s`` old (the Java scheduler: one order per job every 60 s).  An evolving job
+  is grown only on its own request (``RunningJob.requested``) and never shrunk
+  (:mod:`.evolving`).
 * Decisions of one call are meant to be applied in order; they never use a node twice.
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
@@ -89,6 +91,9 @@ class RunningJob:
         releasing: nodes that a shrink order in flight will give back (still in ``nodes``
             until the job replies); 0 when none.  Lets a policy count them as coming free
             instead of ordering more shrinks meanwhile.
+        requested: nodes an evolving job has asked for and not yet received (its pending
+            ``Evolving;Request;1`` lines; the Java runtime keeps at most one open, so 0 or
+            1); always 0 for the other classes.
     """
 
     job_id: JobId
@@ -98,6 +103,7 @@ class RunningJob:
     malleable_ready: bool = False
     last_order_s: float | None = None
     releasing: int = 0
+    requested: int = 0
 
     @property
     def expected_end_s(self) -> float:

@@ -13,8 +13,9 @@ The rules:
 * ``Shrink``: the job is running, malleable and takes orders now (it has announced
   ``APGAS-Ready`` and has no order in flight); ``1 <= count`` and it keeps at least its
   minimum.
-* ``Grow``: as ``Shrink`` for the job; at least one node, all distinct and free, and the job
-  ends up with at most its maximum.
+* ``Grow``: as ``Shrink`` for the job, or the job is evolving (it asked for the nodes; it
+  too must take orders); at least one node, all distinct and free, and the job ends up with
+  at most its maximum.  An evolving job is never shrunk: it gives nodes back by itself.
 
 The cool-down between two orders is the algorithm's policy (:func:`~.base.can_order`), not a
 rule of the mechanism: it is not checked here.
@@ -83,7 +84,8 @@ def decision_problem(
     if isinstance(decision, (Shrink, Grow)):
         if spec is None or state != "running":
             return "no such running job"
-        if spec.job_class is not JobClass.MALLEABLE:
+        evolving_grow = isinstance(decision, Grow) and spec.job_class is JobClass.EVOLVING
+        if spec.job_class is not JobClass.MALLEABLE and not evolving_grow:
             return "the job is not malleable"
         if not takes_orders:
             return "the job is not ready for orders (no APGAS-Ready yet, or an order in flight)"

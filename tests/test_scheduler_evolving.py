@@ -1,0 +1,277 @@
+"""Evolving jobs, the scheduler's side: the class, the two request policies on hand-checked
+snapshots, the evotree demand model, the evolving study's JSON, and the real server's
+handling of ``Evolving;Request;1`` / ``Evolving;Release;<host>`` lines over TCP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, wait_until
+
+from scheduler import JobSpec
+from scheduler.algorithms import (
+    Grow,
+    RunningJob,
+    Start,
+    View,
+    WaitingJob,
+    decision_problem,
+    make,
+)
+from scheduler.evolving import EvolvingJob, EvoTree, evolving_batch, simulate_evolving
+from scheduler.jobs import JobClass, parse_job_script
+from scheduler.nodes import LocalNodes
+from scheduler.server import Server, job_of
+
+EVO = JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=4, required_time_s=100)
+RIGID2 = JobSpec(name="r2", nodes=2, required_time_s=50)
+
+
+def running(job_id, spec, nodes, *, start_s=0.0, requested=0, last_order_s=None):
+    return RunningJob(job_id, spec, tuple(nodes), start_s, malleable_ready=True,
+                      last_order_s=last_order_s, requested=requested)
+
+
+def test_evolving_class_and_decision_rules():
+    spec = parse_job_script("#JOB_CLASS evolving\n#MIN_NODES 1\n#MAX_NODES 4\n")
+    assert spec.job_class is JobClass.EVOLVING and (spec.lo, spec.hi) == (1, 4)
+    # an evolving job may be grown up to its maximum, never shrunk
+    assert decision_problem(Grow(1, ("n3",)), spec=EVO, state="running", held=3,
+                            takes_orders=True, free={"n3"}) is None
+    assert "maximum 4" in decision_problem(Grow(1, ("n3",)), spec=EVO, state="running",
+                                           held=4, takes_orders=True, free={"n3"})
+    from scheduler.algorithms import Shrink
+    assert decision_problem(Shrink(1, 1), spec=EVO, state="running", held=3,
+                            takes_orders=True) == "the job is not malleable"
+
+
+def test_java_rule_serves_requests_first_one_node_each_with_cooldown():
+    # n1-n2 held by job 1 (asked, cooled down), n3 by job 2 (asked 10 s after an order);
+    # free: n4, n5.  Queue head: a rigid job of 2.
+    view = View(now_s=100.0, free_nodes=("n5", "n4"), running=(
+        running(1, EVO, ["n1", "n2"], requested=1, last_order_s=30.0),
+        running(2, EVO, ["n3"], requested=1, last_order_s=90.0),
+    ), waiting=(WaitingJob(3, RIGID2, 50.0),), total_nodes=5)
+    decisions = make("evolving-easy", cooldown_s=60.0).decide(view)
+    # job 1 gets n4; job 2 is inside its cool-down; the head cannot start on n5 alone, and
+    # nothing else waits
+    assert decisions == [Grow(1, ("n4",))]
+    assert make("evolving-easy", cooldown_s=60.0).next_change_s(view) == 100.0
+    # without the cool-down job 2 gets n5 too
+    assert make("evolving-easy", cooldown_s=5.0).decide(view) == [
+        Grow(1, ("n4",)), Grow(2, ("n5",))]
+
+
+def test_smallest_first_policy_order_and_minimum_start():
+    view = View(now_s=10.0, free_nodes=("n4", "n5", "n6"), running=(
+        running(1, EVO, ["n1", "n2"], requested=1, last_order_s=9.0),
+        running(2, EVO, ["n3"], requested=1, last_order_s=9.0),
+    ), waiting=(WaitingJob(3, EVO, 5.0),), total_nodes=6)
+    decisions = make("evolving-smallest").decide(view)
+    # fewest nodes first (job 2, then job 1), no cool-down; the waiting evolving job starts
+    # at its minimum (1 node), not at its maximum
+    assert decisions == [Grow(2, ("n4",)), Grow(1, ("n5",)), Start(3, ("n6",))]
+    # Java's rule under the same snapshot: both inside the cool-down; job 3 takes all 3
+    assert make("evolving-easy").decide(view) == [Start(3, ("n4", "n5", "n6"))]
+
+
+def test_reserve_policy_does_not_delay_the_head():
+    # job 1 (evolving, 1 node, expected end 100 s) asks; job 3 (rigid, n3-n4) ends at 50 s;
+    # free: n2.  The head needs 3 nodes: at its shadow time (50 s) n2 + n3 + n4 are exactly
+    # enough, and job 1 ends later, so granting n2 would delay the head
+    rigid3 = JobSpec(name="r3", nodes=3, required_time_s=50)
+    busy = (running(1, EVO, ["n1"], requested=1), running(3, RIGID2, ["n3", "n4"]))
+    view = View(now_s=10.0, free_nodes=("n2",), running=busy,
+                waiting=(WaitingJob(2, rigid3, 5.0),), total_nodes=4)
+    assert make("evolving-reserve").decide(view) == []
+    assert make("evolving-easy").decide(view) == [Grow(1, ("n2",))]  # Java's rule grants it
+    # with n5 free too, the head has one extra node at its shadow time: the grant is made
+    view5 = View(now_s=10.0, free_nodes=("n2", "n5"), running=busy, waiting=view.waiting,
+                 total_nodes=5)
+    assert make("evolving-reserve").decide(view5) == [Grow(1, ("n2",))]
+    # with no queue, the grant is free
+    empty = View(now_s=10.0, free_nodes=("n2",), running=busy, waiting=(), total_nodes=4)
+    assert make("evolving-reserve").decide(empty) == [Grow(1, ("n2",))]
+
+
+def test_requests_at_maximum_or_not_ready_are_not_served():
+    at_max = running(1, EVO, ["n1", "n2", "n3", "n4"], requested=1)
+    not_ready = RunningJob(2, EVO, ("n5",), 0.0, malleable_ready=False, requested=1)
+    view = View(now_s=100.0, free_nodes=("n6",), running=(at_max, not_ready), waiting=(),
+                total_nodes=6)
+    for name in ("evolving-easy", "evolving-smallest", "evolving-reserve"):
+        assert make(name).decide(view) == []
+
+
+def test_evotree_demand_model_and_monitor_timeline():
+    tree = EvoTree(size=2, g_s=10.0)
+    assert tree.phases() == [("tree", 20.0), ("branch", 20.0), ("tree", 20.0)]
+    assert tree.run_time_s(2) == 40.0 and tree.run_time_s(1) == 60.0
+    # one evolving job 1-2 alone on 2 nodes under Java's rule with no cool-down: it starts on
+    # 2 nodes (tree 10 s), holds both into the branch, releases one 10 s after the branch
+    # began (idle), asks again when the second tree starts and is served at once
+    spec = JobSpec(name="e", job_class="evolving", min_nodes=1, max_nodes=2,
+                   required_time_s=100)
+    job = EvolvingJob(0, spec, tree, 0.0)
+    out = simulate_evolving([job], "evolving-easy", total_nodes=2, cooldown_s=0.0)
+    assert (job.releases, job.requests, job.requests_served) == (1, 1, 1)
+    # tree 0-10 s on 2 nodes; branch 10-30 s; released at 20 s; second tree asks at 30 s,
+    # is served at 30 s and runs 10 s on 2 nodes
+    assert job.start_s == 0.0 and job.end_s == 40.0
+    assert out["makespan_s"] == 40.0
+    # rigid form: 2 nodes for 40 s, same end; node-seconds 80 vs 70
+    assert job.node_seconds == 70.0
+
+
+def test_evolving_batch_shares_and_ranges():
+    batch = evolving_batch(42, 50)
+    assert len(batch) == 20 and sum(j.spec.job_class is JobClass.EVOLVING for j in batch) == 10
+    assert sum(j.submit_s == 0.0 for j in batch) >= 5
+    for job in batch:
+        if job.spec.job_class is JobClass.EVOLVING:
+            assert (job.spec.lo, job.spec.hi) in {(1, 2), (1, 4), (2, 8), (4, 16)}
+    rigid = evolving_batch(42, 0)
+    assert [j.tree for j in rigid] == [j.tree for j in batch]  # same programs
+    with pytest.raises(ValueError, match="0..100"):
+        evolving_batch(1, 120)
+
+
+def test_study_json_fields_on_a_tiny_run():
+    out = subprocess.run(
+        [sys.executable, "-m", "scheduler", "simulate", "--study", "evolving", "--json",
+         "--batches", "2", "--shares", "100", "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    rows = json.loads(out.stdout)["rows"]
+    assert [(r["algorithm"], r["evolving_share"]) for r in rows] == [
+        ("all-rigid", 0), ("evolving-easy", 100.0), ("evolving-smallest", 100.0),
+        ("evolving-reserve", 100.0)]
+    for r in rows:
+        assert {"makespan_s", "mean_turnaround_s", "mean_wait_s", "utilisation"} <= set(r)
+        assert 0 < r["utilisation"] <= 1 and r["makespan_s"] > 0
+    assert rows[0]["requests"] == 0 and rows[1]["requests_served"] > 0
+
+
+# ------------------------------------------------------------------------------ real server
+
+def _send(port: int, line: str) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(line.encode() + b"\n")
+
+
+@pytest.mark.timeout(40)
+def test_server_takes_requests_and_releases_over_tcp(tmp_path):
+    """An evolving job (1-3 nodes, a plain sleep, started with ELASTIC=evolving) on 4
+    logical nodes: a request at its
+    maximum, a release of a node it does not hold or of its first node, a malformed line and
+    a line from no job's address are refused (logged, nothing changes); a release frees the
+    node at once; a request becomes pending (not served: the job never announced
+    APGAS-Ready); a second release drops it."""
+    server = Server(LocalNodes(4), make("evolving-easy"), port=0, run_dir=tmp_path / "run",
+                    log_path=tmp_path / "events.jsonl", interval_s=0.5, grace_s=1.0)
+    server.start()
+    try:
+        a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=3,
+                                  command=("sh", "-c", "echo ELASTIC=$ELASTIC; exec sleep 30"),
+                                  required_time_s=60))
+        wait_until(lambda: job_of(server.status(), a)["state"] == "running", 15, "the start")
+        job = job_of(server.status(), a)
+        assert job["nodes"] == ["127.0.1.1", "127.0.1.2", "127.0.1.3"]
+        addr = "127.0.1.1"
+        out = server.run_dir / f"job-{a}.out"
+        wait_until(lambda: out.exists() and "ELASTIC=" in out.read_text(), 10, "its output")
+        assert out.read_text().split() == ["ELASTIC=evolving"]
+
+        def refused() -> list[str]:
+            return [e["reason"] for e in list(server.events) if e["event"] == "evolving_refused"]
+
+        for line in (f"Evolving;Request;1:{addr}", f"Evolving;Release;127.0.1.4:{addr}",
+                     f"Evolving;Release;127.0.1.1:{addr}", f"Evolving;Request;x:{addr}",
+                     f"Evolving;Bogus;1:{addr}", "Evolving;Release;127.0.1.2:10.9.9.9"):
+            _send(server.port, line)
+        wait_until(lambda: len(refused()) == 6, 10, "six refusals")
+        # one connection a line: they may be handled in any order
+        assert sorted(refused()) == sorted([
+            "the job holds 3 nodes, its maximum", "the job does not hold '127.0.1.4'",
+            "'127.0.1.1' is the job's first node (its place 0)",
+            "a request asks for one node ('1'), got 'x'",
+            "undefined evolving message type 'Bogus'", "no running job at that address"])
+        st = server.status()
+        assert job_of(st, a)["nodes"] == ["127.0.1.1", "127.0.1.2", "127.0.1.3"]
+        assert st["free"] == 1
+
+        _send(server.port, f"Evolving;Release;127.0.1.3:{addr}")
+        wait_until(lambda: server.status()["free"] == 2, 10, "the release")
+        job = job_of(server.status(), a)
+        assert job["nodes"] == ["127.0.1.1", "127.0.1.2"] and job["releases"] == 1
+
+        _send(server.port, f"Evolving;Request;1:{addr}")
+        wait_until(lambda: job_of(server.status(), a)["requested"] == 1, 10, "the request")
+        time.sleep(1.2)  # two scheduler periods: not served (no APGAS-Ready)
+        job = job_of(server.status(), a)
+        assert (job["requests"], job["requests_served"], job["nodes"]) == (
+            1, 0, ["127.0.1.1", "127.0.1.2"])
+
+        _send(server.port, f"Evolving;Release;127.0.1.2:{addr}")
+        wait_until(lambda: server.status()["free"] == 3, 10, "the second release")
+        job = job_of(server.status(), a)
+        assert (job["requested"], job["releases"], job["nodes"]) == (0, 2, ["127.0.1.1"])
+        assert [e["event"] for e in list(server.events) if e["event"].startswith(
+            "evolving_") and e["event"] != "evolving_refused"] == [
+            "evolving_release", "evolving_request", "evolving_release"]
+        server.cancel(a)
+        wait_until(server.all_done, 15, "the cancel")
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
+
+
+@pytest.mark.timeout(60)
+def test_server_grants_a_request_with_a_real_grow_order(tmp_path):
+    """A stand-in job that speaks the protocol (it announces APGAS-Ready and answers orders)
+    is evolving, 1-3 nodes, started on the one node a rigid job leaves free.  Its request
+    is pending while no node is free; when the rigid job ends the Java rule (no cool-down
+    here) grants one node by a real ``grow 1 <node>`` order; a second request gets the
+    third node."""
+    from test_scheduler_real import FAKE_JOB, PY
+
+    fake = tmp_path / "fake_job.py"
+    fake.write_text(FAKE_JOB)
+    server = Server(LocalNodes(3), make("evolving-easy", cooldown_s=0.0), port=0,
+                    run_dir=tmp_path / "run", log_path=tmp_path / "events.jsonl",
+                    interval_s=0.5, grace_s=1.0, job_env={"FAKE_SECONDS": "10"})
+    server.start()
+    try:
+        r = server.submit(JobSpec(name="rigid", nodes=2, command=("sleep", "2"),
+                                  required_time_s=30))
+        a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=3,
+                                  command=(PY, str(fake)), required_time_s=60))
+
+        def ev(kind: str) -> list[dict]:
+            return [e for e in list(server.events) if e["event"] == kind and e["job"] == a]
+
+        wait_until(lambda: ev("ready"), 15, "APGAS-Ready")
+        job = job_of(server.status(), a)
+        assert job["nodes"] == ["127.0.1.3"] and job_of(server.status(), r)["state"] == "running"
+        _send(server.port, "Evolving;Request;1:127.0.1.3")
+        wait_until(lambda: ev("grow_done"), 20, "the first grant")
+        assert [e["nodes"] for e in ev("evolving_grant")] == [["127.0.1.1"]]
+        assert ev("evolving_grant")[0]["t"] >= [e for e in server.events if e["event"] == "end"
+                                                and e["job"] == r][0]["t"]
+        _send(server.port, "Evolving;Request;1:127.0.1.3")
+        wait_until(lambda: len(ev("grow_done")) == 2, 20, "the second grant")
+        job = job_of(server.status(), a)
+        assert (job["nodes"], job["requests"], job["requests_served"], job["requested"]) == (
+            ["127.0.1.3", "127.0.1.1", "127.0.1.2"], 2, 2, 0)
+        orders = [json.loads(x)["order"] for x in (server.run_dir / f"job-{a}.out")
+                  .read_text().splitlines() if x.startswith('{"order"')]
+        assert orders == ["grow 1 127.0.1.1 \n", "grow 1 127.0.1.2 \n"]
+        server.cancel(a)
+        wait_until(server.all_done, 20, "the cancel")
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
