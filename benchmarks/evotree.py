@@ -25,8 +25,13 @@ from glb import compute_dynamic, compute_static
 
 from . import _cli
 from ._cli import Benchmark, Outcome, positive_int
-from .kernels.synthetic import (SynthBag, SynthParams, SynthResult, begin_run, end_run,
-                                expected_tasks)
+from .kernels.synthetic import (
+    SynthBag,
+    SynthParams,
+    SynthResult,
+    begin_run,
+    end_run,
+)
 
 # the last run's phases, kept at place 0 by _compute for the report (same process as _job)
 _LAST: dict[str, Any] = {}
