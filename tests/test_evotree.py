@@ -97,3 +97,30 @@ def test_bad_options_are_rejected(args, message):
                           text=True, timeout=25)
     assert done.returncode == 2
     assert message in done.stderr, done.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["tree", "evotree"])
+def test_random_splits_and_merges_count_and_report_every_task_once(mode):
+    # the bag driven as GLB would (process, split, merge, pickle in random order) at place 0:
+    # the count is exact, and in evotree mode the tree-1 tasks reported to place 0 add up to
+    # the tree exactly (never more: the report that completes the tree starts the branch)
+    import random
+
+    from kernels.bagcheck import drive_randomly
+
+    import apgaspy
+    from benchmarks.kernels import synthetic as syn
+
+    p = syn.SynthParams(g_ms=3.0, tasks_per_worker=1500, variance_pct=50, workers=2,
+                        branch=4, mode=mode)
+    with apgaspy.session(places=1):
+        for trial in range(3):
+            run_id, t0 = syn.begin_run(p)
+            syn._RUNS[run_id].branch_bag = None  # no GLB worker here to hand the branch to
+            with apgaspy.finish():
+                total = drive_randomly([syn.SynthBag.tree1(p, run_id, t0)], syn.SynthResult(),
+                                       random.Random(trial), [1, 7, 100, 511], max_steps=2000)
+            clock = syn.end_run(run_id)
+            assert total.value() == p.tree_tasks
+            assert clock.reported == (p.tree_tasks if mode == "evotree" else 0)

@@ -383,6 +383,7 @@ class SynthBag(Bag[SynthResult]):
             self.chain = other.chain
         self.ranges.extend(other.ranges)
         self.unreported += other.unreported
+        other.ranges, other.chain, other.unreported = [], None, 0
         if self.unreported and not any(r[0] == TREE1 for r in self.ranges):
             self._flush()  # tree-1 work handed over with nothing left to run: report it now
 
