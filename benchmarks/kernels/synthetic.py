@@ -60,8 +60,10 @@ from glb import Bag, Fold
 __all__ = ["SynthParams", "SynthResult", "SynthBag", "PhaseClock", "expected_tasks",
            "begin_run", "end_run", "DEFAULT_WORK_UNITS"]
 
-DEFAULT_WORK_UNITS = 511
-"""Tasks per ``process`` call at most (a call also stops after :data:`CALL_BUDGET_S`)."""
+DEFAULT_WORK_UNITS = 1 << 20
+"""Tasks per ``process`` call at most; in practice a call stops after :data:`CALL_BUDGET_S`
+(with the default tasks of 50 µs, 511 tasks would make calls of 25 ms, and with tasks of
+a few µs calls of 1-2 ms, where GLB's per-call work weighs more)."""
 
 CALL_BUDGET_S = 0.01
 """Seconds of tasks one ``process`` call burns at most (at least one task)."""
