@@ -26,13 +26,16 @@ Tasks burn wall-clock time in a busy loop on :func:`time.perf_counter` (the whol
 
 One phase change, exactly once.  GLB has no barrier inside a computation, and a program is
 malleable only once (one computation), so the three phases run inside **one** computation.
-Every place reports the tree-1 tasks it finished to place 0 (one message per ~0.1 s of work
-and one whenever its tree-1 work runs out; the count not yet reported travels with the work).
-Place 0 adds them up; the report that brings the total to the size of tree 1 is the only one
-that can, and it hands the branch to place 0's worker as lifeline loot
-(``glb._worker.deal``, which restarts an idle worker).  The branch never leaves place 0 (it
-cannot be split and place 0 is never released); its last task turns into tree 2, which spreads
-by stealing.
+Every place reports the tree-1 tasks it finished to place 0 and waits for the answer
+(every ~0.1 s of work, and whenever its tree-1 work runs out; the count not yet reported
+travels with the work when it is stolen or moved off a released place).  Place 0 adds them up
+and answers whether this report completed tree 1: only one report can, and the place that
+sent it starts the branch in its own bag.  Report and answer go over the places' immediate
+pools (:func:`apgaspy.immediate_async_at`, as GLB's steal requests do): a counted task or an
+``at`` would queue at place 0 behind its GLB worker, which does not return while it has work,
+and the two workers would wait for each other.  The branch cannot be split, so no thief
+takes it; a shrink that releases its place hands it, whole, to a continuing place (GLB's
+``split(True)``).  Its last task turns into tree 2, which spreads by stealing.
 
 Busy trace.  The result (:class:`SynthResult`) carries, besides the count, the seconds each
 place spent in tasks during each second since the start, so the load phases can be seen:
@@ -46,6 +49,7 @@ byte arrays do.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -54,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from apgaspy import async_at, here
+from apgaspy import async_at, here, immediate_async_at
 from glb import Bag, Fold
 
 __all__ = ["SynthParams", "SynthResult", "SynthBag", "PhaseClock", "expected_tasks",
@@ -70,6 +74,9 @@ CALL_BUDGET_S = 0.01
 
 REPORT_EVERY_S = 0.1
 """Seconds between a place's reports of finished tree-1 tasks (while it has tree-1 work)."""
+
+REPORT_TIMEOUT_S = 60.0
+"""Seconds a place waits for place 0's answer to a report before it gives up (raises)."""
 
 TREE1, BRANCH, TREE2 = 1, 2, 3
 _MASK = (1 << 64) - 1
@@ -224,7 +231,6 @@ class PhaseClock:
         t0: the run's start (``time.time()``).
         tree1_end, branch_end: ``time.time()`` when tree 1's last task and the branch's last
             task were done (``None`` before).
-        branch_bag: the branch, handed to place 0's worker when tree 1 is done.
     """
 
     target: int
@@ -232,7 +238,6 @@ class PhaseClock:
     reported: int = 0
     tree1_end: float | None = None
     branch_end: float | None = None
-    branch_bag: SynthBag | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -243,9 +248,7 @@ def begin_run(p: SynthParams) -> tuple[str, float]:
     """At place 0, before the computation: register a run; returns ``(run id, t0)``."""
     run_id = uuid.uuid4().hex
     t0 = time.time()
-    clock = PhaseClock(p.tree_tasks, t0)
-    clock.branch_bag = SynthBag(p, run_id, t0, [], chain=0)
-    _RUNS[run_id] = clock
+    _RUNS[run_id] = PhaseClock(p.tree_tasks, t0)
     return run_id, t0
 
 
@@ -254,28 +257,68 @@ def end_run(run_id: str) -> PhaseClock:
     return _RUNS.pop(run_id)
 
 
-def _report(run_id: str, done: int) -> None:
-    """At place 0 (a counted task): ``done`` more tree-1 tasks are finished.  The report that
-    completes tree 1 hands the branch to this place's worker, exactly once."""
-    from glb._worker import deal  # GLB's lifeline delivery: restarts an idle worker
-
+def _report(run_id: str, done: int) -> bool:
+    """At place 0: ``done`` more tree-1 tasks are finished.  True for the one report that
+    completes tree 1 (its sender starts the branch); ``None`` if too many were reported (a bag
+    bug: the sender raises)."""
     clock = _RUNS[run_id]
     with clock.lock:
         clock.reported += done
         if clock.reported > clock.target:
-            raise RuntimeError(f"{clock.reported} tree-1 tasks reported, the tree has "
-                               f"{clock.target}")
-        if clock.reported < clock.target or clock.branch_bag is None:
-            return
+            return None
+        if clock.reported < clock.target:
+            return False
         clock.tree1_end = time.time()
-        branch, clock.branch_bag = clock.branch_bag, None
-    deal(branch, 0)
+        return True
 
 
-def _branch_done(run_id: str) -> None:
+# answers awaited at this place: token -> [event, answer]
+_WAITING: dict[int, list[Any]] = {}
+_TOKENS = itertools.count()
+
+
+def _on_report(run_id: str, done: int, sender: int, token: int) -> None:
+    """At place 0, on its immediate pool: count the report and answer its sender."""
+    answer = _report(run_id, done)
+    if sender == 0:
+        _on_answer(token, answer)
+    else:
+        immediate_async_at(sender, _on_answer, token, answer)
+
+
+def _on_answer(token: int, answer: bool | None) -> None:
+    slot = _WAITING[token]
+    slot[1] = answer
+    slot[0].set()
+
+
+def report_to_place_0(run_id: str, done: int) -> bool:
+    """Report ``done`` finished tree-1 tasks of run ``run_id`` to place 0 and wait for the
+    answer: True if this report completed tree 1.
+
+    Raises:
+        RuntimeError: place 0 counted more tree-1 tasks than the tree has, or did not answer
+            within :data:`REPORT_TIMEOUT_S`.
+    """
+    token = next(_TOKENS)
+    slot: list[Any] = [threading.Event(), None]
+    _WAITING[token] = slot
+    try:
+        immediate_async_at(0, _on_report, run_id, done, here().id, token)
+        if not slot[0].wait(REPORT_TIMEOUT_S):
+            raise RuntimeError(f"place 0 did not answer a tree-1 report in {REPORT_TIMEOUT_S} s")
+    finally:
+        del _WAITING[token]
+    if slot[1] is None:
+        raise RuntimeError(f"more tree-1 tasks reported than tree 1 has (run {run_id})")
+    return bool(slot[1])
+
+
+def _branch_done(run_id: str, when: float) -> None:
+    """At place 0: the branch's last task was done at ``when`` (``time.time()``)."""
     clock = _RUNS.get(run_id)
     if clock is not None:
-        clock.branch_end = time.time()
+        clock.branch_end = when
 
 
 # ---------------------------------------------------------------- the bag
@@ -348,7 +391,7 @@ class SynthBag(Bag[SynthResult]):
         result.tasks += done
         result.record(here().id, self.t0, start_wall, start_wall + burn)
         if branch_over:
-            _branch_done(self.run_id)  # the branch runs at place 0, where the clock is
+            async_at(0, _branch_done, self.run_id, start_wall + burn)
         if self.unreported and (not any(r[0] == TREE1 for r in self.ranges)
                                 or time.perf_counter() - self.last_report >= REPORT_EVERY_S):
             self._flush()
@@ -356,7 +399,10 @@ class SynthBag(Bag[SynthResult]):
     def _flush(self) -> None:
         done, self.unreported = self.unreported, 0
         self.last_report = time.perf_counter()
-        async_at(0, _report, self.run_id, done)
+        if report_to_place_0(self.run_id, done):  # this report completed tree 1
+            if self.chain is not None or any(r[0] == TREE1 for r in self.ranges):
+                raise RuntimeError("tree 1 completed while this bag still holds some of it")
+            self.chain = 0
 
     def split(self, take_all: bool) -> SynthBag | None:
         if self.is_splittable():
@@ -383,11 +429,11 @@ class SynthBag(Bag[SynthResult]):
             if self.chain is not None:
                 raise RuntimeError("two branches met: the branch must exist once")
             self.chain = other.chain
+        # a count not yet reported comes with tree-1 ranges (process reports it when they
+        # run out), so this bag reports it in time
         self.ranges.extend(other.ranges)
         self.unreported += other.unreported
         other.ranges, other.chain, other.unreported = [], None, 0
-        if self.unreported and not any(r[0] == TREE1 for r in self.ranges):
-            self._flush()  # tree-1 work handed over with nothing left to run: report it now
 
     def is_empty(self) -> bool:
         return not self.ranges and self.chain is None
