@@ -117,7 +117,7 @@ def synth_params(p: dict[str, Any], start_places: int) -> SynthParams:
 def _compute(p: dict[str, Any], glb: dict[str, Any]) -> Any:
     sp = synth_params(p, len(places()))
     run_id, t0 = begin_run(sp)
-    kwargs = dict(glb, resilient=False)
+    kwargs = dict(glb, resilient=False)  # never resilient, whatever GLB_RESILIENT says
     try:
         if p["static"]:
             res = compute_static(_StaticShare(sp, run_id, t0), SynthResult,

@@ -62,7 +62,7 @@ from apgaspy import async_at, here, immediate_async_at
 from glb import Bag, Fold
 
 __all__ = ["SynthParams", "SynthResult", "SynthBag", "PhaseClock", "expected_tasks",
-           "begin_run", "end_run", "DEFAULT_WORK_UNITS"]
+           "begin_run", "end_run", "report_to_place_0", "DEFAULT_WORK_UNITS"]
 
 DEFAULT_WORK_UNITS = 1 << 20
 """Tasks per ``process`` call at most; in practice a call stops after :data:`CALL_BUDGET_S`
