@@ -184,6 +184,9 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
             ``getLocalHost()`` address).
         port: the notification and order port (8081).
         free_nodes: the nodes free for evolving requests, served first to last.
+        listen_ip: the address it listens on; default every address, as Java.  A test whose
+            jobs are logical nodes of this machine (127.0.1.x) passes ``scheduler_ip`` here,
+            or job and stand-in collide on the port.
 
     Attributes:
         ready: the job addresses that announced ``APGAS-Ready`` (Java marks them malleable).
@@ -201,7 +204,7 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
     LINE_TIMEOUT_S = SHRINK_LINE_TIMEOUT_S
 
     def __init__(self, scheduler_ip: str, port: int = DEFAULT_PORT,
-                 free_nodes: list[str] | None = None) -> None:
+                 free_nodes: list[str] | None = None, listen_ip: str = "0.0.0.0") -> None:
         self.ready: list[str] = []
         self.undefined: list[str] = []
         self.free_nodes: list[str] = list(free_nodes or [])
@@ -209,7 +212,7 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
         self.granted: dict[str, list[str]] = {}
         self.released: list[tuple[str, str]] = []
         self._pool_lock = threading.Lock()
-        super().__init__(port, "0.0.0.0")
+        super().__init__(port, listen_ip)
         self.ip = scheduler_ip
 
     def _accept(self) -> None:

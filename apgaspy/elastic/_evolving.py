@@ -154,22 +154,29 @@ class EvolvingMonitor:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.params.interval + 5)
 
-    def samples(self) -> dict[int, float]:
-        """Every place's load now (place id → %); places that cannot answer are left out."""
+    def samples(self) -> dict[int, float] | None:
+        """Every place's load now (place id → %); places that cannot answer are left out.
+        ``None`` while an order or a release is under way: sampling holds the order lock, so
+        that no place leaves while it is asked for its load."""
         from .._api import at, places
 
-        out: dict[int, float] = {}
-        for p in places():
-            if p.id in self.m.leaving:
-                continue
-            try:
-                load = at(p, place_load, self.mode)
-            except Exception as exc:  # noqa: BLE001 - a place may die or leave meanwhile
-                log.debug("evolving monitor: no load from place(%d): %s", p.id, exc)
-                continue
-            if load is not None:
-                out[p.id] = load
-        return out
+        if not self.m.order_lock.acquire(timeout=self.params.interval):
+            return None
+        try:
+            out: dict[int, float] = {}
+            for p in places():
+                if p.id in self.m.leaving:
+                    continue
+                try:
+                    load = at(p, place_load, self.mode)
+                except Exception as exc:  # noqa: BLE001 - a place may die meanwhile
+                    log.debug("evolving monitor: no load from place(%d): %s", p.id, exc)
+                    continue
+                if load is not None:
+                    out[p.id] = load
+            return out
+        finally:
+            self.m.order_lock.release()
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -180,8 +187,11 @@ class EvolvingMonitor:
                 log.exception("evolving monitor step failed")
 
     def _step(self, started: float) -> None:
+        # the first sample primes the cpu measurement one interval before the standby ends
+        if time.monotonic() - started < self.params.standby - self.params.interval:
+            return
         samples = self.samples()
-        if self._stop.is_set():
+        if samples is None or self._stop.is_set():
             return
         if self._releasing is not None and not self._releasing.is_alive():
             self._releasing, self._release_since = None, None
