@@ -32,8 +32,7 @@ from collections.abc import Callable
 
 from apgaspy import ConfigurationError, MalleabilityError
 from apgaspy.config import setting
-from apgaspy.elastic import MalleableCommunicator
-from apgaspy.elastic._orders import evolving_mode
+from apgaspy.elastic import MalleableCommunicator, evolving_mode
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 
 from .framing import LineReader, LineTimeoutError, LineTooLongError

@@ -6,7 +6,8 @@ Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`release_places` (docs/guides/evolving.md); for extensions,
 :class:`MalleableCommunicator` (the abstract link to a scheduler), :func:`malleable_state`
 with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, and
-:func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode).  The
+:func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode) with
+:func:`evolving_mode`.  The
 mechanism is in ``_orders``: place 0's runtime owns its
 :class:`~apgaspy.elastic._orders.Malleability` (``Runtime.malleability``, ``None`` at the other
 places), which these functions reach through the running runtime; the links to
@@ -22,9 +23,9 @@ from .._exceptions import MalleabilityError
 from .._place import Place
 from .._runtime import current_runtime, runtime
 from ._communicator import MalleableCommunicator
-from ._evolving import set_load_source
+from ._evolving import EvolvingMonitor, set_load_source
 from ._handler import MalleableHandler
-from ._orders import HandlerState, Malleability, OrderReport
+from ._orders import HandlerState, Malleability, OrderReport, evolving_mode
 
 __all__ = [
     "MalleableHandler",
@@ -34,6 +35,7 @@ __all__ = [
     "request_places",
     "release_places",
     "set_load_source",
+    "evolving_mode",
     "OrderReport",
     "HandlerState",
     "MalleableCommunicator",
@@ -54,7 +56,9 @@ def define_malleable_handler(handler: MalleableHandler) -> None:
     """Make the program malleable: from now on, scheduler orders are carried out by ``handler``.
 
     Starts the configured communicator (``APGAS_COMMUNICATOR``; the socket communicator when
-    ``SCHEDULER_PORT`` is set), which tells the scheduler that orders are accepted.
+    ``SCHEDULER_PORT`` is set), which tells the scheduler that orders are accepted, and, in
+    evolving mode (``APGAS_ELASTIC=evolving``, or ``ELASTIC=evolving`` from the scheduler),
+    the evolving monitor (docs/guides/evolving.md).
 
     Raises:
         MalleabilityError: called away from place 0, a handler is already defined, or the
@@ -68,7 +72,10 @@ def define_malleable_handler(handler: MalleableHandler) -> None:
         raise MalleabilityError(
             f"define_malleable_handler() is for place 0 (the program's main), "
             f"called at place({rt.here})")
-    rt.malleability.define(handler)
+    from .. import _api  # the monitor samples loads with at(); imported when the runtime runs
+
+    rt.malleability.define(handler,
+                           monitor=lambda m: EvolvingMonitor(m, _api.at, _api.places))
 
 
 def disable_malleable_handler() -> None:

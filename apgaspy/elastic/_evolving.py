@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._config import setting
 from .._exceptions import MalleabilityError
@@ -124,6 +124,8 @@ class EvolvingMonitor:
 
     Args:
         malleability: place 0's malleability state, which carries requests and releases out.
+        at: :func:`apgaspy.at` (handed in: this module does not import the API).
+        places: :func:`apgaspy.places`.
 
     Attributes:
         decisions: every non-``wait`` decision taken, oldest first, as
@@ -133,8 +135,11 @@ class EvolvingMonitor:
         ConfigurationError: the settings are invalid.
     """
 
-    def __init__(self, malleability: Malleability) -> None:
+    def __init__(self, malleability: Malleability, at: Callable[..., Any],
+                 places: Callable[[], list[Place]]) -> None:
         self.m = malleability
+        self._at = at
+        self._places = places
         self.params = params_from_settings()
         self.mode = setting("EVOLVING_MODE")
         self.decisions: list[tuple[str, int | None, str]] = []
@@ -158,17 +163,15 @@ class EvolvingMonitor:
         """Every place's load now (place id → %); places that cannot answer are left out.
         ``None`` while an order or a release is under way: sampling holds the order lock, so
         that no place leaves while it is asked for its load."""
-        from .._api import at, places
-
         if not self.m.order_lock.acquire(timeout=self.params.interval):
             return None
         try:
             out: dict[int, float] = {}
-            for p in places():
+            for p in self._places():
                 if p.id in self.m.leaving:
                     continue
                 try:
-                    load = at(p, place_load, self.mode)
+                    load = self._at(p, place_load, self.mode)
                 except Exception as exc:  # noqa: BLE001 - a place may die meanwhile
                     log.debug("evolving monitor: no load from place(%d): %s", p.id, exc)
                     continue

@@ -187,8 +187,14 @@ class Malleability:
         self.monitor: Any = None
 
     # ------------------------------------------------------------------ handler
-    def define(self, handler: MalleableHandler) -> None:
+    def define(self, handler: MalleableHandler,
+               monitor: Callable[[Malleability], Any] | None = None) -> None:
         """Accept orders from now on, carried out by ``handler``; start the communicator.
+
+        ``monitor`` makes the evolving monitor (:class:`~apgaspy.elastic._evolving.
+        EvolvingMonitor`, handed in by :func:`apgaspy.define_malleable_handler`: it uses the
+        public API, which this module does not import); it is started in evolving mode
+        (:func:`evolving_mode`) and stopped with the handler.
 
         Raises:
             MalleabilityError: away from place 0, a handler is defined, or it was disabled.
@@ -217,10 +223,8 @@ class Malleability:
         if self.communicator is not None:
             self.communicator.malleability = self
             self.communicator.start()
-        if evolving_mode():
-            from ._evolving import EvolvingMonitor  # the monitor uses the public API
-
-            self.monitor = EvolvingMonitor(self)
+        if monitor is not None and evolving_mode():
+            self.monitor = monitor(self)
             self.monitor.start()
 
     def disable(self) -> None:
