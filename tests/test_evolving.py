@@ -120,6 +120,25 @@ def test_a_communicator_without_support_refuses_clearly():
         Plain().release(["h"])
 
 
+def test_task_mode_reads_the_registered_load_source():
+    from apgaspy.elastic import set_load_source
+    from apgaspy.elastic._evolving import place_load
+
+    before = set_load_source(None)
+    try:
+        assert place_load("task") == 0.0  # nothing registered: idle
+        assert set_load_source(lambda: 42.5) is None
+        assert place_load("task") == 42.5
+        set_load_source(lambda: 250)
+        assert place_load("task") == 100.0  # clamped
+        set_load_source(lambda: 1 / 0)
+        assert place_load("task") == 0.0  # a failing source reads as idle (and is logged)
+        with pytest.raises(TypeError, match="callable or None"):
+            set_load_source(42)
+    finally:
+        set_load_source(before)
+
+
 def test_the_socket_communicator_asks_for_one_host_at_a_time(monkeypatch):
     from communicators.socket import SocketMalleableCommunicator
 
