@@ -199,8 +199,10 @@ class _Events:
 @pytest.mark.timeout(120)
 def test_request_and_release_against_the_java_stand_in(java, tmp_path, program_factory):
     # evolving mode (as the Java scheduler's ELASTIC=evolving), the monitor kept quiet
+    java.free_nodes.clear()  # at first the scheduler has nothing to give
     env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
-                   APGAS_EVOLVING_STANDBY="3600", APGAS_MAX_HOSTS="2")
+                   APGAS_EVOLVING_STANDBY="3600", APGAS_MAX_HOSTS="2",
+                   APGAS_EVOLVING_REQUEST_TIMEOUT="1.5")
     prog = program_factory("evolving.py", 1, "spawn", env=env)
     _event = _Events(prog)
     ready = _event("ready")
@@ -217,10 +219,20 @@ def test_request_and_release_against_the_java_stand_in(java, tmp_path, program_f
     assert "cannot request 2 more host(s): the job has 1 and at most 2" in \
         _event("error")["error"]
 
-    # the request: the stand-in sees the Java line and grows the job by its free node
+    # the request: the stand-in sees the Java line; no free node, so it stays pending
     prog.send("request\n")
     _event("requested")
     assert java.wait_for("Evolving;Request;1") == "Evolving;Request;1:127.0.1.1"
+    prog.send("request\n")  # one open at a time
+    assert "already open" in _event("error")["error"]
+    time.sleep(1.6)  # the scheduler never answered: given up, the job may ask again
+    prog.send("request\n")
+    _event("requested")
+    assert java.wait_for("Evolving;Request;1") == "Evolving;Request;1:127.0.1.1"
+    assert java.pending == ["127.0.1.1"]  # once per job
+    # a node frees up: the stand-in grows the job by it
+    java.free_nodes.append("127.0.1.2")
+    assert java.serve_requests() == [("127.0.1.1", "127.0.1.2")]
     grown = _event("post_grow")
     assert grown["n"] == 2 and list(grown["added"]) == ["1"]
     assert grown["views"] == {"0": [0, 1], "1": [0, 1]}
@@ -256,6 +268,7 @@ def test_request_and_release_against_the_java_stand_in(java, tmp_path, program_f
                                ["pre_release", [1]], ["post_shrink", 1, [1]]]
     assert report["places"] == [0]
     assert "shrink orders are ignored" in result.stderr
+    assert "did not answer the request for places sent" in result.stderr
     # the Java scheduler knows every line but apgaspy's own APGAS-Disabled
     assert java.undefined == ["APGAS-Disabled:127.0.1.1"]
 
