@@ -206,6 +206,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("EVOLVING_LOW", 10.0, float, _percent,
                 "average load in % below which the evolving monitor releases the least loaded "
                 "place (also when some place's load is 0)"),
+        Setting("EVOLVING_IDLE_GRACE", 10.0, float, _non_negative,
+                "seconds a place's load must stay below 1 % before it reads 0 (idle: the "
+                "evolving monitor releases it)"),
         Setting("EVOLVING_REQUEST_TIMEOUT", 60.0, float, _positive,
                 "seconds an unanswered request for a host stays open before it is given up"),
         Setting("EVOLVING_RELEASE_BLOCK", 10.0, float, _positive,

@@ -120,10 +120,11 @@ def test_a_communicator_without_support_refuses_clearly():
         Plain().release(["h"])
 
 
-def test_task_mode_reads_the_registered_load_source():
+def test_task_mode_reads_the_registered_load_source(monkeypatch):
     from apgaspy.elastic import set_load_source
     from apgaspy.elastic._evolving import place_load
 
+    monkeypatch.setenv("APGAS_EVOLVING_IDLE_GRACE", "0")
     before = set_load_source(None)
     try:
         assert place_load("task") == 0.0  # nothing registered: idle
@@ -135,6 +136,18 @@ def test_task_mode_reads_the_registered_load_source():
         assert place_load("task") == 0.0  # a failing source reads as idle (and is logged)
         with pytest.raises(TypeError, match="callable or None"):
             set_load_source(42)
+        # below 1 % a place reads 0.01 until the idle grace has passed, then 0
+        monkeypatch.setenv("APGAS_EVOLVING_IDLE_GRACE", "0.3")
+        set_load_source(lambda: 50.0)
+        assert place_load("task") == 50.0
+        set_load_source(lambda: 0.5)
+        assert place_load("task") == 0.01
+        time.sleep(0.35)
+        assert place_load("task") == 0.0
+        set_load_source(lambda: 2.0)
+        assert place_load("task") == 2.0
+        set_load_source(lambda: 0.0)
+        assert place_load("task") == 0.01  # the grace starts again
     finally:
         set_load_source(before)
 
@@ -289,7 +302,8 @@ def test_the_cpu_monitor_requests_under_load_and_releases_when_idle(java, tmp_pa
     env = _job_env(java, tmp_path, ["127.0.1.1"], APGAS_ELASTIC="evolving",
                    APGAS_EVOLVING_MODE="cpu", APGAS_EVOLVING_INTERVAL="0.5",
                    APGAS_EVOLVING_STANDBY="0.5", APGAS_EVOLVING_HIGH="60",
-                   APGAS_EVOLVING_LOW="10", APGAS_LOG_LEVEL="INFO")
+                   APGAS_EVOLVING_LOW="10", APGAS_EVOLVING_IDLE_GRACE="1",
+                   APGAS_LOG_LEVEL="INFO")
     prog = program_factory("evolving.py", 1, "spawn", env=env)
     _event = _Events(prog)
     _event("ready")

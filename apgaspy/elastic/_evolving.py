@@ -17,8 +17,11 @@ Loads, in % (0-100), by ``APGAS_EVOLVING_MODE``:
   its worker threads (``APGAS_THREADS``), at most 100.  Java measures the host's CPU
   instead; a place is one process here, and several places may share a host.
 * ``task``: the value of the load source registered at the place
-  (:func:`set_load_source`; GLB registers the share of its workers that have work); 0 where
-  none is registered.
+  (:func:`set_load_source`; GLB registers the share of time its worker processed work); 0
+  where none is registered.
+
+Either way a place reads 0 only after ``APGAS_EVOLVING_IDLE_GRACE`` seconds below 1 %
+(:func:`place_load`).
 
 The guide is docs/guides/evolving.md.
 """
@@ -46,6 +49,7 @@ log = logging.getLogger("apgaspy")
 _source_lock = threading.Lock()
 _load_source: Callable[[], float] | None = None
 _process = None  # this place's psutil.Process, primed at the first cpu sample
+_idle_since: float | None = None  # since when this place's load is below 1 %
 
 
 def set_load_source(source: Callable[[], float] | None) -> Callable[[], float] | None:
@@ -76,10 +80,27 @@ def set_load_source(source: Callable[[], float] | None) -> Callable[[], float] |
 def place_load(mode: str | None = None) -> float | None:
     """This place's load in % (0-100) for the evolving monitor, by ``mode`` (default
     ``APGAS_EVOLVING_MODE``); ``None`` at the very first ``cpu`` sample of a process (no
-    interval measured yet).  A load source that fails or answers out of range is logged and
-    read as 0 or clamped."""
+    interval measured yet).
+
+    As in APGAS for Java, a place reads 0 (idle, to be released) only after
+    ``APGAS_EVOLVING_IDLE_GRACE`` seconds (10) below 1 %; before that a load below 1 % reads
+    0.01, so a place that just started, or waits a moment for work, is not released at once.
+    A load source that fails is logged and read as 0 %, one out of range is clamped."""
+    load = _raw_load(mode or setting("EVOLVING_MODE"))
+    if load is None:
+        return None
+    global _idle_since
+    now = time.monotonic()
+    if load >= 1.0:
+        _idle_since = None
+        return load
+    if _idle_since is None:
+        _idle_since = now
+    return 0.0 if now - _idle_since >= setting("EVOLVING_IDLE_GRACE") else 0.01
+
+
+def _raw_load(mode: str) -> float | None:
     global _process
-    mode = mode or setting("EVOLVING_MODE")
     if mode == "task":
         with _source_lock:
             source = _load_source
