@@ -329,3 +329,35 @@ def test_the_cpu_monitor_requests_under_load_and_releases_when_idle(java, tmp_pa
     assert ["pre_release", [1]] in report["calls"]
     assert "evolving monitor: request" in result.stderr
     assert "evolving monitor: release place(1)" in result.stderr
+
+
+@pytest.mark.timeout(180)
+def test_a_glb_benchmark_in_task_mode_asks_for_a_place(java, tmp_path):
+    """UTS under the evolving monitor in task mode (GLB's busy share): busy at one place, it
+    asks for one, is grown, and still counts the tree exactly."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, kill_tree
+
+    env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
+                   APGAS_EVOLVING_MODE="task", APGAS_EVOLVING_INTERVAL="0.5",
+                   APGAS_EVOLVING_STANDBY="0.5", APGAS_EVOLVING_HIGH="50")
+    cmd = [sys.executable, "-m", "benchmarks.uts", "--depth", "14", "--json"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["correct"] is True and report["result"] == 1_057_675_516
+    assert report["orders"][0] == ["grow", [1]]
+    lines = [line for _, line in list(java.notifications.queue)]
+    assert lines[:2] == ["APGAS-Ready:127.0.1.1", "Evolving;Request;1:127.0.1.1"]
+    assert "growTimeAPGAS;1;" in "".join(lines)
+    assert java.granted["127.0.1.1"][:1] == ["127.0.1.2"] or \
+        ("127.0.1.1", "127.0.1.2") in java.released
