@@ -167,6 +167,7 @@ class EvolvingMonitor:
         self._stop = threading.Event()
         self._releasing: threading.Thread | None = None
         self._release_since: float | None = None
+        self._last_refusal = ""
         self._thread = threading.Thread(target=self._run, name="apgaspy-evolving", daemon=True)
 
     def start(self) -> None:
@@ -236,7 +237,10 @@ class EvolvingMonitor:
             try:
                 self.m.request(1)
             except MalleabilityError as exc:
-                log.warning("evolving monitor: no request sent: %s", exc)
+                # the same refusal each interval (a job at APGAS_MAX_HOSTS, say) is logged once
+                level = logging.DEBUG if str(exc) == self._last_refusal else logging.WARNING
+                self._last_refusal = str(exc)
+                log.log(level, "evolving monitor: no request sent: %s", exc)
         elif d.action == "release" and d.place is not None:
             self._release_since = now
             self._releasing = threading.Thread(target=self._release, args=(d.place,),
