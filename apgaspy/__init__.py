@@ -47,6 +47,8 @@ from .elastic import (
     define_malleable_handler,
     disable_malleable_handler,
     notify_scheduler,
+    release_places,
+    request_places,
 )
 
 __version__ = "0.1.0"
@@ -70,6 +72,8 @@ __all__ = [
     "define_malleable_handler",
     "disable_malleable_handler",
     "notify_scheduler",
+    "request_places",
+    "release_places",
     "ApgasError",
     "BadPlaceError",
     "DeadPlaceError",

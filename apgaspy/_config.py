@@ -121,6 +121,24 @@ def _test_delay(v: Any) -> str | None:
     return None
 
 
+def _elastic(raw: Any) -> str:
+    value = str(raw).strip().lower()
+    if value not in ("rigid", "malleable", "evolving"):
+        raise ValueError("expected rigid, malleable or evolving")
+    return value
+
+
+def _evolving_mode(raw: Any) -> str:
+    value = str(raw).strip().lower()
+    if value not in ("cpu", "task"):
+        raise ValueError("expected cpu or task")
+    return value
+
+
+def _percent(v: Any) -> str | None:
+    return None if 0 <= v <= 100 else "must be a percentage in [0, 100]"
+
+
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -171,6 +189,30 @@ SETTINGS: dict[str, Setting] = {
         Setting("SCHEDULE", None, str, _any,
                 "orders for the schedule communicator, e.g. 'after 5 s grow 2 on localhost "
                 "localhost; after 12 s shrink 1'"),
+        Setting("ELASTIC", None, _elastic, _any,
+                "rigid, malleable or evolving; evolving starts the evolving monitor when the "
+                "handler is defined (default: the scheduler's ELASTIC variable, else malleable)"),
+        Setting("MAX_HOSTS", None, int, _positive,
+                "hosts an evolving job never asks to exceed (default: no limit)"),
+        Setting("EVOLVING_MODE", "cpu", _evolving_mode, _any,
+                "what the evolving monitor measures: cpu (each place's process CPU use) or task "
+                "(a load source a library registers, GLB's busy workers)"),
+        Setting("EVOLVING_INTERVAL", 1.0, float, _positive,
+                "seconds between two load samples and two decisions of the evolving monitor"),
+        Setting("EVOLVING_STANDBY", 3.0, float, _non_negative,
+                "seconds the evolving monitor waits after it starts before its first decision"),
+        Setting("EVOLVING_HIGH", 90.0, float, _percent,
+                "average load in % above which the evolving monitor requests one host"),
+        Setting("EVOLVING_LOW", 10.0, float, _percent,
+                "average load in % below which the evolving monitor releases the least loaded "
+                "place (also when some place's load is 0)"),
+        Setting("EVOLVING_IDLE_GRACE", 10.0, float, _non_negative,
+                "seconds a place's load must stay below 1 % before it reads 0 (idle: the "
+                "evolving monitor releases it)"),
+        Setting("EVOLVING_REQUEST_TIMEOUT", 60.0, float, _positive,
+                "seconds an unanswered request for a host stays open before it is given up"),
+        Setting("EVOLVING_RELEASE_BLOCK", 10.0, float, _positive,
+                "seconds a release under way blocks the evolving monitor's decisions at most"),
         Setting("RELEASE_TIMEOUT", 600.0, float, _positive,
                 "seconds a shrink waits for a released place to finish its last tasks"),
         Setting("ACK_TIMEOUT", 60.0, float, _positive,

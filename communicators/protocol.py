@@ -43,18 +43,26 @@ __all__ = [
     "SHRINK_LINE_TIMEOUT_S",
     "SHRINK_TIME",
     "UNDEFINED_REPLY",
+    "EVOLVING",
+    "EVOLVING_RELEASE",
+    "EVOLVING_REQUEST",
+    "UNDEFINED_EVOLVING_REPLY",
     "EnvVar",
+    "EvolvingMessage",
     "Message",
     "NotificationKind",
     "Order",
     "OrderError",
     "classify_notification",
+    "evolving_release",
+    "evolving_request",
     "format_notification",
     "format_order",
     "format_reply",
     "is_refusal",
     "job_environment",
     "java_classify_notification",
+    "parse_evolving",
     "parse_notification",
     "parse_order",
     "reference_markdown",
@@ -81,6 +89,12 @@ DISABLED = "APGAS-Disabled"
 RIGID = "APGAS-Rigid"
 SHRINK_TIME = "shrinkTimeAPGAS"
 GROW_TIME = "growTimeAPGAS"
+#: An evolving job's own requests: ``Evolving;Request;1`` and ``Evolving;Release;<host>``.
+EVOLVING = "Evolving"
+EVOLVING_REQUEST = "Request"
+EVOLVING_RELEASE = "Release"
+#: What the Java scheduler answers an ``Evolving;...`` line of another type.
+UNDEFINED_EVOLVING_REPLY = "Undefined Evolving Message"
 #: GLB's malleable handler reports its four phases as ``<phase>TimeGLB;<n>;<ns>``.
 GLB_PHASES = ("preShrink", "postShrink", "preGrow", "postGrow")
 
@@ -120,6 +134,17 @@ MESSAGES: tuple[Message, ...] = (
             "space, which the Java scheduler sends)",
             "none: the Java scheduler closes at once; apgaspy's job closes when the grow is "
             "done, or first answers `ERROR <reason>` when it refuses (the hosts go back)"),
+    Message(f"{EVOLVING};{EVOLVING_REQUEST};1", "job",
+            "an evolving job asks for one more node (always one; at most one request of a "
+            "job is pending at the scheduler)",
+            "none; later, when a node is free, the order `grow 1 <node>`"),
+    Message(f"{EVOLVING};{EVOLVING_RELEASE};<host>", "job",
+            "an evolving job gave a node back: sent after its places there have ended, one "
+            "line per host, then `shrinkTimeAPGAS;<n>;<nanoseconds>`",
+            "none; the scheduler frees the node at once and drops the job's pending request"),
+    Message(f"{EVOLVING};<other>", "job",
+            "any other evolving type (not sent by apgaspy)",
+            f"`{UNDEFINED_EVOLVING_REPLY}`"),
     Message(READY, "job",
             "the program has defined its malleable handler: orders are accepted from now on",
             "none; the scheduler marks the job malleable"),
@@ -159,7 +184,9 @@ JOB_ENVIRONMENT: tuple[EnvVar, ...] = (
     EnvVar("SCHEDULER_PORT", "the notification port, and the port the job takes orders on"),
     EnvVar("JOBNAME", "the scheduler's numeric job id (not the script's #JOB_NAME)"),
     EnvVar("ELASTIC", "`malleable` for a malleable job under a policy that resizes jobs, "
-                      "else `rigid`"),
+                      "`evolving` for an evolving job under an evolving policy (the Java "
+                      "scheduler: its strategy's and the job's name contain `evolving`), else "
+                      "`rigid`; an apgaspy job reads it as `APGAS_ELASTIC`'s default"),
 )
 
 
@@ -274,6 +301,7 @@ class NotificationKind(enum.Enum):
     DISABLED = "disabled"
     RIGID = "rigid"
     TIMING = "timing"
+    EVOLVING = "evolving"
     UNDEFINED = "undefined"
 
 
@@ -297,6 +325,53 @@ def parse_notification(line: str) -> tuple[str, str]:
     return message, address
 
 
+@dataclass(frozen=True)
+class EvolvingMessage:
+    """A parsed ``Evolving;<type>;<argument>`` message (:func:`parse_evolving`).
+
+    Attributes:
+        type: ``"Request"``, ``"Release"`` or another (unknown) type.
+        argument: for a request the node count (``"1"``), for a release the host name.
+    """
+
+    type: str
+    argument: str
+
+
+def evolving_request(n: int = 1) -> str:
+    """``Evolving;Request;<n>``: the job asks for ``n`` nodes (the Java runtime always asks
+    for 1, and the Java scheduler serves one node per request).
+
+    Raises:
+        ValueError: ``n`` is not a positive int.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"an evolving request asks for at least 1 node, got {n!r}")
+    return f"{EVOLVING};{EVOLVING_REQUEST};{n}"
+
+
+def evolving_release(host: str) -> str:
+    """``Evolving;Release;<host>``: the job gave ``host`` back (its places have ended).
+
+    Raises:
+        ValueError: ``host`` is not a host name (no spaces, ``:`` or ``;``).
+    """
+    if not _HOST.match(host) or ":" in host:
+        raise ValueError(f"not a host name for an evolving release: {host!r}")
+    return f"{EVOLVING};{EVOLVING_RELEASE};{host}"
+
+
+def parse_evolving(message: str) -> EvolvingMessage | None:
+    """The evolving message in a notification's message part, or ``None`` when it is not
+    one (it does not start with ``Evolving;``): ``Evolving;Release;node7`` →
+    ``EvolvingMessage("Release", "node7")``; a missing argument gives ``""``."""
+    if not message.startswith(EVOLVING + ";"):
+        return None
+    _, _, rest = message.partition(";")
+    kind, _, argument = rest.partition(";")
+    return EvolvingMessage(kind, argument)
+
+
 def timing_message(kind: str, n: int, nanoseconds: int) -> str:
     """``<kind>;<n>;<nanoseconds>``: :data:`SHRINK_TIME`, :data:`GROW_TIME` or
     ``<phase>TimeGLB`` for an order of ``n`` hosts that took ``nanoseconds``."""
@@ -311,7 +386,10 @@ def rigid_message(reason: str) -> str:
 def classify_notification(message: str) -> NotificationKind:
     """What the message of a notification means (apgaspy's scheduler): it contains
     ``APGAS-Ready``, ``APGAS-Rigid``, ``APGAS-Disabled``, or ``Time`` (a timing), in that
-    order of precedence; anything else is undefined."""
+    order of precedence, after a message that begins ``Evolving;`` (an evolving job's
+    request or release, :func:`parse_evolving`); anything else is undefined."""
+    if message.startswith(EVOLVING + ";"):
+        return NotificationKind.EVOLVING
     if READY in message:
         return NotificationKind.READY
     if RIGID in message:
@@ -325,8 +403,11 @@ def classify_notification(message: str) -> NotificationKind:
 
 def java_classify_notification(line: str) -> NotificationKind:
     """How the Java scheduler reads a whole notification line: ``APGAS-Ready`` marks the
-    job malleable, a line containing ``Time`` is logged, anything else is undefined (and
-    answered :data:`UNDEFINED_REPLY`)."""
+    job malleable, a line beginning ``Evolving;`` goes to the evolving strategy, a line
+    containing ``Time`` is logged, anything else is undefined (and answered
+    :data:`UNDEFINED_REPLY`)."""
+    if line.startswith(EVOLVING + ";"):
+        return NotificationKind.EVOLVING
     if READY in line:
         return NotificationKind.READY
     if "Time" in line:
@@ -393,6 +474,14 @@ def reference_markdown() -> str:
         "",
         *_table(("message", "when", "reply", "origin"),
                 ((f"`{m.line}`", m.when, m.reply, m.origin) for m in notes)),
+        "",
+        "## Evolving jobs",
+        "",
+        "An evolving job asks for nodes and gives them back by itself (docs/guides/evolving.md).",
+        "The scheduler keeps at most one pending request per job and serves it, before any",
+        "queued job, with one free node by an ordinary `grow 1 <node>` order; a release frees",
+        "the node at once. The scheduler never sends `shrink` to an evolving job; an apgaspy",
+        "job in evolving mode refuses one (`ERROR <reason>`) and runs on.",
         "",
         "## The job's environment",
         "",

@@ -14,13 +14,17 @@ import time
 
 from .protocol import (
     DEFAULT_PORT,
+    EVOLVING_RELEASE,
+    EVOLVING_REQUEST,
     SHRINK_LINE_TIMEOUT_S,
+    UNDEFINED_EVOLVING_REPLY,
     UNDEFINED_REPLY,
     NotificationKind,
     Order,
     format_order,
     java_classify_notification,
     job_environment,
+    parse_evolving,
     parse_notification,
 )
 
@@ -166,14 +170,32 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
     and the connection closed unread.  :meth:`job_env` gives a job the Java scheduler's
     environment (a numeric ``JOBNAME``, ``ELASTIC``).
 
+    Evolving lines are handled as the strategy ``EvolvingEasyBackfilling`` does
+    (docs/guides/evolving.md): ``Evolving;Request;1`` puts the job in a set of pending requests
+    (at most once per job); pending requests are served, one free node each, by an ordinary
+    ``grow 1 <node>`` order (here on every event: a request, a release, an ``APGAS-Ready``, a
+    call of :meth:`serve_requests`; Java also every 5 s); no free node, or a job that has not
+    announced ``APGAS-Ready``: the request stays pending.  ``Evolving;Release;<node>`` takes
+    the node from the job at once, drops its pending request and puts the node back in the
+    free pool.  Another ``Evolving;`` type is answered ``Undefined Evolving Message``.
+
     Args:
         scheduler_ip: the address given to jobs as ``SCHEDULER_IP`` (Java: its host's
             ``getLocalHost()`` address).
         port: the notification and order port (8081).
+        free_nodes: the nodes free for evolving requests, served first to last.
+        listen_ip: the address it listens on; default every address, as Java.  A test whose
+            jobs are logical nodes of this machine (127.0.1.x) passes ``scheduler_ip`` here,
+            or job and stand-in collide on the port.
 
     Attributes:
         ready: the job addresses that announced ``APGAS-Ready`` (Java marks them malleable).
-        undefined: the notification lines answered ``undefined Message``.
+        undefined: the notification lines answered ``undefined Message`` or ``Undefined
+            Evolving Message``.
+        free_nodes: the free pool (a release appends its node).
+        pending: the job addresses with a pending evolving request.
+        granted: job address → the nodes given to it by evolving grows, in order.
+        released: ``(job address, node)`` of every evolving release, in order.
 
     Raises:
         OSError: the port cannot be bound.
@@ -181,10 +203,16 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
 
     LINE_TIMEOUT_S = SHRINK_LINE_TIMEOUT_S
 
-    def __init__(self, scheduler_ip: str, port: int = DEFAULT_PORT) -> None:
+    def __init__(self, scheduler_ip: str, port: int = DEFAULT_PORT,
+                 free_nodes: list[str] | None = None, listen_ip: str = "0.0.0.0") -> None:
         self.ready: list[str] = []
         self.undefined: list[str] = []
-        super().__init__(port, "0.0.0.0")
+        self.free_nodes: list[str] = list(free_nodes or [])
+        self.pending: list[str] = []
+        self.granted: dict[str, list[str]] = {}
+        self.released: list[tuple[str, str]] = []
+        self._pool_lock = threading.Lock()
+        super().__init__(port, listen_ip)
         self.ip = scheduler_ip
 
     def _accept(self) -> None:
@@ -203,6 +231,9 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
                 kind = java_classify_notification(line)
                 if kind is NotificationKind.READY:
                     self.ready.append(parse_notification(line)[1])
+                    self._serve_soon()
+                elif kind is NotificationKind.EVOLVING:
+                    self._evolving(conn, line)
                 elif kind is NotificationKind.UNDEFINED:
                     self.undefined.append(line)
                     try:
@@ -210,6 +241,58 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
                     except OSError:
                         pass
             self.notifications.put((time.monotonic(), line))
+
+    def _evolving(self, conn: socket.socket, line: str) -> None:
+        message, job = parse_notification(line)
+        evolving = parse_evolving(message)
+        assert evolving is not None
+        if evolving.type == EVOLVING_REQUEST:
+            with self._pool_lock:
+                if job not in self.pending:
+                    self.pending.append(job)
+            self._serve_soon()
+        elif evolving.type == EVOLVING_RELEASE:
+            node = evolving.argument
+            with self._pool_lock:
+                nodes = self.granted.get(job, [])
+                if node in nodes:
+                    nodes.remove(node)
+                if job in self.pending:
+                    self.pending.remove(job)
+                self.free_nodes.append(node)
+                self.released.append((job, node))
+            self._serve_soon()
+        else:
+            self.undefined.append(line)
+            try:
+                conn.sendall(f"{UNDEFINED_EVOLVING_REPLY}\n".encode("ascii"))
+            except OSError:
+                pass
+
+    def _serve_soon(self) -> None:
+        threading.Thread(target=self.serve_requests, daemon=True).start()
+
+    def serve_requests(self) -> list[tuple[str, str]]:
+        """Serve the pending evolving requests of jobs that announced ``APGAS-Ready``, one
+        free node each, by ``grow 1 <node>``; return the ``(job address, node)`` served.
+        A job that cannot be reached keeps its node back in the pool."""
+        served: list[tuple[str, str]] = []
+        with self._pool_lock:
+            for job in list(self.pending):
+                if not self.free_nodes or job not in self.ready:
+                    continue
+                node = self.free_nodes.pop(0)
+                self.pending.remove(job)
+                self.granted.setdefault(job, []).append(node)
+                served.append((job, node))
+        for job, node in served:
+            try:
+                self.grow((job, self.port), [node])
+            except OSError:
+                with self._pool_lock:
+                    self.granted[job].remove(node)
+                    self.free_nodes.append(node)
+        return served
 
     def job_env(self, job_id: int, node_file: str, nodes: int, malleable: bool) -> dict[str, str]:
         """The variables the Java scheduler gives a job (:data:`~communicators.protocol.

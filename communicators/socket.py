@@ -10,6 +10,14 @@ Only the scheduler's address may send orders unless ``APGAS_ORDERS_FROM`` says o
 Anything malformed (``shrink x``, ``grow 2 onlyonehost``, ``shrink 99``, bytes that are not
 ASCII, a connection that sends nothing for ``APGAS_ORDER_TIMEOUT`` seconds) is logged and
 answered ``ERROR <reason>`` where a reply is possible; the program runs on unharmed.
+
+Evolving jobs (docs/guides/evolving.md): :meth:`~SocketMalleableCommunicator.request` sends
+``Evolving;Request;1``, :meth:`~SocketMalleableCommunicator.release` one
+``Evolving;Release;<host>`` per freed host, each ``:<job address>`` as every notification;
+the scheduler answers a request with an ordinary ``grow 1 <host>``.  In evolving mode
+(``APGAS_ELASTIC=evolving`` or ``ELASTIC=evolving``) a ``shrink`` order is not carried out:
+it is logged and answered ``ERROR <reason>`` (APGAS for Java ignores it; the Java scheduler
+never sends one to an evolving job).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from collections.abc import Callable
 
 from apgaspy import ConfigurationError, MalleabilityError
 from apgaspy.config import setting
-from apgaspy.elastic import MalleableCommunicator
+from apgaspy.elastic import MalleableCommunicator, evolving_mode
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 
 from .framing import LineReader, LineTimeoutError, LineTooLongError
@@ -35,6 +43,8 @@ from .protocol import (
     READY,
     SHRINK_TIME,
     OrderError,
+    evolving_release,
+    evolving_request,
     format_notification,
     format_reply,
     parse_order,
@@ -129,6 +139,8 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         ConfigurationError: ``SCHEDULER_IP`` or ``SCHEDULER_PORT`` is missing or invalid.
     """
 
+    EVOLVING = True
+
     def __init__(self) -> None:
         ip = os.environ.get("SCHEDULER_IP", "").strip()
         port_text = os.environ.get("SCHEDULER_PORT", "").strip()
@@ -154,6 +166,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self.order_timeout = setting("ORDER_TIMEOUT")
         self.notify_timeout = setting("NOTIFY_TIMEOUT")
         self.shrink_reply_timeout = setting("SHRINK_REPLY_TIMEOUT")
+        self.evolving = evolving_mode()
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -196,13 +209,44 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self.notify(DISABLED)
 
     def notify(self, message: str) -> None:
-        line = format_notification(message, self.address).encode("ascii")
         try:
-            with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
-                s.sendall(line)
+            self._send(message)
         except OSError as exc:
             log.warning("could not notify the scheduler at %s:%d of %r: %s",
                         *self.scheduler, message, exc)
+
+    def _send(self, message: str) -> None:
+        """Send one notification line; raises OSError when the scheduler cannot be reached."""
+        line = format_notification(message, self.address).encode("ascii")
+        with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
+            s.sendall(line)
+
+    # ---------------------------------------------------------------- evolving
+    def request(self, n: int) -> None:
+        """Send ``Evolving;Request;1:<job address>`` (the Java scheduler serves one node per
+        request, with a ``grow 1 <node>`` order when one is free).
+
+        Raises:
+            MalleabilityError: ``n`` is not 1, or the scheduler cannot be reached.
+        """
+        if n != 1:
+            raise MalleabilityError(
+                f"the socket communicator asks for one host at a time (the Java scheduler "
+                f"serves one node per request), not {n}")
+        message = evolving_request(1)
+        try:
+            self._send(message)
+        except OSError as exc:
+            raise MalleabilityError(
+                f"could not send {message!r} to the scheduler at {self.scheduler[0]}:"
+                f"{self.scheduler[1]}: {exc}") from None
+        log.info("asked the scheduler for one host")
+
+    def release(self, hosts: list[str]) -> None:
+        """Send ``Evolving;Release;<host>:<job address>`` for each host (their places have
+        ended); a line that cannot be sent is logged (the places are gone either way)."""
+        for host in hosts:
+            self.notify(evolving_release(host))
 
     # ---------------------------------------------------------------- orders
     def _listen(self) -> None:
@@ -243,6 +287,12 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         log.info("order from %s: %s", peer, text.strip())
         start = time.perf_counter_ns()
         reply = _OnceReply(conn, self._reply)
+        if order.kind == "shrink" and self.evolving:
+            why = ("this job is evolving (ELASTIC=evolving): it gives hosts back by itself, "
+                   "shrink orders are ignored")
+            log.warning("order %r ignored: %s", text.strip(), why)
+            self._reply(conn, [refusal(why)])
+            return
         try:
             if order.kind == "shrink":
                 timer = threading.Timer(self.shrink_reply_timeout, reply.send, [[refusal(

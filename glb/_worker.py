@@ -60,6 +60,7 @@ from apgaspy import (
     here,
     immediate_async_at,
 )
+from apgaspy.elastic import set_load_source
 
 from ._bag import Bag
 from ._config import glb_setting
@@ -117,6 +118,18 @@ class Worker:
         self.client = StoreClient(self.me, self.answered, lambda: self.halted,
                                   params.backup_interval, self.reply_timeout)
         self.set_members(members)
+        # the evolving monitor's task mode reads this place's load (docs/guides/evolving.md)
+        self._load_mark = (time.perf_counter(), 0.0)
+        set_load_source(self.load_percent)
+
+    def load_percent(self) -> float:
+        """The share of time (%) this place's worker spent processing its bag since the
+        previous call (the first: since the worker was made); the evolving monitor's
+        ``task`` load."""
+        now, busy = time.perf_counter(), self.stats.busy_s
+        then, busy_then = self._load_mark
+        self._load_mark = (now, busy)
+        return 0.0 if now <= then else min(100.0, 100.0 * (busy - busy_then) / (now - then))
 
     # ------------------------------------------------------------------ membership
     def set_members(self, members: list[int]) -> None:

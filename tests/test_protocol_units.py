@@ -14,15 +14,19 @@ from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
 from communicators.protocol import (
     JOB_ENVIRONMENT,
     MESSAGES,
+    EvolvingMessage,
     NotificationKind,
     Order,
     classify_notification,
+    evolving_release,
+    evolving_request,
     format_notification,
     format_order,
     format_reply,
     is_refusal,
     java_classify_notification,
     job_environment,
+    parse_evolving,
     parse_notification,
     parse_order,
     reference_markdown,
@@ -82,11 +86,33 @@ def test_notifications_both_ways():
     ("APGAS-Rigid;no port", NotificationKind.RIGID, NotificationKind.UNDEFINED),
     ("shrinkTimeAPGAS;1;99", NotificationKind.TIMING, NotificationKind.TIMING),
     ("preGrowTimeGLB;2;5", NotificationKind.TIMING, NotificationKind.TIMING),
-    ("Evolving;Request;1", NotificationKind.UNDEFINED, NotificationKind.UNDEFINED),
+    ("Evolving;Request;1", NotificationKind.EVOLVING, NotificationKind.EVOLVING),
+    ("Evolving;Release;node3", NotificationKind.EVOLVING, NotificationKind.EVOLVING),
+    ("Evolving;Dance;1", NotificationKind.EVOLVING, NotificationKind.EVOLVING),
+    ("XEvolving;Request;1", NotificationKind.UNDEFINED, NotificationKind.UNDEFINED),
 ])
 def test_notification_kinds(message, ours, java):
     assert classify_notification(message) is ours
     assert java_classify_notification(f"{message}:127.0.1.1") is java
+
+
+def test_evolving_lines():
+    assert evolving_request() == "Evolving;Request;1"
+    assert format_notification(evolving_request(), "10.0.0.5") == "Evolving;Request;1:10.0.0.5\n"
+    assert format_notification(evolving_release("node07"), "10.0.0.5") == \
+        "Evolving;Release;node07:10.0.0.5\n"
+    assert parse_evolving("Evolving;Release;node07") == EvolvingMessage("Release", "node07")
+    assert parse_evolving("Evolving;Request;1") == EvolvingMessage("Request", "1")
+    assert parse_evolving("Evolving;Dance") == EvolvingMessage("Dance", "")
+    assert parse_evolving("growTimeAPGAS;1;5") is None
+    for bad in (0, -1, True, 1.0):
+        with pytest.raises(ValueError, match="at least 1 node"):
+            evolving_request(bad)
+    for bad in ("a b", "h:1", "", "x;y"):
+        with pytest.raises(ValueError, match="not a host name"):
+            evolving_release(bad)
+    lines = {m.line for m in MESSAGES}
+    assert {"Evolving;Request;1", "Evolving;Release;<host>"} <= lines
 
 
 def test_job_environment():

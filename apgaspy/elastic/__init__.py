@@ -2,9 +2,13 @@
 
 Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`define_malleable_handler`, :func:`disable_malleable_handler`,
-:func:`notify_scheduler`; for extensions, :class:`MalleableCommunicator` (the abstract link to
-a scheduler), :func:`malleable_state` with :class:`HandlerState`, and :func:`order_reports`
-with :class:`OrderReport`.  The mechanism is in ``_orders``: place 0's runtime owns its
+:func:`notify_scheduler`, and for evolving jobs :func:`request_places` and
+:func:`release_places` (docs/guides/evolving.md); for extensions,
+:class:`MalleableCommunicator` (the abstract link to a scheduler), :func:`malleable_state`
+with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, and
+:func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode) with
+:func:`evolving_mode`.  The
+mechanism is in ``_orders``: place 0's runtime owns its
 :class:`~apgaspy.elastic._orders.Malleability` (``Runtime.malleability``, ``None`` at the other
 places), which these functions reach through the running runtime; the links to
 particular schedulers are in the top-level ``communicators`` package, which implements
@@ -16,16 +20,22 @@ from __future__ import annotations
 import logging
 
 from .._exceptions import MalleabilityError
+from .._place import Place
 from .._runtime import current_runtime, runtime
 from ._communicator import MalleableCommunicator
+from ._evolving import EvolvingMonitor, set_load_source
 from ._handler import MalleableHandler
-from ._orders import HandlerState, Malleability, OrderReport
+from ._orders import HandlerState, Malleability, OrderReport, evolving_mode
 
 __all__ = [
     "MalleableHandler",
     "define_malleable_handler",
     "disable_malleable_handler",
     "notify_scheduler",
+    "request_places",
+    "release_places",
+    "set_load_source",
+    "evolving_mode",
     "OrderReport",
     "HandlerState",
     "MalleableCommunicator",
@@ -46,7 +56,9 @@ def define_malleable_handler(handler: MalleableHandler) -> None:
     """Make the program malleable: from now on, scheduler orders are carried out by ``handler``.
 
     Starts the configured communicator (``APGAS_COMMUNICATOR``; the socket communicator when
-    ``SCHEDULER_PORT`` is set), which tells the scheduler that orders are accepted.
+    ``SCHEDULER_PORT`` is set), which tells the scheduler that orders are accepted, and, in
+    evolving mode (``APGAS_ELASTIC=evolving``, or ``ELASTIC=evolving`` from the scheduler),
+    the evolving monitor (docs/guides/evolving.md).
 
     Raises:
         MalleabilityError: called away from place 0, a handler is already defined, or the
@@ -60,7 +72,10 @@ def define_malleable_handler(handler: MalleableHandler) -> None:
         raise MalleabilityError(
             f"define_malleable_handler() is for place 0 (the program's main), "
             f"called at place({rt.here})")
-    rt.malleability.define(handler)
+    from .. import _api  # the monitor samples loads with at(); imported when the runtime runs
+
+    rt.malleability.define(handler,
+                           monitor=lambda m: EvolvingMonitor(m, _api.at, _api.places))
 
 
 def disable_malleable_handler() -> None:
@@ -99,6 +114,65 @@ def notify_scheduler(message: str) -> None:
     except Exception as exc:  # noqa: BLE001 - a notification must never break the program
         log.warning("notification %r to the scheduler dropped: %s: %s", message,
                     type(exc).__name__, exc)
+
+
+def _evolving_malleability(what: str) -> Malleability:
+    rt = runtime()
+    if rt.malleability is None:
+        raise MalleabilityError(f"{what}() is for place 0 (the program's main), called at "
+                                f"place({rt.here})")
+    return rt.malleability
+
+
+def request_places(n: int = 1) -> None:
+    """Ask the scheduler for ``n`` more hosts (an evolving job; APGAS_PLACES_PER_HOST places
+    each).  Returns at once: what the scheduler grants arrives later as an ordinary grow,
+    through the handler's ``pre_grow`` and ``post_grow``.
+
+    One request is open at a time: it closes when a grow arrives, when the program releases
+    places, or after ``APGAS_EVOLVING_REQUEST_TIMEOUT`` seconds without an answer (the
+    program runs on either way).  With the socket communicator the line is
+    ``Evolving;Request;1`` (the Java ElasticJobScheduler's; docs/guides/evolving.md), so ``n``
+    must be 1 there.
+
+    Args:
+        n: hosts asked for (≥ 1).
+
+    Raises:
+        MalleabilityError: away from place 0; ``n`` < 1; no handler defined; no
+            communicator runs, or it does not support evolving requests ("this communicator
+            does not support evolving requests"); a shrink or release is under way; the job
+            would exceed ``APGAS_MAX_HOSTS``; a request is still open; or the scheduler
+            cannot be reached.
+        ApgasError: the runtime is not running.
+    """
+    _evolving_malleability("request_places").request(n)
+
+
+def release_places(places: list[Place] | list[int]) -> OrderReport:
+    """Give ``places`` back to the scheduler (an evolving job), and wait until they are gone.
+
+    Runs the shrink side of the handler: ``pre_release(places)`` (by default
+    ``pre_shrink(len(places))``) answers the places that leave, they end as in a shrink
+    order, the communicator tells the scheduler each freed host (the socket communicator:
+    ``Evolving;Release;<host>``, after the place's process has ended), then ``post_shrink``
+    runs and ``shrinkTimeAPGAS;<hosts>;<ns>`` is sent.  An open request is dropped (as the
+    Java scheduler does on a release).
+
+    Args:
+        places: the places to release, whole hosts, never place 0.
+
+    Returns:
+        The :class:`OrderReport` (kind ``"release"``).
+
+    Raises:
+        MalleabilityError: away from place 0; an empty list; place 0, a place that is not
+            part of the computation or already leaving, or places that split a host; no
+            handler; no communicator, or one without evolving support; or a wrong answer of
+            ``pre_release`` (nothing is released then).
+        ApgasError: the runtime is not running.
+    """
+    return _evolving_malleability("release_places").release(places)
 
 
 def malleable_state() -> HandlerState:

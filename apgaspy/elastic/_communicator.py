@@ -40,6 +40,9 @@ class MalleableCommunicator(ABC):
     """
 
     malleability: Malleability | None = None
+    #: Whether :meth:`request` and :meth:`release` reach the scheduler (an evolving job's
+    #: own requests, docs/guides/evolving.md); a subclass that implements them sets it.
+    EVOLVING: bool = False
 
     @abstractmethod
     def start(self) -> None:
@@ -58,6 +61,29 @@ class MalleableCommunicator(ABC):
 
         The default sends nothing; override it when the scheduler listens.
         """
+
+    def request(self, n: int) -> None:
+        """Ask the scheduler for ``n`` more hosts (an evolving job); it answers, when it
+        can, with an ordinary grow order.
+
+        Raises:
+            MalleabilityError: by default ("this communicator does not support evolving
+                requests"); an implementation raises it when the request cannot be sent.
+        """
+        raise MalleabilityError(
+            f"this communicator does not support evolving requests ({type(self).__name__})")
+
+    def release(self, hosts: list[str]) -> None:
+        """Tell the scheduler that ``hosts`` are given back: their places have ended
+        (called by :meth:`~apgaspy.elastic._orders.Malleability.release` before
+        ``post_shrink``).  Must not raise for an unreachable scheduler (log it): the places
+        are gone either way.
+
+        Raises:
+            MalleabilityError: by default, as :meth:`request`.
+        """
+        raise MalleabilityError(
+            f"this communicator does not support evolving requests ({type(self).__name__})")
 
     # ---------------------------------------------------------------- for subclasses
     def shrink(self, n_hosts: int,

@@ -49,6 +49,23 @@ class MalleableHandler(ABC):
                 is simply no longer in ``places()``.
         """
 
+    def pre_release(self, chosen: list[Place]) -> list[Place]:
+        """Called when the program gives places back by itself (an evolving job:
+        :func:`apgaspy.release_places`, or the evolving monitor); answers the places that
+        leave, as APGAS for Java's evolving ``preShrink``.
+
+        The default answers ``pre_shrink(len(chosen))``: the handler's own choice of as many
+        places (override this method to release exactly ``chosen`` and move their work).
+
+        Args:
+            chosen: the places the program (or the monitor) chose, whole hosts, never place 0.
+
+        Returns:
+            As many places as ``chosen``, on as many whole hosts, never place 0; a wrong
+            answer refuses the release (``post_shrink`` then runs with an empty list).
+        """
+        return self.pre_shrink(len(chosen))
+
     @abstractmethod
     def pre_grow(self, n: int) -> None:
         """Called before ``n`` places are started (hosts in the order × places per host)."""

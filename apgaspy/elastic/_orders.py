@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -71,9 +72,23 @@ from ._select import make_communicator
 if TYPE_CHECKING:
     from .._runtime import Runtime
 
-__all__ = ["HandlerState", "OrderReport", "Malleability", "PlaceLauncher"]
+__all__ = ["HandlerState", "OrderReport", "Malleability", "PlaceLauncher", "evolving_mode"]
 
 log = logging.getLogger("apgaspy")
+
+
+def evolving_mode() -> bool:
+    """Whether this job is evolving: ``APGAS_ELASTIC`` (default: the scheduler's ``ELASTIC``
+    variable) is ``evolving``.
+
+    Raises:
+        ConfigurationError: ``APGAS_ELASTIC`` is not ``rigid``, ``malleable`` or ``evolving``.
+    """
+    value = setting("ELASTIC")
+    if value is None:
+        scheduler_value = os.environ.get("ELASTIC", "").strip()
+        value = setting("ELASTIC", scheduler_value) if scheduler_value else "malleable"
+    return value == "evolving"
 
 
 class PlaceLauncher(Protocol):
@@ -115,7 +130,8 @@ class OrderReport:
     """What an order did and how long it took.
 
     Attributes:
-        kind: ``"shrink"`` or ``"grow"``.
+        kind: ``"shrink"`` or ``"grow"`` (orders), ``"release"`` (the program gave places
+            back by itself, :func:`apgaspy.release_places`).
         hosts: the number of hosts in the order.
         places: the places released or added.
         host_names: for a shrink, the released hosts (each once, as given).
@@ -164,10 +180,21 @@ class Malleability:
         self.next_place: int | None = None
         self.next_slot: int | None = None
         self.reports: list[OrderReport] = []
+        # evolving: the open request (time.monotonic() when sent), the places leaving now
+        self.request_since: float | None = None
+        self.shrinking = False
+        self.leaving: set[int] = set()
+        self.monitor: Any = None
 
     # ------------------------------------------------------------------ handler
-    def define(self, handler: MalleableHandler) -> None:
+    def define(self, handler: MalleableHandler,
+               monitor: Callable[[Malleability], Any] | None = None) -> None:
         """Accept orders from now on, carried out by ``handler``; start the communicator.
+
+        ``monitor`` makes the evolving monitor (:class:`~apgaspy.elastic._evolving.
+        EvolvingMonitor`, handed in by :func:`apgaspy.define_malleable_handler`: it uses the
+        public API, which this module does not import); it is started in evolving mode
+        (:func:`evolving_mode`) and stopped with the handler.
 
         Raises:
             MalleabilityError: away from place 0, a handler is defined, or it was disabled.
@@ -196,6 +223,9 @@ class Malleability:
         if self.communicator is not None:
             self.communicator.malleability = self
             self.communicator.start()
+        if monitor is not None and evolving_mode():
+            self.monitor = monitor(self)
+            self.monitor.start()
 
     def disable(self) -> None:
         """No more orders (an order under way ends first); stop the communicator.
@@ -205,10 +235,16 @@ class Malleability:
         """
         if self.state is not HandlerState.DEFINED:
             raise MalleabilityError("no malleable handler is defined")
+        self._stop_monitor()
         with self.order_lock:  # let a running order end first
             self.state = HandlerState.DISABLED
             self.handler = None
         self._stop_communicator()
+
+    def _stop_monitor(self) -> None:
+        monitor, self.monitor = self.monitor, None
+        if monitor is not None:
+            monitor.stop()
 
     def _stop_communicator(self) -> None:
         comm, self.communicator = self.communicator, None
@@ -220,6 +256,7 @@ class Malleability:
 
     def close(self) -> None:
         """At the end of the program: stop the communicator if still running."""
+        self._stop_monitor()
         if self.state is HandlerState.DEFINED:
             self.state = HandlerState.DISABLED
             self.handler = None
@@ -329,6 +366,7 @@ class Malleability:
             report.handler_ns += time.perf_counter_ns() - h0
             report.total_ns = time.perf_counter_ns() - t0
             self.reports.append(report)
+            self.request_since = None  # a grow answers an open evolving request
             if error is not None:
                 raise error
             return report
@@ -369,36 +407,191 @@ class Malleability:
             dead_before = set(members.dead)
             t0 = time.perf_counter_ns()
             n = n_hosts * per_host
-            h0 = time.perf_counter_ns()
-            answer = handler.pre_shrink(n)
-            report.handler_ns += time.perf_counter_ns() - h0
+            self.shrinking = True
             try:
-                removed = check_shrink_answer(
-                    answer, n, n_hosts, {p: info.slot for p, info in members.table.items()},
-                    members.dead)
-            except MalleabilityError:
                 h0 = time.perf_counter_ns()
-                handler.post_shrink(len(members.table), [])
+                answer = handler.pre_shrink(n)
                 report.handler_ns += time.perf_counter_ns() - h0
-                raise
-            released_slots = []
-            for pid in removed:
-                slot = members.table[pid].slot
-                if slot not in released_slots:
-                    released_slots.append(slot)
-            host_names = [slots[s][0].host for s in released_slots]
+                try:
+                    removed = check_shrink_answer(
+                        answer, n, n_hosts, {p: info.slot for p, info in members.table.items()},
+                        members.dead)
+                except MalleabilityError:
+                    h0 = time.perf_counter_ns()
+                    handler.post_shrink(len(members.table), [])
+                    report.handler_ns += time.perf_counter_ns() - h0
+                    raise
+                return self._let_go(handler, report, removed, slots, dead_before, t0,
+                                    on_released)
+            finally:
+                self.shrinking = False
+
+    def _let_go(self, handler: MalleableHandler, report: OrderReport, removed: list[int],
+                slots: dict[int, list[PlaceInfo]], dead_before: set[int], t0: int,
+                on_released: Callable[[list[str]], None] | None) -> OrderReport:
+        """The common end of a shrink and a release: the checked places leave, their hosts
+        go back, ``post_shrink`` runs (with the order lock held)."""
+        members = self.rt.membership
+        released_slots = []
+        for pid in removed:
+            slot = members.table[pid].slot
+            if slot not in released_slots:
+                released_slots.append(slot)
+        host_names = [slots[s][0].host for s in released_slots]
+        self.leaving.update(removed)
+        try:
             members.release(removed, ack_timeout=setting("ACK_TIMEOUT"))
-            report.places = [Place(p) for p in removed]
-            report.host_names = host_names
-            report.died = [Place(p) for p in sorted(members.dead - dead_before)]
-            if on_released is not None:
-                on_released(host_names)
+        finally:
+            self.leaving.difference_update(removed)
+        report.places = [Place(p) for p in removed]
+        report.host_names = host_names
+        report.died = [Place(p) for p in sorted(members.dead - dead_before)]
+        if on_released is not None:
+            on_released(host_names)
+        h0 = time.perf_counter_ns()
+        handler.post_shrink(len(members.table), report.places)
+        report.handler_ns += time.perf_counter_ns() - h0
+        report.total_ns = time.perf_counter_ns() - t0
+        self.reports.append(report)
+        return report
+
+    # ------------------------------------------------------------------ evolving
+    def _evolving_communicator(self) -> Any:
+        comm = self.communicator
+        if comm is None:
+            raise MalleabilityError(
+                "no communicator runs, so there is no scheduler to ask for places or to give "
+                "them back to (set SCHEDULER_PORT, or APGAS_COMMUNICATOR)")
+        if not getattr(comm, "EVOLVING", False):
+            raise MalleabilityError(
+                f"this communicator does not support evolving requests "
+                f"({type(comm).__module__}.{type(comm).__qualname__})")
+        return comm
+
+    def request(self, n: int = 1) -> None:
+        """Ask the scheduler for ``n`` more hosts; what it grants comes later as a grow order.
+
+        Raises:
+            MalleabilityError: ``n`` < 1, no handler, no communicator or one without evolving
+                support, a shrink or release under way, the job would exceed
+                ``APGAS_MAX_HOSTS``, a request is still open (one at a time, for at most
+                ``APGAS_EVOLVING_REQUEST_TIMEOUT`` seconds), or the scheduler cannot be
+                reached.  The program runs on unchanged.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise MalleabilityError(f"request_places() asks for at least 1 host, got {n!r}")
+        self._handler()
+        comm = self._evolving_communicator()
+        if self.shrinking:
+            raise MalleabilityError("a shrink is under way: request places after it has ended")
+        max_hosts = setting("MAX_HOSTS")
+        hosts = len(self._slots(self.rt.membership.table))
+        if max_hosts is not None and hosts + n > max_hosts:
+            raise MalleabilityError(
+                f"cannot request {n} more host(s): the job has {hosts} and at most "
+                f"{max_hosts} (APGAS_MAX_HOSTS)")
+        now = time.monotonic()
+        if self.request_since is not None:
+            waited = now - self.request_since
+            if waited < setting("EVOLVING_REQUEST_TIMEOUT"):
+                raise MalleabilityError(
+                    f"a request for places is already open (sent {waited:.1f} s ago); the "
+                    f"scheduler serves one at a time")
+            log.warning("the scheduler did not answer the request for places sent %.1f s ago; "
+                        "it is given up", waited)
+        comm.request(n)
+        self.request_since = now
+
+    def release(self, chosen: Sequence[Place | int]) -> OrderReport:
+        """Give ``chosen`` places back to the scheduler (whole hosts, never place 0).
+
+        Runs the shrink side: the handler's ``pre_release(chosen)`` (by default
+        ``pre_shrink(len(chosen))``) answers the places that leave, they are released as in a
+        shrink order, the communicator tells the scheduler each freed host (after the places
+        have ended), then ``post_shrink`` runs and the whole time is notified
+        (``shrinkTimeAPGAS;<hosts>;<ns>``).
+
+        Returns:
+            The :class:`OrderReport` (kind ``"release"``).
+
+        Raises:
+            MalleabilityError: nothing chosen, place 0, a place that is not part of the
+                computation (released, dead or unknown) or already leaving, places that split
+                a host, no handler, no communicator or one without evolving support, or a
+                wrong handler answer.  The program runs on unchanged.
+        """
+        try:
+            ids = [p.id if isinstance(p, Place) else p for p in chosen]
+        except TypeError:
+            raise MalleabilityError(
+                f"release_places() takes a list of places, got {chosen!r}") from None
+        if not ids:
+            raise MalleabilityError("release_places() needs at least one place")
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+            raise MalleabilityError(f"release_places() takes places, got {chosen!r}")
+        if 0 in ids:
+            raise MalleabilityError("place(0) is never released")
+        leaving = sorted(set(ids) & self.leaving)
+        if leaving:
+            raise MalleabilityError(f"places {leaving} are already leaving")
+        members = self.rt.membership
+        gone = sorted(i for i in ids if i in members.released)
+        if gone:
+            raise MalleabilityError(f"places {gone} were already released")
+        self._handler()
+        comm = self._evolving_communicator()
+        with self.order_lock:
+            leaving = sorted(set(ids) & self.leaving)  # again: a release may just have ended
+            if leaving:
+                raise MalleabilityError(f"places {leaving} are already leaving")
+            self.leaving.update(ids)
+            self.shrinking = True
+            try:
+                report = self._release(ids, comm)
+            finally:
+                self.shrinking = False
+                self.leaving.difference_update(ids)
+        comm.notify(f"shrinkTimeAPGAS;{report.hosts};{report.total_ns}")
+        return report
+
+    def _release(self, ids: list[int], comm: Any) -> OrderReport:
+        """The body of :meth:`release`, with the order lock held."""
+        members = self.rt.membership
+        handler = self._handler()
+        table = {p: info.slot for p, info in members.table.items()}
+        died = sorted(i for i in ids if i in members.dead)
+        if died:
+            raise MalleabilityError(f"cannot release places {died}: they died")
+        unknown = sorted(i for i in ids if i not in table)
+        if unknown:
+            raise MalleabilityError(
+                f"cannot release places {unknown}: they are not part of the computation")
+        if len(set(ids)) != len(ids):
+            raise MalleabilityError(f"release_places() was given a place twice: {ids}")
+        chosen_slots = {table[i] for i in ids}
+        split = sorted(p for p, s in table.items() if s in chosen_slots and p not in ids)
+        if split:
+            raise MalleabilityError(
+                f"release_places() releases whole hosts: places {split} share a host with "
+                f"places {sorted(ids)} and would have to leave too")
+        n_hosts = len(chosen_slots)
+        slots = self._slots(members.table)
+        report = OrderReport("release", n_hosts)
+        dead_before = set(members.dead)
+        t0 = time.perf_counter_ns()
+        h0 = time.perf_counter_ns()
+        answer = handler.pre_release([Place(i) for i in sorted(ids)])
+        report.handler_ns += time.perf_counter_ns() - h0
+        try:
+            removed = check_shrink_answer(answer, len(ids), n_hosts, table, members.dead)
+        except MalleabilityError:
             h0 = time.perf_counter_ns()
-            handler.post_shrink(len(members.table), report.places)
+            handler.post_shrink(len(members.table), [])
             report.handler_ns += time.perf_counter_ns() - h0
-            report.total_ns = time.perf_counter_ns() - t0
-            self.reports.append(report)
-            return report
+            raise
+        report = self._let_go(handler, report, removed, slots, dead_before, t0, comm.release)
+        self.request_since = None  # the Java scheduler drops a pending request on release
+        return report
 
     @staticmethod
     def _slots(table: dict[int, PlaceInfo]) -> dict[int, list[PlaceInfo]]:
