@@ -23,34 +23,17 @@ one that ran there, since a job's last notifications may come after its end was 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from communicators.protocol import (
     NotificationKind,
     classify_notification,
+    parse_evolving,
     parse_notification,
     split_timing,
 )
 
 from .jobs import JobClass
 from .state import ServerJob, ServerState
-
-try:  # the protocol module's parser of evolving lines, where it has one
-    from communicators.protocol import parse_evolving
-except ImportError:  # pragma: no cover - an older protocol module
-
-    @dataclass(frozen=True)
-    class _EvolvingMessage:
-        type: str
-        argument: str
-
-    def parse_evolving(message: str) -> _EvolvingMessage | None:  # type: ignore[misc]
-        """``Evolving;<type>;<argument>`` → its type and argument; None for other lines."""
-        if not message.startswith("Evolving;"):
-            return None
-        kind, _, argument = message.partition(";")[2].partition(";")
-        return _EvolvingMessage(kind, argument)
-
 
 __all__ = ["on_notification"]
 
