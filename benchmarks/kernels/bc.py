@@ -27,8 +27,8 @@ s != v of delta_s[v]``: unnormalised, endpoints excluded, float64.  Self-loops n
 shortest path and are dropped by the kernel; sources without other out-edges have all
 dependencies zero and are skipped.  The source order does not change the result.
 
-Vectorised layout
------------------
+Vectorised layout (the numpy kernel)
+------------------------------------
 Sources are processed in batches of 32, one bit ("lane") of a ``uint32`` word per vertex
 and source, as in multi-source BFS (Then et al., "The more the merrier: efficient
 multi-source graph traversal", PVLDB 8(4), 2014).  Per-source state lives in ``(N, 32)``
@@ -41,11 +41,12 @@ float64 matrices, flattened: ``key = 32 * vertex + lane``.
    out-edges, a push over just those (CSR) with ``bitwise_or.at``.  The word
    ``front[v] & next[w]`` of an edge ``v -> w`` names the lanes for which it is a
    shortest-path (DAG) edge.
-2. Those bits are expanded into flat ``(key_v, key_w)`` pairs: the lowest set bit of every
-   word is isolated with ``w & -w`` and its lane read from the exponent of its float64 value,
-   round after round on the words that still have bits, so the work is proportional to the
-   number of pairs.  Only DAG pairs are ever materialised (about a quarter of the edges
-   reached from a source of the R-MAT graph).
+2. Those bits are expanded into flat ``(key_v, key_w)`` pairs, edge by edge and lanes
+   ascending within an edge: the lowest set bit of every word is isolated with ``w & -w``,
+   its lane read from the exponent of its float64 value and its pair written at the edge's
+   place, round after round on the words that still have bits, so the work is proportional
+   to the number of pairs.  Only DAG pairs are ever materialised (about a quarter of the
+   edges reached from a source of the R-MAT graph).
 3. ``sigma`` is accumulated per level: ``np.add.at(sigma, key_w, sigma[key_v])``.
 4. Backward, levels in reverse, the dependencies are carried as ``psi = (1 + delta) /
    sigma``, which obeys ``psi[v] = 1 / sigma[v] + sum over DAG edges v -> w of psi[w]``
@@ -58,6 +59,35 @@ float64 matrices, flattened: ``key = 32 * vertex + lane``.
 Vertices are relabelled internally by decreasing degree, and the three ``(N, 32)`` matrices
 are reused between batches; both measured as worthwhile (cache lines and page faults).
 
+The compiled kernel
+-------------------
+``APGAS_KERNELS`` (:mod:`benchmarks.kernels._backend`) chooses this numpy kernel or the
+compiled one of :mod:`benchmarks.kernels._bc_numba` (numba; imported only when chosen).
+``graph_betweenness``, ``shortest_path_edges``, ``BCBag.process`` and so ``betweenness``
+dispatch on it.  The compiled kernel runs the same algorithm on 64 sources a batch (one
+``uint64`` word), keeps each level's per-source values packed together (the entries of
+``(v, lane)`` reached at depth ``d``, vertex by vertex) so that a level's pairs touch a small
+block instead of the whole matrix, lists the DAG pairs once in the forward pass and runs
+``sigma`` and ``psi`` over that list (see that module).
+
+Summation order
+---------------
+Both kernels add up every floating-point sum in the same order, so they give bit-identical
+betweenness (the tests check it); the order is part of the definition of this module's
+result, not only of one kernel:
+
+* A vertex's DAG neighbours are taken in ascending order of the plan's vertex labels (out-
+  and in-edges are sorted by them; parallel edges contribute equal terms).  ``sigma[w]``
+  adds its parents' ``sigma`` in that order (exact anyway: integers below 2**53), and
+  ``psi[v] = ((1 / sigma[v] + psi[w1]) + psi[w2]) + ...`` its children's.
+* ``delta = sigma * (psi - 1 / sigma)``, and 0 at the source itself.
+* The sources of a call (``graph_betweenness``, or one ``BCBag.process``) are taken in groups
+  of 32 consecutive ones; a group's dependencies are summed vertex by vertex, from 0.0, in
+  the order of its sources, and that sum is added to the result.
+
+So a result depends on how the sources were grouped (a GLB run's splits and steals), at the
+rounding level only, but never on the backend.
+
 Work measure (``shortest_path_edges``): the shortest-path (DAG) edges summed over all sources,
 i.e. the pairs ``(s, edge v -> w)`` with ``dist_s(w) = dist_s(v) + 1``, each parallel edge
 counted, self-loops never.  Each is used once forward (``sigma``) and once backward (``psi``),
@@ -65,7 +95,8 @@ by this kernel and by Brandes' algorithm as the Java GLB kernel runs it, so the 
 same for both (31,811,085 at scale 12 and 490,845,036 at scale 14, seed 2; SPEC.md §4).
 
 Differences from the Java GLB kernel, which runs one BFS per source and follows every
-out-edge of every vertex it reaches: 32 sources at once in bit lanes, only DAG edges
+out-edge of every vertex it reaches: 32 (numpy) or 64 (compiled) sources at once in bit
+lanes, only DAG edges
 materialised for the sigma and dependency passes, vertices relabelled by degree, and the
 sources without an out-edge other than a self-loop skipped (their dependencies are all zero
 and they have no shortest-path edges, so the result and the count above are unchanged).
@@ -80,6 +111,8 @@ import numpy as np
 import numpy.typing as npt
 
 from glb import ArraySum, Bag, process_all
+
+from ._backend import backend, register_warm_up
 
 __all__ = [
     "A",
@@ -97,6 +130,7 @@ __all__ = [
     "rmat_graph",
     "shortest_path_edges",
     "splitmix64",
+    "warm_up",
 ]
 
 #: R-MAT quadrant probabilities of SSCA2 v2.2.
@@ -106,21 +140,24 @@ EDGE_FACTOR = 8
 #: SplitMix64 increment (the golden gamma).
 GAMMA = 0x9E3779B97F4A7C15
 
-#: Work units (source vertices) per ``BCBag.process`` call: one full batch of 32 lanes
-#: (median about 26 ms per call at scale 14, 7 ms at scale 12, on one core).
-DEFAULT_WORK_UNITS = 32
+#: Work units (source vertices) per ``BCBag.process`` call: one batch of the compiled kernel
+#: (64 lanes), two of the numpy kernel (32 lanes).  Compiled, about 16 ms a call at scale 14
+#: and 7 ms at scale 13; numpy, about 50 ms at scale 14 and 13 ms at scale 12 (one core of
+#: the reference machine).
+DEFAULT_WORK_UNITS = 64
 
 # Largest scale accepted.  Vertex ids must fit the int32 targets; already at 2**30 vertices
 # the int64 edge list alone needs 128 GiB, so larger requests are refused as absurd.
 _MAX_SCALE = 30
-# Sources per batch, one bit ("lane") of a uint32 word per vertex.  Measured: 32 lanes in
-# uint32 words beat 48 or 64 lanes in uint64 words by 5-15 % at scales 12-14, because the
+# Sources per numpy batch, one bit ("lane") of a uint32 word per vertex.  Measured: 32 lanes
+# in uint32 words beat 48 or 64 lanes in uint64 words by 5-15 % at scales 12-14, because the
 # (N, lanes) float64 matrices that every DAG pair touches at random stay smaller (cache),
-# which outweighs the extra BFS passes per source.
+# which outweighs the extra BFS passes per source.  It is also the summation group: both
+# kernels add the dependencies of 32 consecutive sources before adding them to the result.
 _LANES = 32
+_LANE_BITS = 5  # log2(_LANES)
 _WORD = np.dtype(np.uint32)
 _WORD_LE = _WORD.newbyteorder("<")
-_WORD_SHIFT = 5  # log2(_LANES)
 # Seed of the fixed source permutation used by BCBag (any value gives the same BC).
 _ORDER_SEED = 0x5EED
 # A level expands its frontier's out-edges (push) instead of all in-edges (pull) when the
@@ -342,12 +379,14 @@ def rmat_graph(scale: int, seed: int = 2) -> Graph:
 
 
 class _Plan:
-    """Traversal structures of a graph for the kernel, built once per graph.
+    """Traversal structures of a graph for the kernels, built once per graph.
 
     Self-loops are dropped (never on a shortest path).  Vertices are relabelled by
     decreasing degree so that the hubs, which most DAG pairs touch, share few cache lines
-    of the ``(N, lanes)`` matrices; ``perm[new] = old`` and ``rank[old] = new``.  All
-    arrays below are in the new labels except ``sources``.
+    of the per-source matrices; ``perm[new] = old`` and ``rank[old] = new``.  The out-edges
+    of a vertex are sorted by target and its in-edges by source (new labels), which fixes
+    the order in which both kernels add up a vertex's contributions (module docstring,
+    "Summation order").  All arrays below are in the new labels except ``sources``.
     """
 
     def __init__(self, graph: Graph) -> None:
@@ -364,14 +403,14 @@ class _Plan:
         dst = self.rank[dst]
         self.n = n
         self.m = len(src)
-        # CSR (push).
-        order = np.argsort(src, kind="stable")
+        # CSR (push): out-edges by source, then target.
+        order = np.lexsort((dst, src))
         self.outdeg = np.bincount(src, minlength=n).astype(np.intp)
         self.off = np.zeros(n + 1, dtype=np.intp)
         np.cumsum(self.outdeg, out=self.off[1:])
         self.tgt = dst[order]
-        # CSC (pull): in-edges grouped by target, for bitwise_or.reduceat.
-        order = np.argsort(dst, kind="stable")
+        # CSC (pull): in-edges by target, then source, for bitwise_or.reduceat.
+        order = np.lexsort((src, dst))
         self.cs = src[order]
         ct = dst[order]
         self.cs_key = self.cs * _LANES  # row keys: key = vertex * _LANES + lane
@@ -381,11 +420,16 @@ class _Plan:
         self.starts = np.zeros(len(self.tu), dtype=np.intp)
         np.cumsum(indeg[self.tu][:-1], out=self.starts[1:])
         self.ct_tu = np.repeat(np.arange(len(self.tu), dtype=np.intp), indeg[self.tu])
+        self.indeg = indeg
         # Sources whose dependencies can be nonzero, in original ids, ascending.
         self.sources = np.flatnonzero(self.outdeg[self.rank])
-        self.lanes = int(max(1, min(_LANES, _PAIR_BUDGET_BYTES // (16 * max(self.m, 1)))))
+        # Lanes of a numpy batch: a power of two dividing _LANES (the summation group).
+        budget = _PAIR_BUDGET_BYTES // (16 * max(self.m, 1))
+        self.lanes = 1 << int(max(0, min(_LANE_BITS, int(budget).bit_length() - 1)))
         self._orders: dict[int, np.ndarray] = {}
-        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._buffers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._compiled: tuple[np.ndarray, ...] | None = None
+        self._workspaces: list[Any] = []
 
     def order(self, seed: int) -> np.ndarray:
         """The useful sources (original ids), shuffled with ``seed`` (cached)."""
@@ -397,18 +441,39 @@ class _Plan:
         return o
 
     def take_buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Three float64 scratch matrices of ``N * lanes``; reused, since fresh ones of this
-        size cost page faults that measured 10-25 % of a batch."""
-        bufs = self._buffers
-        self._buffers = None  # a nested call (none today) would get its own
-        if bufs is None:
+        """Three float64 scratch matrices of ``N * _LANES``; reused, since fresh ones of this
+        size cost page faults that measured 10-25 % of a batch.  Each caller (thread) gets
+        its own set."""
+        try:
+            return self._buffers.pop()
+        except IndexError:
             size = self.n * _LANES
-            bufs = (np.empty(size), np.empty(size), np.empty(size))
-        return bufs
+            return (np.empty(size), np.empty(size), np.empty(size))
 
     def give_buffers(self, bufs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Return the matrices of ``take_buffers`` for the next batch."""
-        self._buffers = bufs
+        self._buffers.append(bufs)
+
+    def compiled_graph(self) -> tuple[np.ndarray, ...]:
+        """``(off, tgt, coff, csrc)`` of the compiled kernel: CSR offsets (int64) and targets
+        (int32), CSC offsets and sources, in the plan's order."""
+        if self._compiled is None:
+            coff = np.zeros(self.n + 1, dtype=np.int64)
+            np.cumsum(self.indeg, out=coff[1:])
+            self._compiled = (self.off.astype(np.int64), self.tgt.astype(np.int32), coff,
+                              self.cs.astype(np.int32))
+        return self._compiled
+
+    def take_workspace(self) -> Any:
+        """A workspace of the compiled kernel (``_bc_numba.Workspace``), one per thread."""
+        try:
+            return self._workspaces.pop()
+        except IndexError:
+            return _nb().Workspace(self.n)
+
+    def give_workspace(self, ws: Any) -> None:
+        """Return the workspace of ``take_workspace`` for the next call."""
+        self._workspaces.append(ws)
 
 
 def _plan(graph: Graph) -> _Plan:
@@ -472,9 +537,7 @@ def _advance(
     return g[sel], p.cs_key[sel], p.ct_key[sel], nxt
 
 
-def _expand(
-    words: np.ndarray, kv: np.ndarray, kw: np.ndarray
-) -> list[tuple[np.ndarray, np.ndarray]]:
+def _expand(words: np.ndarray, kv: np.ndarray, kw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pairs ``(kv[i] + lane, kw[i] + lane)`` for every set bit ``lane`` of ``words[i]``.
 
     Args:
@@ -482,13 +545,18 @@ def _expand(
         kv, kw: ``intp`` row keys, shape ``(k,)``; consumed.
 
     Returns:
-        The pairs as a list of chunks ``(key_v, key_w)`` of ``intp`` arrays.  Round ``t``
-        emits the ``t``-th lowest bit of every word that has one, in the words' order, so
-        each chunk keeps the order of the edge list (sorted by target in pull levels),
-        which the measured alternatives (sorting words by popcount to avoid compaction)
-        lost more to cache misses than they saved.
+        ``(key_v, key_w)``, two ``intp`` arrays holding the pairs word by word in the words'
+        order, lanes ascending within a word: the order in which the kernels add them up
+        (module docstring, "Summation order").  Round ``t`` isolates the lowest remaining
+        bit of every word that has one (``w & -w``) and writes its pair at the word's first
+        pair plus ``t``, so the work is proportional to the number of pairs.
     """
-    out: list[tuple[np.ndarray, np.ndarray]] = []
+    count = np.bitwise_count(words)
+    at = np.cumsum(count, dtype=np.intp)
+    total = int(at[-1]) if len(at) else 0
+    at -= count  # each word's first pair
+    out_v = np.empty(total, dtype=np.intp)
+    out_w = np.empty(total, dtype=np.intp)
     # The lane of an isolated bit is read from the biased exponent of its float64 value
     # (exact: a power of two), so fold the exponent bias into the keys.
     kv -= 1023
@@ -499,38 +567,46 @@ def _expand(
         low &= w  # lowest set bit of each word
         e = low.astype(np.float64).view(np.int64)
         e >>= 52
-        out.append((kv + e, kw + e))
+        out_v[at] = kv + e
+        out_w[at] = kw + e
+        at += 1
         w ^= low
         live = np.flatnonzero(w != 0)
         if len(live) < len(w):
             w = w[live]
             kv = kv[live]
             kw = kw[live]
+            at = at[live]
     if len(w):
-        # The few most populated words: unpack their remaining bits at once.
+        # The few most populated words: unpack their remaining bits at once (ascending).
         bits = np.unpackbits(w.astype(_WORD_LE, copy=False).view(np.uint8), bitorder="little")
         pos = np.flatnonzero(bits.view(bool))
-        k = pos >> _WORD_SHIFT
+        k = pos >> _LANE_BITS
         pos &= _LANES - 1
         pos += 1023
+        left = np.bitwise_count(w).astype(np.intp)
+        dest = at[k]  # the word's next free pair, plus the bit's rank among those left
+        dest += np.arange(len(pos), dtype=np.intp)
+        dest -= np.repeat(np.cumsum(left) - left, left)
         a = kv[k]
         a += pos
+        out_v[dest] = a
         b = kw[k]
         b += pos
-        out.append((a, b))
-    return out
+        out_w[dest] = b
+    return out_v, out_w
 
 
-def _brandes_batch(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:
-    """Add the dependencies of up to ``p.lanes`` distinct sources to ``bc``.
+def _brandes_batch(p: _Plan, sources: np.ndarray, acc: np.ndarray) -> None:
+    """Add the dependencies of up to ``p.lanes`` distinct sources to ``acc``, lane by lane.
 
     Args:
         p: the plan.
-        sources: distinct source vertices (original ids), at most ``p.lanes``.
-        bc: ``float64`` array of shape ``(N,)`` (original ids), updated in place.
+        sources: distinct source vertices (plan labels), at most ``p.lanes``.
+        acc: ``float64`` array of shape ``(N,)`` (plan labels), updated in place: after it,
+            ``acc[v]`` has had ``delta_s[v]`` added for each source ``s`` in turn.
     """
     n = p.n
-    sources = p.rank[sources]
     lanes = np.arange(len(sources), dtype=np.intp)
     front = np.zeros(n, dtype=_WORD)
     front[sources] = np.left_shift(_WORD.type(1), lanes.astype(_WORD))
@@ -540,35 +616,66 @@ def _brandes_batch(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:
     sigma.fill(0.0)
     own = sources * _LANES + lanes  # each source's own entry in its lane
     sigma[own] = 1.0
-    levels: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    levels: list[tuple[np.ndarray, np.ndarray]] = []
     while True:
         step = _advance(p, front, visited)
         if step is None:
             break
         words, kv, kw, front = step
-        pairs = _expand(words, kv, kw)
-        for a, b in pairs:
-            # Level d -> d + 1: reads finished entries, writes entries of the next level.
-            np.add.at(sigma, b, sigma[a])
-        levels.append(pairs)
+        a, b = _expand(words, kv, kw)
+        # Level d -> d + 1: reads finished entries, writes entries of the next level.
+        np.add.at(sigma, b, sigma[a])
+        levels.append((a, b))
     # inv = 1 / sigma on reached entries; unreached ones (sigma = 0) get 2, harmlessly: no
     # pair touches them and their sigma factor below is 0.  Reached sigma are >= 1.
     np.maximum(sigma, 0.5, out=inv)
     np.divide(1.0, inv, out=inv)
     np.copyto(psi, inv)
-    for pairs in reversed(levels):
-        for a, b in pairs:
-            np.add.at(psi, a, psi[b])
+    for a, b in reversed(levels):
+        np.add.at(psi, a, psi[b])
     psi -= inv  # sum over DAG children of psi: exactly 0 without children
     psi[own] = 0.0
-    bc[p.perm] += np.einsum("ij,ij->i", sigma.reshape(n, _LANES), psi.reshape(n, _LANES))
+    psi *= sigma  # the dependencies
+    dep = psi.reshape(n, _LANES)
+    for lane in range(len(sources)):
+        acc += dep[:, lane]
     p.give_buffers(bufs)
 
 
+def _nb() -> Any:
+    """The compiled kernel module (imports numba; only called when the backend is numba)."""
+    from . import _bc_numba
+
+    return _bc_numba
+
+
+def _compiled(p: _Plan) -> bool:
+    """Whether the compiled kernel runs for this plan (backend numba, indices fit int32)."""
+    return backend() == "numba" and p.n * 64 < 2**31
+
+
 def _run_sources(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:
-    """Brandes from ``sources`` (distinct, original ids) in batches, added into ``bc``."""
-    for i in range(0, len(sources), p.lanes):
-        _brandes_batch(p, sources[i : i + p.lanes], bc)
+    """Brandes from ``sources`` (distinct, original ids), added into ``bc``: the
+    dependencies of each 32 consecutive sources are summed first, then added."""
+    if not len(sources):
+        return
+    if _compiled(p):
+        nb = _nb()
+        ws = p.take_workspace()
+        try:
+            graph = p.compiled_graph()
+            for i in range(0, len(sources), nb.LANES):
+                ws.brandes(graph, p.rank[sources[i : i + nb.LANES]], p.perm, bc)
+        finally:
+            p.give_workspace(ws)
+        return
+    acc = np.empty(p.n)
+    for g in range(0, len(sources), _LANES):
+        acc.fill(0.0)
+        group = p.rank[sources[g : g + _LANES]]
+        for i in range(0, len(group), p.lanes):
+            _brandes_batch(p, group[i : i + p.lanes], acc)
+        bc[p.perm] += acc
 
 
 def graph_betweenness(graph: Graph, sources: npt.ArrayLike | None = None) -> np.ndarray:
@@ -576,7 +683,8 @@ def graph_betweenness(graph: Graph, sources: npt.ArrayLike | None = None) -> np.
 
     Args:
         graph: the multigraph.
-        sources: optional integer array of distinct source vertices; default all.
+        sources: optional integer array of distinct source vertices, summed in this order
+            (module docstring, "Summation order"); default all, ascending.
 
     Returns:
         ``float64`` array of shape ``(N,)``: the unnormalised betweenness.
@@ -629,6 +737,16 @@ def shortest_path_edges(graph: Graph, sources: npt.ArrayLike | None = None) -> i
     p = _plan(graph)
     src = _checked_sources(p, graph, sources)
     total = 0
+    if _compiled(p):
+        nb = _nb()
+        ws = p.take_workspace()
+        try:
+            graph_arrays = p.compiled_graph()
+            for i in range(0, len(src), nb.LANES):
+                total += ws.dag_edges(graph_arrays, p.rank[src[i : i + nb.LANES]])
+        finally:
+            p.give_workspace(ws)
+        return total
     for i in range(0, len(src), p.lanes):
         batch = p.rank[src[i : i + p.lanes]]
         front = np.zeros(p.n, dtype=_WORD)
@@ -743,8 +861,10 @@ class BCBag(Bag[ArraySum]):
     def process(self, n: int, result: ArraySum) -> None:
         """Run Brandes from up to ``n`` pending sources, adding into ``result.array``.
 
-        Sources run in batches of 32 (one bit lane each), so ``n`` a multiple of 32 keeps
-        every lane busy; see ``DEFAULT_WORK_UNITS``.
+        Sources run in batches of 32 (numpy) or 64 (compiled kernel), one bit lane each, so
+        ``n`` a multiple of 64 keeps every lane busy; see ``DEFAULT_WORK_UNITS``.  Both
+        backends give the same bits for the same calls (module docstring, "Summation
+        order"), so a bag may be continued by a place of the other backend.
 
         Args:
             n: number of sources (>= 1).
@@ -855,3 +975,13 @@ def betweenness(scale: int, seed: int = 2) -> np.ndarray:
     result = ArraySum(graph.N)
     process_all(BCBag(graph), result, DEFAULT_WORK_UNITS)
     return result.array
+
+
+@register_warm_up
+def warm_up() -> None:
+    """Compile, or load from numba's cache, the compiled BC kernel (a tiny graph, the
+    argument types of real use); see :func:`benchmarks.kernels.warm_up`.  Requires the numba
+    backend."""
+    graph = Graph.from_edges(4, [0, 0, 1, 2, 3, 3], [1, 2, 3, 3, 0, 3])
+    graph_betweenness(graph)
+    shortest_path_edges(graph)

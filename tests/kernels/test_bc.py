@@ -3,12 +3,22 @@
 References used here are written straight from the definition, in plain Python: the
 SplitMix64 stream, the SSCA2 R-MAT generator and Brandes' algorithm with edge multiplicity.
 networkx checks the kernel on graphs without parallel edges (it ignores multiplicity).
+
+Every test that runs the kernel runs with both backends (``APGAS_KERNELS=numpy`` and, where
+numba is installed, ``numba``); the two must give the same bits for the same calls, which
+the tests at the end check directly, also for a bag handed from one backend to the other.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
 import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -16,10 +26,37 @@ import pytest
 from oracles import py_brandes
 
 from benchmarks.kernels import bc as bcmod
+from benchmarks.kernels._backend import backend, numba_available
 from glb import ArraySum, process_all
 
 MASK = (1 << 64) - 1
 RTOL = 1e-9
+ROOT = Path(__file__).resolve().parents[2]
+
+needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
+
+
+@pytest.fixture(params=BACKENDS)
+def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with APGAS_KERNELS set to each backend in turn."""
+    monkeypatch.setenv("APGAS_KERNELS", request.param)
+    assert backend() == request.param
+    return request.param
+
+
+def with_backend(name: str, fn, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)`` with APGAS_KERNELS set to ``name`` (restored afterwards)."""
+    saved = os.environ.get("APGAS_KERNELS")
+    os.environ["APGAS_KERNELS"] = name
+    try:
+        assert backend() == name
+        return fn(*args)
+    finally:
+        if saved is None:
+            del os.environ["APGAS_KERNELS"]
+        else:
+            os.environ["APGAS_KERNELS"] = saved
 
 
 # ------------------------------------------------------------------------------------------
@@ -159,14 +196,14 @@ def test_graph_validation() -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def test_small_multigraph_by_hand() -> None:
+def test_small_multigraph_by_hand(kernels: str) -> None:
     # 0 -> 1 twice, 0 -> 2, 1 -> 3, 2 -> 3, a self-loop on 1: from 0, sigma[3] = 2 + 1, so
     # 1 carries 2/3 and 2 carries 1/3 of the pair (0, 3); no other pair has a middle vertex.
     g = bcmod.Graph.from_edges(4, [0, 0, 0, 1, 2, 1], [1, 2, 1, 3, 3, 1])
     assert_bc_equal(bcmod.graph_betweenness(g), np.array([0.0, 2.0 / 3.0, 1.0 / 3.0, 0.0]))
 
 
-def test_graph_without_edges() -> None:
+def test_graph_without_edges(kernels: str) -> None:
     g = bcmod.Graph.from_edges(5, [], [])
     assert_bc_equal(bcmod.graph_betweenness(g), np.zeros(5))
     bag = bcmod.BCBag(g)
@@ -174,7 +211,7 @@ def test_graph_without_edges() -> None:
 
 
 @pytest.mark.parametrize("scale", [6, 7, 8])
-def test_brandes_matches_networkx_on_simple_graphs(scale: int) -> None:
+def test_brandes_matches_networkx_on_simple_graphs(scale: int, kernels: str) -> None:
     n, src, dst = simple_rmat(scale)
     graph = nx.DiGraph()
     graph.add_nodes_from(range(n))
@@ -187,13 +224,13 @@ def test_brandes_matches_networkx_on_simple_graphs(scale: int) -> None:
 
 
 @pytest.mark.parametrize("scale", [6, 7, 8])
-def test_brandes_matches_python_on_multigraphs(scale: int) -> None:
+def test_brandes_matches_python_on_multigraphs(scale: int, kernels: str) -> None:
     src, dst = bcmod.rmat_edges(scale)
     want = py_brandes(1 << scale, src, dst)
     assert_bc_equal(bcmod.betweenness(scale), want)
 
 
-def test_betweenness_from_a_subset_of_sources() -> None:
+def test_betweenness_from_a_subset_of_sources(kernels: str) -> None:
     scale = 7
     n = 1 << scale
     src, dst = bcmod.rmat_edges(scale)
@@ -234,7 +271,7 @@ def py_dag_edges(n: int, src, dst) -> int:
     return total
 
 
-def test_shortest_path_edges_by_hand() -> None:
+def test_shortest_path_edges_by_hand(kernels: str) -> None:
     # From 0: 0->1 twice, 0->2, 1->3 and 2->3 (5); from 1: 1->3 (1); from 2: 2->3 (1); the
     # self-loop on 1 never counts.
     g = bcmod.Graph.from_edges(4, [0, 0, 0, 1, 2, 1], [1, 2, 1, 3, 3, 1])
@@ -248,7 +285,7 @@ def test_shortest_path_edges_by_hand() -> None:
 
 
 @pytest.mark.parametrize("scale", [5, 7, 8])
-def test_shortest_path_edges_match_python(scale: int) -> None:
+def test_shortest_path_edges_match_python(scale: int, kernels: str) -> None:
     src, dst = bcmod.rmat_edges(scale)
     want = py_dag_edges(1 << scale, src, dst)
     assert bcmod.shortest_path_edges(bcmod.rmat_graph(scale)) == want
@@ -258,7 +295,7 @@ def test_shortest_path_edges_match_python(scale: int) -> None:
     assert sum(bcmod.shortest_path_edges(g, part) for part in np.array_split(every, 3)) == want
 
 
-def test_shortest_path_edges_spec_scale_12() -> None:
+def test_shortest_path_edges_spec_scale_12(kernels: str) -> None:
     # SPEC.md §4: the same DAG-edge work as the Java kernel, 31,811,085 at scale 12.
     assert bcmod.shortest_path_edges(bcmod.rmat_graph(12)) == 31_811_085
 
@@ -307,7 +344,7 @@ def run_random_schedule(graph: bcmod.Graph, rng: random.Random, order_seed: int)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_bag_split_merge_pickle_give_the_same_result(seed: int) -> None:
+def test_bag_split_merge_pickle_give_the_same_result(seed: int, kernels: str) -> None:
     scale = 8
     graph = bcmod.rmat_graph(scale)
     want = bcmod.betweenness(scale)
@@ -315,16 +352,20 @@ def test_bag_split_merge_pickle_give_the_same_result(seed: int) -> None:
     assert_bc_equal(got, want)
 
 
-def test_source_order_does_not_change_the_result() -> None:
+def test_source_order_does_not_change_the_result(kernels: str) -> None:
     graph = bcmod.rmat_graph(9)
     results = []
+    firsts = []
     for order_seed in [0, 1, 99]:
+        first = ArraySum(graph.N)
+        bag = bcmod.BCBag(graph, order_seed=order_seed)
+        bag.process(8, first)  # the first sources of this order
+        firsts.append(first.value())
         result = ArraySum(graph.N)
-        process_all(bcmod.BCBag(graph, order_seed=order_seed), result, bcmod.DEFAULT_WORK_UNITS)
+        process_all(bag, result, bcmod.DEFAULT_WORK_UNITS)
+        result.fold(first)
         results.append(result.value())
-    plan = graph._plan
-    assert plan is not None
-    assert not np.array_equal(plan.order(0), plan.order(1))
+    assert not np.array_equal(firsts[0], firsts[1])  # the orders differ
     for other in results[1:]:
         assert_bc_equal(other, results[0])
 
@@ -392,3 +433,117 @@ def test_bag_errors() -> None:
 
 def test_default_work_units() -> None:
     assert isinstance(bcmod.DEFAULT_WORK_UNITS, int) and bcmod.DEFAULT_WORK_UNITS >= 1
+
+
+# ------------------------------------------------------------------------------------------
+# The two backends: the same bits
+# ------------------------------------------------------------------------------------------
+
+
+def both(fn, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)`` under numpy and under numba."""
+    return with_backend("numpy", fn, *args), with_backend("numba", fn, *args)
+
+
+@needs_numba
+@pytest.mark.parametrize("scale,seed", [(5, 2), (7, 2), (8, 5), (10, 2), (10, 77)])
+def test_backends_agree_bit_for_bit_on_rmat_graphs(scale: int, seed: int) -> None:
+    graph = bcmod.rmat_graph(scale, seed)
+    a, b = both(bcmod.graph_betweenness, graph)
+    assert np.array_equal(a, b)
+    assert bcmod.shortest_path_edges(graph) == with_backend(
+        "numba", bcmod.shortest_path_edges, graph)
+    # Any sources in any order, in calls of any size: the same summation groups.
+    rng = np.random.default_rng(scale)
+    sources = rng.permutation(graph.N)[: rng.integers(1, graph.N)]
+    a, b = both(bcmod.graph_betweenness, graph, sources)
+    assert np.array_equal(a, b)
+
+
+@needs_numba
+def test_backends_agree_bit_for_bit_at_scale_12() -> None:
+    a, b = both(bcmod.betweenness, 12)
+    assert np.array_equal(a, b)
+    assert with_backend("numba", bcmod.shortest_path_edges, bcmod.rmat_graph(12)) == 31_811_085
+
+
+@needs_numba
+def test_backends_agree_on_other_shapes() -> None:
+    """Graphs without R-MAT's shape: a long path (many levels), a star (one huge level), a
+    dense random graph, a graph with isolated vertices; sources fewer and more than 64."""
+    rng = np.random.default_rng(1)
+    n = 300
+    graphs = [
+        bcmod.Graph.from_edges(n, np.arange(n - 1), np.arange(1, n)),
+        bcmod.Graph.from_edges(n, np.r_[np.zeros(n - 1, int), np.arange(1, n)],
+                               np.r_[np.arange(1, n), np.zeros(n - 1, int)]),
+        bcmod.Graph.from_edges(n, rng.integers(0, n, 20 * n), rng.integers(0, n, 20 * n)),
+        bcmod.Graph.from_edges(n, rng.integers(0, n // 3, n), rng.integers(0, n // 3, n)),
+    ]
+    for g in graphs:
+        a, b = both(bcmod.graph_betweenness, g)
+        assert np.array_equal(a, b)
+        src, dst = g.edges()
+        if len(set(zip(src.tolist(), dst.tolist(), strict=True))) == g.M:  # no parallel edge
+            assert_bc_equal(a, py_brandes(n, src, dst))
+        for count in (1, 63, 65, 130):
+            part = rng.permutation(n)[:count]
+            a, b = both(bcmod.graph_betweenness, g, part)
+            assert np.array_equal(a, b)
+
+
+@needs_numba
+def test_a_bag_moves_between_backends_exactly() -> None:
+    """Calls alternate between the backends on bags that are split, merged and pickled: the
+    sum is the bits of the same schedule run by numpy alone."""
+    graph = bcmod.rmat_graph(9)
+
+    def schedule(alternate: bool) -> np.ndarray:
+        rng = random.Random(4)
+        bag = bcmod.BCBag(graph)
+        loot = bag.split(False)
+        assert loot is not None
+        results = [ArraySum(graph.N), ArraySum(graph.N)]
+        bags = [bag, pickle.loads(pickle.dumps(loot))]
+        step = 0
+        while not all(b.is_empty() for b in bags):
+            i = step % 2
+            step += 1
+            if bags[i].is_empty():
+                continue
+            name = ("numpy", "numba")[step % 2] if alternate else "numpy"
+            with_backend(name, bags[i].process, rng.choice([1, 17, 64, 100]), results[i])
+            bags[i] = pickle.loads(pickle.dumps(bags[i]))
+        results[0].fold(results[1])
+        return results[0].value()
+
+    assert np.array_equal(schedule(True), schedule(False))
+
+
+@needs_numba
+@pytest.mark.timeout(300)
+def test_a_fresh_process_loads_the_compiled_kernel_from_the_cache() -> None:
+    """After a warm-up has run once, another process's warm-up only loads the compiled BC
+    kernel (numba's dispatcher statistics: cache hits, no misses) and it computes exactly."""
+    env = {k: v for k, v in os.environ.items() if k not in ("APGAS_PLACES",)}
+    env["APGAS_KERNELS"] = "numba"
+    probe = textwrap.dedent("""
+        import json
+        from benchmarks.kernels import warm_up
+        took = warm_up(["benchmarks.kernels.bc"])
+        from benchmarks.kernels import _bc_numba as k
+        from benchmarks.kernels import bc
+        stats = {f.__name__: (sum(f.stats.cache_hits.values()),
+                              sum(f.stats.cache_misses.values())) for f in (k._batch, k._count)}
+        print(json.dumps({"stats": stats, "took": took,
+                          "edges": bc.shortest_path_edges(bc.rmat_graph(7))}))
+    """)
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=280)
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout))
+    warm = runs[1]
+    assert warm["edges"] == 29568
+    assert all(hits > 0 and misses == 0 for hits, misses in warm["stats"].values()), warm

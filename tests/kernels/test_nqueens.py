@@ -1,5 +1,8 @@
 """Tests of the N-Queens kernel (``benchmarks.kernels.nqueens``): exact counts, the bag protocol
-under random splits/merges/pickling, and argument checking."""
+under random splits/merges/pickling, and argument checking.
+
+N-Queens has no compiled kernel (the module docstring says why); the known counts are checked
+under both settings of ``APGAS_KERNELS`` all the same, since either may be set for a run."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import random
 import numpy as np
 import pytest
 
+from benchmarks.kernels._backend import backend, numba_available
 from benchmarks.kernels.nqueens import (
     DEFAULT_WORK_UNITS,
     MAX_N,
@@ -35,7 +39,19 @@ KNOWN = {
     11: 2680,
     12: 14200,
     13: 73712,
+    14: 365596,
 }
+
+needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
+
+
+@pytest.fixture(params=BACKENDS)
+def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with APGAS_KERNELS set to each backend in turn."""
+    monkeypatch.setenv("APGAS_KERNELS", request.param)
+    assert backend() == request.param
+    return request.param
 
 
 def reference_count(n: int) -> int:
@@ -61,7 +77,7 @@ def test_reference_agrees(n: int) -> None:
 
 
 @pytest.mark.parametrize("n", sorted(KNOWN))
-def test_known_counts(n: int) -> None:
+def test_known_counts(n: int, kernels: str) -> None:
     assert count_solutions(n) == KNOWN[n]
 
 

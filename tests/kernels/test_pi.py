@@ -1,17 +1,24 @@
 """Tests of the Monte-Carlo π kernel (``benchmarks.kernels.pi``): accuracy, exact
-reproducibility under any split/merge/pickle/order, the bias of the hit test, and arguments."""
+reproducibility under any split/merge/pickle/order, the bias of the hit test, and arguments.
+
+Every test that draws samples runs with both backends (``APGAS_KERNELS=numpy`` and, where numba
+is installed, ``numba``): the hit counts must be identical, and a bag one backend worked on
+must be continued exactly by the other."""
 
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import random
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
 
 import benchmarks.kernels.pi as pi_mod
+from benchmarks.kernels._backend import backend, numba_available
 from benchmarks.kernels.pi import (
     DEFAULT_WORK_UNITS,
     TASK_SAMPLES,
@@ -24,6 +31,18 @@ from glb import LongSum, process_all
 
 from .bagcheck import drive_randomly
 
+needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
+
+
+@pytest.fixture(params=BACKENDS)
+def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with APGAS_KERNELS set to each backend in turn."""
+    monkeypatch.setenv("APGAS_KERNELS", request.param)
+    assert backend() == request.param
+    return request.param
+
+
 # 50 digits of π, for the bias check (the float math.pi is off by 1.2e-16).
 PI = Fraction("3.14159265358979323846264338327950288419716939937510")
 
@@ -32,7 +51,7 @@ def run_one_bag(samples: int, seed: int, work_units: int = DEFAULT_WORK_UNITS) -
     return process_all(PiBag(samples, seed), LongSum(), work_units).value()
 
 
-def test_estimate_within_five_standard_errors() -> None:
+def test_estimate_within_five_standard_errors(kernels: str) -> None:
     n = 10**7
     est, hits = estimate_pi(n)
     assert est == 4.0 * hits / n
@@ -40,7 +59,7 @@ def test_estimate_within_five_standard_errors() -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_other_seeds_also_accurate(seed: int) -> None:
+def test_other_seeds_also_accurate(seed: int, kernels: str) -> None:
     n = 3 * 10**6
     est, _ = estimate_pi(n, seed)
     assert abs(est - math.pi) < 5 * standard_error(n)
@@ -53,7 +72,7 @@ def test_standard_error() -> None:
         standard_error(0)
 
 
-def test_deterministic_and_seed_dependent() -> None:
+def test_deterministic_and_seed_dependent(kernels: str) -> None:
     n = 2 * TASK_SAMPLES + 12345
     a = run_one_bag(n, 7)
     assert run_one_bag(n, 7) == a
@@ -63,13 +82,13 @@ def test_deterministic_and_seed_dependent() -> None:
 
 
 @pytest.mark.parametrize("work_units", [1, 5000, 98_304, 10**6, 10**9])
-def test_work_units_do_not_change_hits(work_units: int) -> None:
+def test_work_units_do_not_change_hits(work_units: int, kernels: str) -> None:
     n = 2 * TASK_SAMPLES + 100_003
     assert run_one_bag(n, 3, work_units) == run_one_bag(n, 3)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 98_303, 98_304, 98_305, TASK_SAMPLES, TASK_SAMPLES + 1])
-def test_small_and_boundary_sizes(n: int) -> None:
+def test_small_and_boundary_sizes(n: int, kernels: str) -> None:
     """Hit counts of a prefix of a task: the first n samples of the same stream."""
     hits = run_one_bag(n, 5)
     assert 0 <= hits <= n
@@ -94,7 +113,7 @@ def test_small_and_boundary_sizes(n: int) -> None:
         assert hits == expected
 
 
-def test_random_split_merge_pickle_reproducible() -> None:
+def test_random_split_merge_pickle_reproducible(kernels: str) -> None:
     """Random splits, merges, pickle round trips and processing orders give the same hits."""
     n = 9 * TASK_SAMPLES + 54_321  # 10 tasks, the last one short
     seed = 11
@@ -138,7 +157,7 @@ def test_split_empty_and_unsplittable() -> None:
     assert result.value() == 0
 
 
-def test_split_take_all_moves_a_begun_task() -> None:
+def test_split_take_all_moves_a_begun_task(kernels: str) -> None:
     n = TASK_SAMPLES
     reference = run_one_bag(n, 4)
     bag = PiBag(n, 4)
@@ -208,7 +227,8 @@ def test_hit_test_bias_is_negligible() -> None:
 
 
 class _CountingGenerator:
-    """Wraps a task's bit generator and counts the raw words drawn from it."""
+    """Wraps a task's bit generator and counts the raw words drawn from it: by ``random_raw``
+    (numpy kernel) or by how far a new ``state`` moves SFC64's counter (compiled kernel)."""
 
     drawn = 0
 
@@ -219,10 +239,21 @@ class _CountingGenerator:
         _CountingGenerator.drawn += size
         return self.gen.random_raw(size)
 
+    @property
+    def state(self) -> Any:
+        return self.gen.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        before = int(self.gen.state["state"]["state"][3])
+        _CountingGenerator.drawn += int(value["state"]["state"][3]) - before
+        self.gen.state = value
+
 
 @pytest.mark.parametrize("samples", [1, 98_304, 98_305, TASK_SAMPLES, TASK_SAMPLES + 1,
                                      3 * TASK_SAMPLES + 12_345])
-def test_raw_words_counts_the_words_drawn(samples: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_raw_words_counts_the_words_drawn(samples: int, monkeypatch: pytest.MonkeyPatch,
+                                          kernels: str) -> None:
     real = pi_mod._task_generator
     monkeypatch.setattr(pi_mod, "_task_generator",
                         lambda seed, task: _CountingGenerator(real(seed, task)))
@@ -240,3 +271,46 @@ def test_raw_words_of_the_benchmark_run() -> None:
         raw_words(0)
     with pytest.raises(TypeError):
         raw_words(1.5)  # type: ignore[arg-type]
+
+
+# -- the two backends ------------------------------------------------------------------------
+
+
+def _with(name: str, fn, *args):  # type: ignore[no-untyped-def]
+    saved = os.environ.get("APGAS_KERNELS")
+    os.environ["APGAS_KERNELS"] = name
+    try:
+        assert backend() == name
+        return fn(*args)
+    finally:
+        if saved is None:
+            del os.environ["APGAS_KERNELS"]
+        else:
+            os.environ["APGAS_KERNELS"] = saved
+
+
+@needs_numba
+@pytest.mark.parametrize("samples,seed,work_units", [
+    (1, 0, 1), (98_305, 1, 7), (TASK_SAMPLES + 1, 2, 50_000),
+    (5 * TASK_SAMPLES + 77_777, 9, 3 * TASK_SAMPLES + 5), (2 * 10**7, 123, DEFAULT_WORK_UNITS),
+])
+def test_backends_give_identical_hits(samples: int, seed: int, work_units: int) -> None:
+    assert (_with("numpy", run_one_bag, samples, seed, work_units)
+            == _with("numba", run_one_bag, samples, seed, work_units))
+
+
+@needs_numba
+def test_a_bag_moves_between_backends_exactly() -> None:
+    """The same calls under either backend take the same samples and leave the same state
+    (pickled bags compare equal), so a bag can alternate between them."""
+    n = 4 * TASK_SAMPLES + 99_999
+    sizes = [1, 200_000, TASK_SAMPLES, 98_304, 3 * TASK_SAMPLES, 10**9]
+    bags = {"numpy": PiBag(n, 6), "alternating": PiBag(n, 6)}
+    totals = {name: LongSum() for name in bags}
+    for i, size in enumerate(sizes):
+        _with("numpy", bags["numpy"].process, size, totals["numpy"])
+        _with(("numba", "numpy")[i % 2], bags["alternating"].process, size,
+              totals["alternating"])
+        assert pickle.dumps(bags["numpy"]) == pickle.dumps(bags["alternating"])
+        assert totals["numpy"].value() == totals["alternating"].value()
+    assert bags["numpy"].is_empty() and totals["numpy"].value() == run_one_bag(n, 6)

@@ -1,0 +1,402 @@
+"""The compiled (numba) betweenness kernel of :mod:`benchmarks.kernels.bc`.
+
+Imported only when the backend is numba (:func:`benchmarks.kernels.backend`).  It computes
+what the numpy kernel of ``bc.py`` computes with the same floating-point operations in the
+same order, so the two give bit-identical betweenness (``bc.py``'s docstring, "Summation
+order").  Its layout differs:
+
+* 64 sources a batch, one bit ("lane") of a ``uint64`` word each (numpy: 32 in ``uint32``).
+* Level words ``words[d, v]``: the lanes whose BFS reaches ``v`` at depth ``d``.  A level is
+  pushed from the frontier's out-edges while they are few (under 1/8 of the edges), else
+  pulled over the in-edges of every vertex with an unvisited lane, the OR stopping as soon as
+  it covers them all (direction-optimising BFS: Beamer, Asanovic and Patterson, SC 2012).
+* Packed per-source values: the entries ``(v, lane)`` of level ``d`` lie together, vertex by
+  vertex in ascending order and a vertex's lanes in ascending order (a lane's place is a
+  popcount of ``words[d, v]`` below it), so a level's ``sigma`` and ``psi`` are one block, a
+  fraction of the ``(N, 64)`` matrix a dense layout would touch at random.
+* The shortest-path (DAG) pairs are listed once, in the forward pass, as pairs of indices into
+  the packed arrays, edge by edge in the adjacency's order and lanes ascending within an edge;
+  ``sigma`` (forward) and ``psi`` (backward) each run over that list without a branch.
+* Backward, level by level from the deepest: ``psi = 1 / sigma`` on the level's entries, the
+  pairs into the next level, then the level's dependencies ``sigma * (psi - 1 / sigma)``
+  scattered into a dense ``(N, 64)`` matrix, whose rows are finally summed 32 lanes at a time
+  in lane order into the result.
+
+Memory: about 1.5 KB per vertex (three ``N x 64`` float64 arrays) plus 8 bytes per DAG pair
+of a batch; ``Workspace`` holds it for one thread and grows the pair list when needed.  The
+functions release the GIL (``nogil``) and are cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+from . import _backend
+
+_backend.numba_available()  # sets NUMBA_CACHE_DIR before numba is imported
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit, types  # noqa: E402
+from numba.core.extending import intrinsic  # noqa: E402
+
+__all__ = ["GROUP", "LANES", "Workspace"]
+
+LANES = 64
+"""Sources per batch: the bits of a ``uint64`` word."""
+GROUP = 32
+"""Sources whose dependencies are summed before they are added to the result: the numpy
+kernel's batch, so that both add the same partial sums in the same order."""
+_PUSH_RATIO = 8
+"""A level is pushed when its frontier has fewer than 1/8 of the edges as out-edges."""
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_FULL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@intrinsic
+def _popcount(typingctx, x):  # type: ignore[no-untyped-def]
+    """Number of set bits of a ``uint64`` (LLVM's ctpop), as an int64."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _emit(pa, pb, k, pu, pw, mm, fu, fw):  # type: ignore[no-untyped-def]
+    """Append the pairs of one DAG edge ``u -> w`` (lanes ``mm``) at ``pa[k:]``, ``pb[k:]``,
+    lanes ascending: the packed index of ``(u, lane)`` (``pu`` plus the lane's rank in
+    ``fu``) and of ``(w, lane)`` (``pw``, ``fw``).  Returns the new length."""
+    while mm:
+        low = mm & (_U0 - mm)
+        below = low - _U1
+        pa[k] = pu + _popcount(fu & below)
+        pb[k] = pw + _popcount(fw & below)
+        k += 1
+        mm ^= low
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _push_bfs(off, tgt, lv, ls, le, cur, nxt, vis, touched):  # type: ignore[no-untyped-def]
+    """The next level's words by push from the frontier ``lv[ls:le]``; returns how many
+    vertices it reached (listed in ``touched``, unsorted).  ``vis`` is not updated."""
+    nxt[:] = 0
+    cnt = 0
+    for i in range(ls, le):
+        v = lv[i]
+        word = cur[v]
+        for j in range(off[v], off[v + 1]):
+            w = tgt[j]
+            x = word & ~vis[w]
+            if x:
+                if nxt[w] == 0:
+                    touched[cnt] = w
+                    cnt += 1
+                nxt[w] |= x
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _push_pairs(off, tgt, lv, ls, le, cur, nxt, pos_cur, pos_nxt, pa,  # type: ignore[no-untyped-def]
+                pb, k):
+    """The DAG pairs from the frontier ``lv[ls:le]`` (ascending) to the next level, out-edge by
+    out-edge; returns the new length of the pair list."""
+    for i in range(ls, le):
+        v = lv[i]
+        word = cur[v]
+        pu = pos_cur[v]
+        for j in range(off[v], off[v + 1]):
+            w = tgt[j]
+            fw = nxt[w]
+            mm = word & fw
+            if mm:
+                k = _emit(pa, pb, k, pu, pos_nxt[w], mm, word, fw)
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _pull(coff, csrc, full, cur, nxt, vis, lv, out, pos_cur, pos_nxt, p,  # type: ignore[no-untyped-def]
+          pa, pb, k):
+    """Next level by pull over every vertex with an unvisited lane, with its DAG pairs in-edge
+    by in-edge.  Returns ``(end of the level list, end of the packed level, end of the pair
+    list)``."""
+    n = vis.shape[0]
+    for w in range(n):
+        un = full & ~vis[w]
+        if un == 0:
+            nxt[w] = 0
+            continue
+        x = _U0
+        for j in range(coff[w], coff[w + 1]):
+            x |= cur[csrc[j]]
+            if (x & un) == un:
+                break
+        x &= un
+        nxt[w] = x
+        if x:
+            vis[w] |= x
+            lv[out] = w
+            out += 1
+            pw = p
+            pos_nxt[w] = pw
+            p += _popcount(x)
+            for j in range(coff[w], coff[w + 1]):
+                u = csrc[j]
+                fu = cur[u]
+                mm = fu & x
+                if mm:
+                    k = _emit(pa, pb, k, pos_cur[u], pw, mm, fu, x)
+    return out, p, k
+
+
+@njit(cache=True, nogil=True)
+def _sigma(sig, pa, pb, k0, k1):  # type: ignore[no-untyped-def]
+    """``sigma[w] += sigma[u]`` over the pairs ``k0 .. k1 - 1``, in order."""
+    for k in range(k0, k1):
+        sig[pb[k]] += sig[pa[k]]
+
+
+@njit(cache=True, nogil=True)
+def _psi(psi, pa, pb, k0, k1):  # type: ignore[no-untyped-def]
+    """``psi[u] += psi[w]`` over the pairs ``k0 .. k1 - 1``, in order."""
+    for k in range(k0, k1):
+        psi[pa[k]] += psi[pb[k]]
+
+
+@njit(cache=True, nogil=True)
+def _grow_pairs(pa, pb, k, need):  # type: ignore[no-untyped-def]
+    cap = max(2 * pa.shape[0], need)
+    na = np.empty(cap, np.int32)
+    nb = np.empty(cap, np.int32)
+    na[:k] = pa[:k]
+    nb[:k] = pb[:k]
+    return na, nb
+
+
+@njit(cache=True, nogil=True)
+def _grow_rows(words, rows):  # type: ignore[no-untyped-def]
+    grown = np.zeros((max(2 * words.shape[0], rows), words.shape[1]), dtype=np.uint64)
+    grown[: words.shape[0]] = words
+    return grown
+
+
+@njit(cache=True, nogil=True)
+def _grow_list(lv, used, need):  # type: ignore[no-untyped-def]
+    out = np.empty(max(2 * lv.shape[0], need), np.int32)
+    out[:used] = lv[:used]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr, lofs, touched, pos_a, pos_b,
+             sig, pa, pb, plvl):  # type: ignore[no-untyped-def]
+    """BFS levels, packed ``sigma`` and the DAG pairs of one batch (``sources``: distinct,
+    plan labels, at most 64).  Returns ``(depth, words, lv, pa, pb)`` (arrays grown if needed);
+    levels ``0 .. depth`` hold vertices, level ``d``'s list is ``lv[lptr[d]:lptr[d + 1]]``,
+    its packed entries ``lofs[d] .. lofs[d + 1] - 1`` and the pairs into it
+    ``plvl[d - 1] .. plvl[d] - 1``."""
+    n = vis.shape[0]
+    m = tgt.shape[0]
+    ns = sources.shape[0]
+    full = _FULL if ns == 64 else (_U1 << np.uint64(ns)) - _U1
+    vis[:] = 0
+    words[0, :] = 0
+    order = np.argsort(sources)
+    for r in range(ns):
+        i = order[r]
+        s = sources[i]
+        bit = _U1 << np.uint64(i)
+        words[0, s] = bit
+        vis[s] = bit
+        lv[r] = s
+        pos_a[s] = r
+        sig[r] = 1.0
+    lptr[0] = 0
+    lptr[1] = ns
+    lofs[0] = 0
+    lofs[1] = ns
+    plvl[0] = 0
+    pos_cur = pos_a
+    pos_nxt = pos_b
+    k = 0
+    d = 0
+    while True:
+        ls = lptr[d]
+        le = lptr[d + 1]
+        e = 0
+        bound = 0  # at most this many pairs: each starts at a frontier entry's out-edge
+        for i in range(ls, le):
+            v = lv[i]
+            deg = off[v + 1] - off[v]
+            e += deg
+            bound += deg * _popcount(words[d, v])
+        if e == 0:
+            break
+        if k + bound > pa.shape[0]:
+            pa, pb = _grow_pairs(pa, pb, k, k + bound)
+        if d + 2 > words.shape[0]:
+            words = _grow_rows(words, d + 2)
+        if le + n > lv.shape[0]:
+            lv = _grow_list(lv, le, le + n)
+        cur = words[d]
+        nxt = words[d + 1]
+        base = lofs[d + 1]
+        if e * _PUSH_RATIO < m:
+            cnt = _push_bfs(off, tgt, lv, ls, le, cur, nxt, vis, touched)
+            if cnt == 0:
+                break
+            reached = np.sort(touched[:cnt])
+            p = base
+            out = le
+            for i in range(cnt):
+                w = reached[i]
+                x = nxt[w]
+                vis[w] |= x
+                lv[out] = w
+                out += 1
+                pos_nxt[w] = p
+                p += _popcount(x)
+            k1 = _push_pairs(off, tgt, lv, ls, le, cur, nxt, pos_cur, pos_nxt, pa, pb, k)
+        else:
+            out, p, k1 = _pull(coff, csrc, full, cur, nxt, vis, lv, le, pos_cur, pos_nxt,
+                               base, pa, pb, k)
+            if out == le:
+                break
+        lofs[d + 2] = p
+        sig[base:p] = 0.0
+        _sigma(sig, pa, pb, k, k1)
+        k = k1
+        lptr[d + 2] = out
+        plvl[d + 1] = k
+        pos_cur, pos_nxt = pos_nxt, pos_cur
+        d += 1
+    return d, words, lv, pa, pb
+
+
+@njit(cache=True, nogil=True)
+def _dependencies(d, words, lv, lptr, lofs, sig, psi, dep):  # type: ignore[no-untyped-def]
+    """Scatter the dependencies ``sigma * (psi - 1 / sigma)`` of level ``d``'s packed entries
+    into the dense ``(N, 64)`` matrix ``dep``."""
+    p = lofs[d]
+    cur = words[d]
+    for i in range(lptr[d], lptr[d + 1]):
+        v = lv[i]
+        word = cur[v]
+        row = v * LANES
+        while word:
+            low = word & (_U0 - word)
+            s = sig[p]
+            dep[row + _popcount(low - _U1)] = s * (psi[p] - 1.0 / s)
+            p += 1
+            word ^= low
+
+
+@njit(cache=True, nogil=True)
+def _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, pa, pb,  # type: ignore[no-untyped-def]
+              dep):
+    """Level by level from the deepest: ``psi = 1 / sigma`` on the level's entries, then
+    ``psi[u] += psi[w]`` over the pairs into the next level, then the level's dependencies into
+    ``dep``.  Level 0 holds each source's own entry, whose dependency is 0: it is skipped."""
+    for d in range(depth, 0, -1):
+        for i in range(lofs[d], lofs[d + 1]):
+            psi[i] = 1.0 / sig[i]
+        if d < depth:
+            _psi(psi, pa, pb, plvl[d], plvl[d + 1])
+        _dependencies(d, words, lv, lptr, lofs, sig, psi, dep)
+
+
+@njit(cache=True, nogil=True)
+def _accumulate(vis, dep, ns, perm, bc):  # type: ignore[no-untyped-def]
+    """Add ``dep`` (dense ``(N, 64)``) to ``bc`` (original labels) 32 sources at a time, each
+    vertex's lanes in ascending order, and clear ``dep`` again."""
+    n = vis.shape[0]
+    # Eight vertices at a time, so that their eight sums (each in lane order) interleave.
+    acc = np.empty(8)
+    for v0 in range(0, n, 8):
+        v1 = min(v0 + 8, n)
+        reached = False
+        for v in range(v0, v1):
+            if vis[v]:
+                reached = True
+        if not reached:
+            continue
+        for g in range(0, ns, GROUP):
+            acc[:] = 0.0
+            for lane in range(g, min(g + GROUP, ns)):
+                for j in range(v1 - v0):
+                    acc[j] += dep[(v0 + j) * LANES + lane]
+            for j in range(v1 - v0):
+                bc[perm[v0 + j]] += acc[j]
+        dep[v0 * LANES:v1 * LANES] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def _batch(off, tgt, coff, csrc, sources, perm, words, vis, lv, lptr, lofs, touched, pos_a,
+           pos_b, sig, psi, dep, pa, pb, plvl, bc):  # type: ignore[no-untyped-def]
+    """One batch, start to end: the dependencies of ``sources`` added to ``bc``."""
+    depth, words, lv, pa, pb = _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr,
+                                        lofs, touched, pos_a, pos_b, sig, pa, pb, plvl)
+    _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, pa, pb, dep)
+    _accumulate(vis, dep, sources.shape[0], perm, bc)
+    return words, lv, pa, pb
+
+
+@njit(cache=True, nogil=True)
+def _count(off, tgt, coff, csrc, sources, words, vis, lv, lptr, lofs, touched, pos_a, pos_b,
+           sig, pa, pb, plvl):  # type: ignore[no-untyped-def]
+    """The forward pass only: the number of DAG pairs of ``sources``."""
+    depth, words, lv, pa, pb = _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr,
+                                        lofs, touched, pos_a, pos_b, sig, pa, pb, plvl)
+    return plvl[depth], words, lv, pa, pb
+
+
+class Workspace:
+    """Scratch arrays of the compiled kernel for one graph and one thread at a time.
+
+    Args:
+        n: the graph's vertices.
+
+    Raises:
+        ValueError: ``n * 64`` does not fit the kernel's int32 indices (``n >= 2**25``).
+    """
+
+    def __init__(self, n: int) -> None:
+        if n * LANES >= 2**31:
+            raise ValueError(f"too many vertices for the compiled kernel: {n}")
+        self.words = np.zeros((16, n), dtype=np.uint64)
+        self.vis = np.zeros(n, dtype=np.uint64)
+        self.lv = np.zeros(4 * n + LANES, dtype=np.int32)
+        self.lptr = np.zeros(n + 2, dtype=np.int64)
+        self.lofs = np.zeros(n + 2, dtype=np.int64)
+        self.touched = np.zeros(n, dtype=np.int64)
+        self.pos_a = np.zeros(n, dtype=np.int64)
+        self.pos_b = np.zeros(n, dtype=np.int64)
+        self.sig = np.zeros(n * LANES)
+        self.psi = np.zeros(n * LANES)
+        self.dep = np.zeros(n * LANES)
+        self.pa = np.zeros(16 * n, dtype=np.int32)
+        self.pb = np.zeros(16 * n, dtype=np.int32)
+        self.plvl = np.zeros(n + 2, dtype=np.int64)
+
+    def _scratch(self) -> tuple[np.ndarray, ...]:
+        return (self.words, self.vis, self.lv, self.lptr, self.lofs, self.touched, self.pos_a,
+                self.pos_b, self.sig)
+
+    def brandes(self, graph: tuple[np.ndarray, ...], sources: np.ndarray, perm: np.ndarray,
+                bc: np.ndarray) -> None:
+        """Add the dependencies of ``sources`` (distinct, plan labels, at most 64) to ``bc``
+        (original labels), 32 sources at a time."""
+        self.words, self.lv, self.pa, self.pb = _batch(  # type: ignore[call-arg]
+            *graph, sources, perm, *self._scratch(), self.psi, self.dep, self.pa, self.pb,
+            self.plvl, bc)
+
+    def dag_edges(self, graph: tuple[np.ndarray, ...], sources: np.ndarray) -> int:
+        """Shortest-path (DAG) pairs of ``sources`` (distinct, plan labels, at most 64)."""
+        count, self.words, self.lv, self.pa, self.pb = _count(  # type: ignore[call-arg]
+            *graph, sources, *self._scratch(), self.pa, self.pb, self.plvl)
+        return int(count)
+
