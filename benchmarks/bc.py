@@ -1,4 +1,6 @@
-"""Betweenness centrality on GLB: Brandes from every vertex of an R-MAT graph (SPEC.md §3).
+"""Betweenness centrality on GLB: Brandes from every vertex of an R-MAT graph.
+
+Definition and known answers: docs/reference/benchmark-definitions.md.
 
     python -m benchmarks.bc [--scale 14] [--seed 2] [--static] [--verify] [--places P] [--json]
 

@@ -1,4 +1,6 @@
-"""N-Queens on GLB: count the placements of N non-attacking queens (SPEC.md §3).
+"""N-Queens on GLB: count the placements of N non-attacking queens.
+
+Definition and known answers: docs/reference/benchmark-definitions.md.
 
     python -m benchmarks.nqueens [-N 14] [--places P] [--json]
 """

@@ -1,4 +1,6 @@
-"""Monte-Carlo π on GLB: throw points in the unit square (SPEC.md §3).
+"""Monte-Carlo π on GLB: throw points in the unit square.
+
+Definition: docs/reference/benchmark-definitions.md.
 
     python -m benchmarks.pi [--samples 1e9] [--seed 0] [--static] [--places P] [--json]
 

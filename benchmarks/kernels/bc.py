@@ -92,7 +92,8 @@ Work measure (``shortest_path_edges``): the shortest-path (DAG) edges summed ove
 i.e. the pairs ``(s, edge v -> w)`` with ``dist_s(w) = dist_s(v) + 1``, each parallel edge
 counted, self-loops never.  Each is used once forward (``sigma``) and once backward (``psi``),
 by this kernel and by Brandes' algorithm as the Java GLB kernel runs it, so the count is the
-same for both (31,811,085 at scale 12 and 490,845,036 at scale 14, seed 2; SPEC.md §4).
+same for both (31,811,085 at scale 12 and 490,845,036 at scale 14, seed 2; benchmarks/java/Bc.java
+counts the same).
 
 Differences from the Java GLB kernel, which runs one BFS per source and follows every
 out-edge of every vertex it reaches: 32 (numpy) or 64 (compiled) sources at once in bit

@@ -197,7 +197,7 @@ def test_children_are_valid_boards() -> None:
 
 # Valid partial boards of the full tree (k = 1..N queens in the first k rows, none attacking,
 # solutions included, the empty board not): 0.86 / 4.67 / 27.4 M for N = 12 / 13 / 14 in
-# SPEC.md §4; the exact values are those of reference_boards (N <= 13, checked below).
+# (benchmark definitions); the exact values are those of reference_boards (N <= 13, checked below).
 FULL_TREE_BOARDS = {12: 856_188, 13: 4_674_889, 14: 27_358_552}
 
 
@@ -262,7 +262,7 @@ def test_full_tree_boards_match_spec(n: int) -> None:
     expected = reference_boards_bits(n)
     assert expected == (KNOWN[n], FULL_TREE_BOARDS[n])
     assert count_full_tree(n) == expected
-    # SPEC.md §4 rounds them to 0.86 and 4.67 M.
+    # The benchmark definitions round them to 0.86 and 4.67 M.
     assert round(expected[1] / 1e6, 2) == {12: 0.86, 13: 4.67}[n]
 
 
