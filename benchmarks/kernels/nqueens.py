@@ -9,7 +9,8 @@ have none.
 Source: the N-Queens benchmark of the GLB suite (LifelineGLB by Posner, the X10/APGAS GLB
 examples).  The Java GLB kernel backtracks row by row and checks each candidate column against
 every queen already placed (int arrays; see benchmarks/java/NQueens.java); this module
-backtracks on bitboards instead, in the style of Martin Richards' and Jeff Somers' bitwise algorithm: a partial board
+backtracks on bitboards instead, in the style of Martin Richards' and Jeff Somers' bitwise
+algorithm: a partial board
 with queens in its first ``d`` rows is three bit masks, one bit a column,
 
 * ``cols``: columns already taken,
@@ -35,7 +36,8 @@ GLB kernel, which checks each of the N candidate columns of a row against every 
 placed): a valid partial board is a placement of ``k`` queens, ``1 ≤ k ≤ N``, one in each of
 the first ``k`` rows, no two attacking each other; complete solutions count (``k = N``), the
 empty board does not.  N = 12, 13, 14 have 856,188, 4,674,889 and 27,358,552 of them.  The
-mode exists to compare boards per second like for like; it takes about twice as long as the default search (N = 12 to 14, measured).
+mode exists to compare boards per second like for like; it takes about twice as long as the
+default search (N = 12 to 14, measured).
 
 Differences from the Java GLB kernel, default mode: bitboards instead of candidate checks
 against int arrays, numpy passes over up to 65,536 boards at once instead of one board at a
