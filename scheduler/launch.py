@@ -35,8 +35,8 @@ from .nodes import JobLaunch
 from .procs import AdoptedProcess, ProcessTree, proc_table, start_time
 from .state import ServerJob, ServerState
 
-__all__ = ["WRAPPER", "end_job", "finish", "job_env", "police", "reap", "scan", "start_job",
-           "wrapped"]
+__all__ = ["WRAPPER", "end_job", "finish", "job_env", "police", "reap", "scan",
+           "set_final_state", "start_job", "wrapped"]
 
 #: The launcher wrapper (``sh -c WRAPPER sh PIDFILE STATUSFILE COMMAND…``): writes its pid,
 #: runs the command, writes the exit status by rename, and dies of the command's signal.
@@ -175,21 +175,28 @@ def exit_status(job: ServerJob) -> tuple[bool, int | None]:
     return code is not None, code
 
 
-def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> None:
-    """A running job has ended with exit status ``code`` (None: unknown) at ``now``: set its
-    final state (``killed``, ``cancelled``, ``done`` or ``failed``), journal it, free its
-    nodes, tell the resource manager, and keep its leftover processes as stragglers."""
-    job.returncode = code
-    job.end_s = now
+def set_final_state(job: ServerJob, code: int | None, unknown_reason: str) -> None:
+    """Set an ended job's final state from how it was ended and its exit status ``code``
+    (None: unknown): ``killed`` (it overran its time), ``cancelled`` (cancel or shutdown),
+    ``done`` (status 0) or ``failed`` (any other status; ``unknown_reason`` when unknown)."""
     if job.ending == "overrun":
         job.state = "killed"
     elif job.ending in ("cancel", "shutdown"):
         job.state = "cancelled"
     elif code is None:
         job.state = "failed"
-        job.reason = UNKNOWN_STATUS
+        job.reason = unknown_reason
     else:
         job.state = "done" if code == 0 else "failed"
+
+
+def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> None:
+    """A running job has ended with exit status ``code`` (None: unknown) at ``now``: set its
+    final state (``killed``, ``cancelled``, ``done`` or ``failed``), journal it, free its
+    nodes, tell the resource manager, and keep its leftover processes as stragglers."""
+    job.returncode = code
+    job.end_s = now
+    set_final_state(job, code, UNKNOWN_STATUS)
     held = list(job.nodes)
     job.nodes = []
     job.allotment.append((now, ()))

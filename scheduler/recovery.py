@@ -40,7 +40,7 @@ from typing import Any
 import psutil
 
 from .journal import JobRow, spec_from_json
-from .launch import end_job
+from .launch import end_job, set_final_state
 from .procs import AdoptedProcess, ProcessTree, read_status
 from .state import ENDED_STATES, ServerJob, ServerState
 
@@ -125,18 +125,10 @@ def _ended_unseen(state: ServerState, job: ServerJob, row: JobRow, now: float) -
         job.start_s = end
     job.returncode = code
     job.end_s = end
-    if job.ending == "overrun":
-        job.state = "killed"
-    elif job.ending in ("cancel", "shutdown"):
-        job.state = "cancelled"
-    elif code is None:
-        job.state = "failed"
-        job.reason = ("its processes were gone when the scheduler restarted; "
-                      "exit status unknown")
-    else:
-        job.state = "done" if code == 0 else "failed"
-        if code != 0:
-            job.reason = f"it ended while the scheduler was down, exit status {code}"
+    set_final_state(job, code, "its processes were gone when the scheduler restarted; "
+                               "exit status unknown")
+    if job.state == "failed" and code is not None:
+        job.reason = f"it ended while the scheduler was down, exit status {code}"
     job.allotment.append((end, ()))
     job.nodes = []
 
