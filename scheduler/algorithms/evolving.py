@@ -98,6 +98,18 @@ def _easy(
     return decisions
 
 
+
+def _next_change_s(view: View, cooldown_s: float) -> float:
+    """The next expected end of a running job, or the end of a pending request's cool-down
+    (``cooldown_s`` after the job's last order) while a node is free (seconds; ``inf`` for
+    never)."""
+    when = expected_ends_after(view)
+    if view.free_nodes:
+        for job in pending_requests(view):
+            if job.last_order_s is not None:
+                when = min(when, max(view.now_s, job.last_order_s + cooldown_s))
+    return when
+
 class EvolvingEasy:
     """Java's ``EvolvingEasyBackfilling``: requests first, from free nodes, one node each.
 
@@ -139,12 +151,7 @@ class EvolvingEasy:
     def next_change_s(self, view: View) -> float:
         """The next expected end of a running job, or the end of the cool-down of a pending
         request while a node is free, whichever comes first (seconds; ``inf`` for never)."""
-        when = expected_ends_after(view)
-        if view.free_nodes:
-            for job in pending_requests(view):
-                if job.last_order_s is not None:
-                    when = min(when, max(view.now_s, job.last_order_s + self.cooldown_s))
-        return when
+        return _next_change_s(view, self.cooldown_s)
 
 
 class EvolvingReserve:
@@ -194,12 +201,8 @@ class EvolvingReserve:
     def next_change_s(self, view: View) -> float:
         """The next expected end of a running job, or the end of a pending request's
         cool-down while a node is free (seconds; ``inf`` for never)."""
-        when = expected_ends_after(view)
-        if view.free_nodes and self.cooldown_s > 0:
-            for job in pending_requests(view):
-                if job.last_order_s is not None:
-                    when = min(when, max(view.now_s, job.last_order_s + self.cooldown_s))
-        return when
+        return _next_change_s(view, self.cooldown_s) if self.cooldown_s > 0 \
+            else expected_ends_after(view)
 
 
 class EvolvingSmallest:
@@ -243,9 +246,5 @@ class EvolvingSmallest:
     def next_change_s(self, view: View) -> float:
         """The next expected end of a running job, or the end of a pending request's
         grant gap while a node is free (seconds; ``inf`` for never)."""
-        when = expected_ends_after(view)
-        if view.free_nodes and self.cooldown_s > 0:
-            for job in pending_requests(view):
-                if job.last_order_s is not None:
-                    when = min(when, max(view.now_s, job.last_order_s + self.cooldown_s))
-        return when
+        return _next_change_s(view, self.cooldown_s) if self.cooldown_s > 0 \
+            else expected_ends_after(view)
