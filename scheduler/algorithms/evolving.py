@@ -45,8 +45,10 @@ from .base import (
     FreeNodes,
     Grow,
     RunningJob,
+    Shrink,
     SizeFn,
     View,
+    can_order,
     easy_backfill,
     expected_ends_after,
     fcfs_pass,
@@ -54,9 +56,10 @@ from .base import (
     reservation,
     size_up_to_max,
 )
+from .malleable import MalleableMinAgree
 
-__all__ = ["EvolvingEasy", "EvolvingReserve", "EvolvingSmallest", "pending_requests",
-           "size_evolving_at_min"]
+__all__ = ["EvolvingEasy", "EvolvingEasyMalleable", "EvolvingElastic", "EvolvingReserve",
+           "EvolvingSmallest", "pending_requests", "size_elastic_at_min", "size_evolving_at_min"]
 
 
 def pending_requests(view: View) -> list[RunningJob]:
@@ -83,6 +86,23 @@ def size_evolving_at_min(spec: JobSpec, free: int) -> int | None:
     return min(free, spec.hi)
 
 
+def size_elastic_at_min(spec: JobSpec, free: int) -> int | None:
+    """Start size of :class:`EvolvingElastic`: evolving, malleable and moldable jobs at their
+    minimum, rigid ones at their count (``None``: fewer than the minimum free)."""
+    return spec.lo if free >= spec.lo else None
+
+
+def _seconds(name: str, value: float) -> float:
+    """``value`` as a float when it is a finite number of seconds ``>= 0``.
+
+    Raises:
+        ValueError: naming ``name``, for a negative or non-finite value.
+    """
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
 def _easy(
     view: View, pool: FreeNodes, running: Sequence[RunningJob], size_of: SizeFn = size_up_to_max
 ) -> list[Decision]:
@@ -98,17 +118,31 @@ def _easy(
     return decisions
 
 
+def _gap_over(job: RunningJob, now_s: float, gap_s: float) -> bool:
+    """Whether ``job``'s last order is at least ``gap_s`` old (or it never had one)."""
+    return job.last_order_s is None or now_s - job.last_order_s >= gap_s
+
+
+def _grant(pool: FreeNodes, job: RunningJob, running: list[RunningJob]) -> Grow:
+    """One node of ``pool`` for ``job``; ``running`` (the call's picture of the running
+    jobs) gets the job with that node."""
+    node = pool.take(1)
+    index = running.index(job)
+    running[index] = dataclasses.replace(job, nodes=job.nodes + node)
+    return Grow(job.job_id, node)
+
 
 def _next_change_s(view: View, cooldown_s: float) -> float:
     """The next expected end of a running job, or the end of a pending request's cool-down
     (``cooldown_s`` after the job's last order) while a node is free (seconds; ``inf`` for
     never)."""
     when = expected_ends_after(view)
-    if view.free_nodes:
+    if view.free_nodes and cooldown_s > 0:
         for job in pending_requests(view):
             if job.last_order_s is not None:
                 when = min(when, max(view.now_s, job.last_order_s + cooldown_s))
     return when
+
 
 class EvolvingEasy:
     """Java's ``EvolvingEasyBackfilling``: requests first, from free nodes, one node each.
@@ -124,27 +158,24 @@ class EvolvingEasy:
     name = "evolving-easy"
 
     def __init__(self, *, cooldown_s: float = DEFAULT_COOLDOWN_S) -> None:
-        if not math.isfinite(cooldown_s) or cooldown_s < 0:
-            raise ValueError(f"cooldown_s must be a finite number >= 0, got {cooldown_s}")
-        self.cooldown_s = float(cooldown_s)
+        self.cooldown_s = _seconds("cooldown_s", cooldown_s)
 
-    def _cooled(self, job: RunningJob, now_s: float) -> bool:
-        return job.last_order_s is None or now_s - job.last_order_s >= self.cooldown_s
-
-    def decide(self, view: View) -> list[Decision]:
-        """Grow each pending request by one free node (cool-down allowing), then EASY."""
-        pool = FreeNodes(view.free_nodes)
+    def _serve(self, view: View, pool: FreeNodes) -> tuple[list[Decision], list[RunningJob]]:
+        """Java's grants: one free node per pending request whose cool-down is over, in
+        start order.  Returns them and the running jobs with the granted nodes."""
         decisions: list[Decision] = []
         running = list(view.running)
         for job in pending_requests(view):
             if len(pool) == 0:
                 break
-            if not self._cooled(job, view.now_s):
-                continue
-            node = pool.take(1)
-            decisions.append(Grow(job.job_id, node))
-            index = running.index(job)
-            running[index] = dataclasses.replace(job, nodes=job.nodes + node)
+            if _gap_over(job, view.now_s, self.cooldown_s):
+                decisions.append(_grant(pool, job, running))
+        return decisions, running
+
+    def decide(self, view: View) -> list[Decision]:
+        """Grow each pending request by one free node (cool-down allowing), then EASY."""
+        pool = FreeNodes(view.free_nodes)
+        decisions, running = self._serve(view, pool)
         decisions += _easy(view, pool, tuple(running))
         return decisions
 
@@ -154,24 +185,35 @@ class EvolvingEasy:
         return _next_change_s(view, self.cooldown_s)
 
 
-class EvolvingReserve:
+class _GrantGap:
+    """Our policies' option: ``grant_gap_s``, seconds between two grants to the same job
+    (default 0: the job's own pacing, one open request at a time, is enough); ``>= 0``.  Not
+    ``cooldown_s``, so that the scheduler's general 60 s cool-down option does not reach it.
+
+    Raises:
+        ValueError: a negative or non-finite ``grant_gap_s``.
+    """
+
+    def __init__(self, *, grant_gap_s: float = 0.0) -> None:
+        self.cooldown_s = _seconds("grant_gap_s", grant_gap_s)
+
+    def next_change_s(self, view: View) -> float:
+        """The next expected end of a running job, or the end of a pending request's grant
+        gap while a node is free (seconds; ``inf`` for never)."""
+        return _next_change_s(view, self.cooldown_s)
+
+
+class EvolvingReserve(_GrantGap):
     """Ours: the queue first (EASY), then requests that do not delay the head's reservation.
 
     Args:
-        grant_gap_s: seconds between two grants to the same job (default 0: the job's own
-            pacing, one open request at a time, is enough); ``>= 0``.  Not ``cooldown_s``,
-            so that the scheduler's general 60 s cool-down option does not reach it.
+        grant_gap_s: as :class:`_GrantGap` (seconds, default 0).
 
     Raises:
         ValueError: a negative or non-finite ``grant_gap_s``.
     """
 
     name = "evolving-reserve"
-
-    def __init__(self, *, grant_gap_s: float = 0.0) -> None:
-        if not math.isfinite(grant_gap_s) or grant_gap_s < 0:
-            raise ValueError(f"grant_gap_s must be a finite number >= 0, got {grant_gap_s}")
-        self.cooldown_s = float(grant_gap_s)
 
     def decide(self, view: View) -> list[Decision]:
         """EASY for the queue; then one node per pending request when the queue's head (if
@@ -185,45 +227,29 @@ class EvolvingReserve:
         for job in pending_requests(view):
             if len(pool) == 0:
                 break
-            if job.last_order_s is not None and view.now_s - job.last_order_s < self.cooldown_s:
+            if not _gap_over(job, view.now_s, self.cooldown_s):
                 continue
             if head is not None:
                 releases = releases_of(view.now_s, running, [])
                 shadow_s, extra = reservation(head.spec.lo, len(pool), releases)
                 if extra < 1 and job.expected_end_s > shadow_s:
                     continue
-            node = pool.take(1)
-            decisions.append(Grow(job.job_id, node))
-            index = running.index(job)
-            running[index] = dataclasses.replace(job, nodes=job.nodes + node)
+            decisions.append(_grant(pool, job, running))
         return decisions
 
-    def next_change_s(self, view: View) -> float:
-        """The next expected end of a running job, or the end of a pending request's
-        cool-down while a node is free (seconds; ``inf`` for never)."""
-        return _next_change_s(view, self.cooldown_s) if self.cooldown_s > 0 \
-            else expected_ends_after(view)
 
-
-class EvolvingSmallest:
+class EvolvingSmallest(_GrantGap):
     """Ours: requests first, fewest nodes first, no cool-down; evolving jobs start at their
     minimum; then EASY backfilling.
 
     Args:
-        grant_gap_s: seconds between two grants to the same job (default 0: the job's own
-            pacing, one open request at a time, is enough); ``>= 0``.  Not ``cooldown_s``,
-            so that the scheduler's general 60 s cool-down option does not reach it.
+        grant_gap_s: as :class:`_GrantGap` (seconds, default 0).
 
     Raises:
         ValueError: a negative or non-finite ``grant_gap_s``.
     """
 
     name = "evolving-smallest"
-
-    def __init__(self, *, grant_gap_s: float = 0.0) -> None:
-        if not math.isfinite(grant_gap_s) or grant_gap_s < 0:
-            raise ValueError(f"grant_gap_s must be a finite number >= 0, got {grant_gap_s}")
-        self.cooldown_s = float(grant_gap_s)
 
     def decide(self, view: View) -> list[Decision]:
         """One free node per pending request (fewest nodes first, ties in start order),
@@ -234,17 +260,159 @@ class EvolvingSmallest:
         for job in sorted(pending_requests(view), key=lambda j: len(j.nodes)):
             if len(pool) == 0:
                 break
-            if job.last_order_s is not None and view.now_s - job.last_order_s < self.cooldown_s:
-                continue
-            node = pool.take(1)
-            decisions.append(Grow(job.job_id, node))
-            index = running.index(job)
-            running[index] = dataclasses.replace(job, nodes=job.nodes + node)
+            if _gap_over(job, view.now_s, self.cooldown_s):
+                decisions.append(_grant(pool, job, running))
         decisions += _easy(view, pool, running, size_evolving_at_min)
         return decisions
 
+
+def _after(view: View, pool: FreeNodes, running: Sequence[RunningJob]) -> View:
+    """``view`` as left by this call's grants: the nodes still in ``pool`` free, ``running``
+    (with the granted nodes) running."""
+    left = set(view.free_nodes).difference(*(job.nodes for job in running))
+    return dataclasses.replace(view, free_nodes=tuple(left), running=tuple(running))
+
+
+class EvolvingEasyMalleable(EvolvingEasy):
+    """Java's rule for a batch of every class: evolving requests as :class:`EvolvingEasy`,
+    then the Malleable algorithm (minAgree, :class:`~.malleable.MalleableMinAgree`: queue,
+    shrinks for the head, grows onto idle nodes) for the rest, one cool-down for both.
+
+    The Java scheduler has no strategy that does both (``EvolvingEasyBackfilling`` runs
+    malleable jobs as rigid); this one joins its evolving rule to the project's malleable
+    algorithm unchanged, so that a mixed batch has Java's evolving rule and a malleable
+    policy.  Running malleable jobs are never shrunk for a request (as Java).
+
+    Args:
+        cooldown_s: seconds between two orders to the same job, grants and resizes alike
+            (default 60, the Java scheduler's); ``>= 0``.
+
+    Raises:
+        ValueError: a negative or non-finite ``cooldown_s``.
+    """
+
+    name = "evolving-easy-malleable"
+
+    def __init__(self, *, cooldown_s: float = DEFAULT_COOLDOWN_S) -> None:
+        super().__init__(cooldown_s=cooldown_s)
+        self._malleable = MalleableMinAgree(cooldown_s=self.cooldown_s)
+
+    def decide(self, view: View) -> list[Decision]:
+        """Grants as Java's rule, then minAgree on the nodes left."""
+        pool = FreeNodes(view.free_nodes)
+        decisions, running = self._serve(view, pool)
+        return decisions + self._malleable.decide(_after(view, pool, running))
+
     def next_change_s(self, view: View) -> float:
-        """The next expected end of a running job, or the end of a pending request's
-        grant gap while a node is free (seconds; ``inf`` for never)."""
-        return _next_change_s(view, self.cooldown_s) if self.cooldown_s > 0 \
-            else expected_ends_after(view)
+        """The earlier of the evolving rule's and minAgree's next change (seconds)."""
+        return min(_next_change_s(view, self.cooldown_s), self._malleable.next_change_s(view))
+
+
+class EvolvingElastic(_GrantGap):
+    """Ours for a batch of every class: requests and malleable jobs weighed together.
+
+    One call:
+
+    1. **Requests**, the job holding the fewest nodes first: one free node each.  With no
+       free node left, a running malleable job that holds at least two nodes more than the
+       asking job (and more than its minimum) is shrunk by one node; the request is served
+       from it on the next call.
+    2. **Queue**: FCFS starts, evolving and malleable jobs at their minimum
+       (:func:`size_elastic_at_min`); a head that does not fit is started by shrinking
+       malleable jobs (largest surplus first), as minAgree; otherwise EASY backfilling.
+    3. **Grow**: nodes still idle go to malleable jobs, fewest nodes first, up to their
+       maximum.
+
+    Why: as :class:`EvolvingSmallest` for the requests and starts; a request proves that
+    its job has parallel work for the node now, a malleable job's allotment does not, and a
+    node moved from a job of ``m`` nodes to one of ``n < m - 1`` speeds the receiver by
+    ``1/n`` and slows the donor by less (``1/m``); apgaspy's resizes take under a second
+    (docs/guides/malleability.md), so the malleable jobs need no 60 s cool-down: their
+    ``rescale_gap_s`` is short.
+
+    Args:
+        grant_gap_s: as :class:`_GrantGap` (seconds, default 0).
+        rescale_gap_s: seconds between two orders to the same malleable job (default 10);
+            ``>= 0``.
+
+    Raises:
+        ValueError: a negative or non-finite ``grant_gap_s`` or ``rescale_gap_s``.
+    """
+
+    name = "evolving-elastic"
+
+    def __init__(self, *, grant_gap_s: float = 0.0, rescale_gap_s: float = 10.0) -> None:
+        super().__init__(grant_gap_s=grant_gap_s)
+        self.rescale_gap_s = _seconds("rescale_gap_s", rescale_gap_s)
+        self.shrink_for_requests = True
+        self.shrink_for_head = True
+        self.grow_idle = True
+
+    def decide(self, view: View) -> list[Decision]:
+        """Requests, queue, grows (class doc)."""
+        now = view.now_s
+        pool = FreeNodes(view.free_nodes)
+        decisions: list[Decision] = []
+        running = list(view.running)
+        donors = [job for job in view.running
+                  if can_order(job, now, self.rescale_gap_s) and len(job.nodes) > job.spec.lo]
+        shrunk: set = set()
+        for job in sorted(pending_requests(view), key=lambda j: len(j.nodes)):
+            if not _gap_over(job, now, self.cooldown_s):
+                continue
+            if len(pool) > 0:
+                decisions.append(_grant(pool, job, running))
+                continue
+            if not self.shrink_for_requests:
+                break
+            fit = [d for d in donors if d.job_id not in shrunk
+                   and len(d.nodes) >= len(job.nodes) + 2]
+            if fit:
+                donor = max(fit, key=lambda d: len(d.nodes) - d.spec.lo)
+                decisions.append(Shrink(donor.job_id, 1))
+                shrunk.add(donor.job_id)
+        order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
+        start, started, head_index = fcfs_pass(view.waiting, pool, size_elastic_at_min)
+        decisions += start
+        if head_index < len(view.waiting):
+            head = view.waiting[head_index]
+            need = head.spec.lo - len(pool) - sum(job.releasing for job in view.running)
+            free_donors = sorted(
+                (d for d in donors if d.job_id not in shrunk),
+                key=lambda d: (-(len(d.nodes) - d.spec.lo), order_index[d.job_id]))
+            if self.shrink_for_head and 0 < need <= sum(
+                    len(d.nodes) - d.spec.lo for d in free_donors):
+                for donor in free_donors:
+                    count = min(len(donor.nodes) - donor.spec.lo, need)
+                    decisions.append(Shrink(donor.job_id, count))
+                    shrunk.add(donor.job_id)
+                    need -= count
+                    if need <= 0:
+                        break
+                return decisions
+            if len(pool) > 0:
+                decisions += easy_backfill(
+                    now, head, view.waiting[head_index + 1:], pool, size_elastic_at_min,
+                    releases_of(now, running, started))
+        if self.grow_idle and len(pool) > 0:
+            growable = sorted(
+                (job for job in running if job.job_id not in shrunk
+                 and can_order(job, now, self.rescale_gap_s) and len(job.nodes) < job.spec.hi),
+                key=lambda job: (len(job.nodes), order_index[job.job_id]))
+            for job in growable:
+                count = min(job.spec.hi - len(job.nodes), len(pool))
+                if count <= 0:
+                    break
+                decisions.append(Grow(job.job_id, pool.take(count)))
+        return decisions
+
+    def next_change_s(self, view: View) -> float:
+        """The next expected end, or the end of a grant gap or of a malleable job's rescale
+        gap (seconds; ``inf`` for never)."""
+        wake = _next_change_s(view, self.cooldown_s)
+        for job in view.running:
+            if job.malleable_ready and job.last_order_s is not None:
+                end = job.last_order_s + self.rescale_gap_s
+                if view.now_s < end < wake:
+                    wake = end
+        return wake
