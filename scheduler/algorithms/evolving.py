@@ -360,70 +360,41 @@ class EvolvingElastic(_GrantGap):
     def __init__(self, *, grant_gap_s: float = 0.0, rescale_gap_s: float = 10.0) -> None:
         super().__init__(grant_gap_s=grant_gap_s)
         self.rescale_gap_s = _seconds("rescale_gap_s", rescale_gap_s)
+        self._malleable = _MinAgreeAtMin(cooldown_s=self.rescale_gap_s)
 
     def decide(self, view: View) -> list[Decision]:
-        """Requests, queue, grows (class doc)."""
+        """Requests, then minAgree (with every flexible job started at its minimum) on the
+        nodes left, a malleable job shrunk for a request counting as one with an order in
+        flight (class doc)."""
         now = view.now_s
         pool = FreeNodes(view.free_nodes)
         decisions: list[Decision] = []
         running = list(view.running)
         donors = [job for job in view.running
                   if can_order(job, now, self.rescale_gap_s) and len(job.nodes) > job.spec.lo]
-        shrunk: set = set()
         for job in sorted(pending_requests(view), key=lambda j: len(j.nodes)):
             if not _gap_over(job, now, self.cooldown_s):
                 continue
             if len(pool) > 0:
                 decisions.append(_grant(pool, job, running))
                 continue
-            fit = [d for d in donors if d.job_id not in shrunk
-                   and len(d.nodes) >= len(job.nodes) + 2]
+            fit = [d for d in donors if len(d.nodes) >= len(job.nodes) + 2]
             if fit:
                 donor = max(fit, key=lambda d: len(d.nodes) - d.spec.lo)
                 decisions.append(Shrink(donor.job_id, 1))
-                shrunk.add(donor.job_id)
-        order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
-        start, started, head_index = fcfs_pass(view.waiting, pool, size_elastic_at_min)
-        decisions += start
-        if head_index < len(view.waiting):
-            head = view.waiting[head_index]
-            need = head.spec.lo - len(pool) - sum(job.releasing for job in view.running)
-            free_donors = sorted(
-                (d for d in donors if d.job_id not in shrunk),
-                key=lambda d: (-(len(d.nodes) - d.spec.lo), order_index[d.job_id]))
-            if 0 < need <= sum(
-                    len(d.nodes) - d.spec.lo for d in free_donors):
-                for donor in free_donors:
-                    count = min(len(donor.nodes) - donor.spec.lo, need)
-                    decisions.append(Shrink(donor.job_id, count))
-                    shrunk.add(donor.job_id)
-                    need -= count
-                    if need <= 0:
-                        break
-                return decisions
-            if len(pool) > 0:
-                decisions += easy_backfill(
-                    now, head, view.waiting[head_index + 1:], pool, size_elastic_at_min,
-                    releases_of(now, running, started))
-        if len(pool) > 0:
-            growable = sorted(
-                (job for job in running if job.job_id not in shrunk
-                 and can_order(job, now, self.rescale_gap_s) and len(job.nodes) < job.spec.hi),
-                key=lambda job: (len(job.nodes), order_index[job.job_id]))
-            for job in growable:
-                count = min(job.spec.hi - len(job.nodes), len(pool))
-                if count <= 0:
-                    break
-                decisions.append(Grow(job.job_id, pool.take(count)))
-        return decisions
+                donors.remove(donor)
+                index = running.index(donor)
+                running[index] = dataclasses.replace(donor, malleable_ready=False)
+        return decisions + self._malleable.decide(_after(view, pool, running))
 
     def next_change_s(self, view: View) -> float:
-        """The next expected end, or the end of a grant gap or of a malleable job's rescale
-        gap (seconds; ``inf`` for never)."""
-        wake = _next_change_s(view, self.cooldown_s)
-        for job in view.running:
-            if job.malleable_ready and job.last_order_s is not None:
-                end = job.last_order_s + self.rescale_gap_s
-                if view.now_s < end < wake:
-                    wake = end
-        return wake
+        """The earlier of a pending request's grant gap and minAgree's next change (an
+        expected end, a malleable job's rescale gap ending; seconds, ``inf`` for never)."""
+        return min(_next_change_s(view, self.cooldown_s), self._malleable.next_change_s(view))
+
+
+class _MinAgreeAtMin(MalleableMinAgree):
+    """minAgree with evolving, malleable and moldable jobs started at their minimum
+    (:func:`size_elastic_at_min`), for :class:`EvolvingElastic`."""
+
+    size_of = staticmethod(size_elastic_at_min)
