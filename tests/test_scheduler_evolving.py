@@ -399,3 +399,36 @@ def test_server_grants_a_request_with_a_real_grow_order(tmp_path):
     finally:
         server.shutdown()
     assert server.leftover_pids() == []
+
+
+@pytest.mark.timeout(40)
+def test_server_under_evolving_elastic_starts_both_elastic_classes_at_their_minimum(tmp_path):
+    """Under ``evolving-elastic`` the real server starts a malleable job with
+    ``ELASTIC=malleable`` and an evolving one with ``ELASTIC=evolving``, each on its minimum
+    (one node of 1-2), leaving two of four nodes free; neither announced APGAS-Ready, so
+    neither is grown onto them."""
+    server = Server(LocalNodes(4), make("evolving-elastic"), port=0, run_dir=tmp_path / "run",
+                    log_path=tmp_path / "events.jsonl", interval_s=0.5, grace_s=1.0)
+    server.start()
+    try:
+        command = ("sh", "-c", "echo ELASTIC=$ELASTIC; exec sleep 30")
+        ids = [server.submit(JobSpec(name=f"j-{cls}", job_class=cls, min_nodes=1, max_nodes=2,
+                                     command=command, required_time_s=60))
+               for cls in ("malleable", "evolving")]
+        wait_until(lambda: all(job_of(server.status(), i)["state"] == "running" for i in ids),
+                   15, "the starts")
+        outs = [server.run_dir / f"job-{i}.out" for i in ids]
+        wait_until(lambda: all(o.exists() and "ELASTIC=" in o.read_text() for o in outs), 10,
+                   "their output")
+        assert [o.read_text().split() for o in outs] == [["ELASTIC=malleable"],
+                                                         ["ELASTIC=evolving"]]
+        time.sleep(1.2)  # two scheduler periods
+        st = server.status()
+        assert [job_of(st, i)["nodes"] for i in ids] == [["127.0.1.1"], ["127.0.1.2"]]
+        assert st["free"] == 2
+        for i in ids:
+            server.cancel(i)
+        wait_until(server.all_done, 15, "the cancels")
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
