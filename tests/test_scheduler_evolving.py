@@ -199,6 +199,13 @@ def test_elastic_shrinks_a_malleable_job_for_a_request_java_never_does():
         total_nodes=5)
     assert make("evolving-elastic").decide(recent) == []
     assert make("evolving-elastic", rescale_gap_s=0).decide(recent) == [Shrink(2, 1)]
+    # a shrink in flight (job 3 gives back one node) is counted for the request: no other
+    # job is shrunk meanwhile
+    releasing = RunningJob(3, MALL, ("n6", "n7"), 0.0, malleable_ready=False,
+                           last_order_s=99.0, releasing=1)
+    inflight = View(now_s=100.0, free_nodes=(), running=(asking, donor, releasing),
+                    waiting=(), total_nodes=7)
+    assert make("evolving-elastic").decide(inflight) == []
 
 
 def test_elastic_starts_at_the_minimum_shrinks_for_the_head_and_grows_idle_nodes():

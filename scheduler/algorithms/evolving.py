@@ -328,10 +328,11 @@ class EvolvingElastic(_GrantGap):
     One call:
 
     1. **Requests**, the job holding the fewest nodes first: one free node each.  With no
-       free node left, a running malleable job that holds at least two nodes more than the
-       asking job (and more than its minimum) is shrunk by one node; the request is served
-       from it on the next call.
-    2. **Queue**: FCFS starts, evolving and malleable jobs at their minimum
+       free node left, a node that a shrink in flight will free (``RunningJob.releasing``)
+       is counted for the request; failing that, a running malleable job that holds at
+       least two nodes more than the asking job (and more than its minimum) is shrunk by
+       one node, and the request is served from it on a later call.
+    2. **Queue**: FCFS starts, evolving, malleable and moldable jobs at their minimum
        (:func:`size_elastic_at_min`); a head that does not fit is started by shrinking
        malleable jobs (largest surplus first), as minAgree; otherwise EASY backfilling.
     3. **Grow**: nodes still idle go to malleable jobs, fewest nodes first, up to their
@@ -372,11 +373,15 @@ class EvolvingElastic(_GrantGap):
         running = list(view.running)
         donors = [job for job in view.running
                   if can_order(job, now, self.rescale_gap_s) and len(job.nodes) > job.spec.lo]
+        coming = sum(job.releasing for job in view.running)
         for job in sorted(pending_requests(view), key=lambda j: len(j.nodes)):
             if not _gap_over(job, now, self.cooldown_s):
                 continue
             if len(pool) > 0:
                 decisions.append(_grant(pool, job, running))
+                continue
+            if coming > 0:  # a shrink in flight frees a node for it
+                coming -= 1
                 continue
             fit = [d for d in donors if len(d.nodes) >= len(job.nodes) + 2]
             if fit:
