@@ -44,8 +44,8 @@ evolving-elastic) the batch whose other jobs are split over rigid, moldable and 
 backfilling.  ``--json`` prints ``{"config": {...}, "rows": [{"algorithm", "mix",
 "evolving_share", "batches", "makespan_s", "mean_turnaround_s", "mean_wait_s",
 "utilisation", "requests", "requests_served", "releases", "shrinks", "grows",
-"makespan_cut", "turnaround_cut"}, ...]}``; ``--plot DIR`` writes ``evolving_study.png``
-(:func:`scheduler.evolving.evolving_study`).
+"makespan_cut", "turnaround_cut"}, ...]}`` (:func:`scheduler.evolving.evolving_study`);
+``--plot DIR`` writes ``DIR/evolving_study.png`` (:func:`scheduler.evolving.plot_evolving_study`).
 
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
