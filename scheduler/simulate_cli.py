@@ -36,12 +36,16 @@ sweeps.  ``--jacobi-model FILE`` gives measured run times
 ``--study evolving`` runs the evolving study (docs/guides/evolving-scheduling.md): 10 nodes,
 20 seeded batches (seeds 42…) of 20 synthetic evotree jobs of 1, 2, 4 or 8 nodes, 5 submitted
 at 0 and the rest over 600 s; at each evolving share (default 20, 40, 60, 80, 100 %) that
-share of the jobs is evolving (1-2, 1-4, 2-8, 4-16 nodes), run under each evolving policy
-(evolving-easy, evolving-smallest, evolving-reserve); the row ``all-rigid`` runs the same
-batches with every job rigid under EASY backfilling.  ``--json`` prints ``{"config": {...},
-"rows": [{"algorithm", "evolving_share", "batches", "makespan_s", "mean_turnaround_s",
-"mean_wait_s", "utilisation", "requests", "requests_served", "releases", "makespan_cut",
-"turnaround_cut"}, ...]}`` (:func:`scheduler.evolving.evolving_study`).
+share of the jobs is evolving (1-2, 1-4, 2-8, 4-16 nodes).  The evolving-only policies
+(evolving-easy, evolving-smallest, evolving-reserve) run the batch whose other jobs are rigid
+(mix ``rigid``); the policies that resize malleable jobs too (evolving-easy-malleable,
+evolving-elastic) the batch whose other jobs are split over rigid, moldable and malleable
+(mix ``mixed``); the row ``all-rigid`` runs the same batches with every job rigid under EASY
+backfilling.  ``--json`` prints ``{"config": {...}, "rows": [{"algorithm", "mix",
+"evolving_share", "batches", "makespan_s", "mean_turnaround_s", "mean_wait_s",
+"utilisation", "requests", "requests_served", "releases", "shrinks", "grows",
+"makespan_cut", "turnaround_cut"}, ...]}`` (:func:`scheduler.evolving.evolving_study`);
+``--plot DIR`` writes ``DIR/evolving_study.png`` (:func:`scheduler.evolving.plot_evolving_study`).
 
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
@@ -363,7 +367,7 @@ def run_evolving_study(args: argparse.Namespace) -> int:
     """``--study evolving``: run it, print a table or JSON.  Returns 0; exits with a message
     for an algorithm that is not an evolving policy or a bad share."""
     from .algorithms import EVOLVING_ALGORITHMS
-    from .evolving import evolving_study
+    from .evolving import evolving_study, plot_evolving_study
 
     started = time.perf_counter()
     algorithms = list(args.algorithms or EVOLVING_ALGORITHMS)
@@ -392,15 +396,17 @@ def run_evolving_study(args: argparse.Namespace) -> int:
            "elapsed_s": round(time.perf_counter() - started, 3)}
     if args.csv:
         _write_csv(args.csv, rows)
+    if args.plot:
+        plot_evolving_study(rows, args.plot)
     if args.json:
         print(json.dumps({"config": cfg, "rows": rows}, indent=1))
     else:
-        head = ("algorithm", "evolving%", "makespan_s", "turnaround_s", "wait_s", "util%",
-                "makespan_cut%", "turnaround_cut%")
-        lines = ["{:<19}{:>10}{:>12}{:>14}{:>9}{:>7}{:>15}{:>17}".format(*head)]
+        head = ("algorithm", "mix", "evolving%", "makespan_s", "turnaround_s", "wait_s",
+                "util%", "makespan_cut%", "turnaround_cut%")
+        lines = ["{:<24}{:<10}{:>10}{:>12}{:>14}{:>9}{:>7}{:>15}{:>17}".format(*head)]
         for r in rows:
-            lines.append("{:<19}{:>10g}{:>12.1f}{:>14.1f}{:>9.1f}{:>7.1f}{:>15.1f}{:>17.1f}"
-                         .format(r["algorithm"], r["evolving_share"], r["makespan_s"],
+            lines.append("{:<24}{:<10}{:>10g}{:>12.1f}{:>14.1f}{:>9.1f}{:>7.1f}{:>15.1f}{:>17.1f}"
+                         .format(r["algorithm"], r["mix"], r["evolving_share"], r["makespan_s"],
                                  r["mean_turnaround_s"], r["mean_wait_s"],
                                  100 * r["utilisation"], 100 * r["makespan_cut"],
                                  100 * r["turnaround_cut"]))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .algorithms import Algorithm
+from .algorithms import RESIZING_ALGORITHMS, Algorithm
 from .jobs import JobSpec
 from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
@@ -40,8 +40,6 @@ from .procs import ProcessTree
 
 __all__ = ["ENDED_STATES", "RESIZING_ALGORITHMS", "EventLog", "ServerJob", "ServerState"]
 
-#: Algorithms that resize running jobs: only under them is a malleable job ``ELASTIC=malleable``.
-RESIZING_ALGORITHMS = frozenset({"malleable", "elastic-priority", "elastic-priority-easy"})
 #: Job states in which a job holds no node and never will again.
 ENDED_STATES = frozenset({"done", "failed", "killed", "cancelled"})
 

@@ -58,7 +58,7 @@ def test_registry_and_protocol():
     assert set(registry) == {"fcfs", "backfilling", "easy", "malleable", "rigid-min",
                              "rigid-max", "moldable", "elastic-priority",
                              "elastic-priority-easy", "evolving-easy", "evolving-smallest",
-                             "evolving-reserve"}
+                             "evolving-reserve", "evolving-easy-malleable", "evolving-elastic"}
     for name in registry:
         algorithm = make(name, cooldown_s=30.0)
         assert isinstance(algorithm, Algorithm)

@@ -17,14 +17,22 @@ from scheduler import JobSpec
 from scheduler.algorithms import (
     Grow,
     RunningJob,
+    Shrink,
     Start,
     View,
     WaitingJob,
     decision_problem,
     make,
 )
-from scheduler.evolving import EvolvingJob, EvoTree, evolving_batch, simulate_evolving
+from scheduler.evolving import (
+    EvolvingJob,
+    EvoTree,
+    evolving_batch,
+    evolving_study,
+    simulate_evolving,
+)
 from scheduler.jobs import JobClass, parse_job_script
+from scheduler.model import ResizeCostModel
 from scheduler.nodes import LocalNodes
 from scheduler.server import Server, job_of
 
@@ -45,7 +53,6 @@ def test_evolving_class_and_decision_rules():
                             takes_orders=True, free={"n3"}) is None
     assert "maximum 4" in decision_problem(Grow(1, ("n3",)), spec=EVO, state="running",
                                            held=4, takes_orders=True, free={"n3"})
-    from scheduler.algorithms import Shrink
     assert decision_problem(Shrink(1, 1), spec=EVO, state="running", held=3,
                             takes_orders=True) == "the job is not malleable"
 
@@ -118,7 +125,8 @@ def test_evotree_demand_model_and_monitor_timeline():
     spec = JobSpec(name="e", job_class="evolving", min_nodes=1, max_nodes=2,
                    required_time_s=100)
     job = EvolvingJob(0, spec, tree, 0.0)
-    out = simulate_evolving([job], "evolving-easy", total_nodes=2, cooldown_s=0.0)
+    out = simulate_evolving([job], "evolving-easy", total_nodes=2, cooldown_s=0.0,
+                            costs=ResizeCostModel.free())
     assert (job.releases, job.requests, job.requests_served) == (1, 1, 1)
     # tree 0-10 s on 2 nodes; branch 10-30 s; released at 20 s; second tree asks at 30 s,
     # is served at 30 s and runs 10 s on 2 nodes
@@ -126,6 +134,12 @@ def test_evotree_demand_model_and_monitor_timeline():
     assert out["makespan_s"] == 40.0
     # rigid form: 2 nodes for 40 s, same end; node-seconds 80 vs 70
     assert job.node_seconds == 70.0
+    # with apgaspy's resize times the release at 20 s stops the job 0.005 s: the branch
+    # ends in the step 30-31 s (asks at 31 s, one node in that step), and the grant at 31 s
+    # stops it 0.17 s: it ends at 41 s, having held 20 + 20 + 10 + 1 + 20 node-seconds
+    job = EvolvingJob(0, spec, tree, 0.0)
+    simulate_evolving([job], "evolving-easy", total_nodes=2, cooldown_s=0.0)
+    assert job.end_s == 41.0 and job.node_seconds == 71.0
 
 
 def test_evolving_batch_shares_and_ranges():
@@ -141,19 +155,136 @@ def test_evolving_batch_shares_and_ranges():
         evolving_batch(1, 120)
 
 
+MALL = JobSpec(name="m", job_class="malleable", min_nodes=1, max_nodes=8, required_time_s=100)
+MOLD = JobSpec(name="d", job_class="moldable", min_nodes=1, max_nodes=4, required_time_s=100)
+
+
+def test_mixed_batch_splits_the_other_jobs_over_three_classes():
+    from collections import Counter
+
+    for share, evolving, others in ((40, 8, [4, 4, 4]), (20, 4, [5, 5, 6])):
+        mixed = evolving_batch(42, share, mix="mixed")
+        counts = Counter(j.spec.job_class for j in mixed)
+        assert counts[JobClass.EVOLVING] == evolving
+        assert sorted(counts[c] for c in (JobClass.RIGID, JobClass.MOLDABLE,
+                                          JobClass.MALLEABLE)) == others
+        # the same programs, submission times and evolving jobs as the all-rigid-others batch
+        rigid = evolving_batch(42, share)
+        assert [(j.tree, j.submit_s) for j in mixed] == [(j.tree, j.submit_s) for j in rigid]
+        assert [j.job_id for j in mixed if j.spec.job_class is JobClass.EVOLVING] == [
+            j.job_id for j in rigid if j.spec.job_class is JobClass.EVOLVING]
+        for job in mixed:
+            if job.spec.job_class is not JobClass.RIGID:
+                assert (job.spec.lo, job.spec.hi) == {1: (1, 2), 2: (1, 4), 4: (2, 8),
+                                                      8: (4, 16)}[job.tree.size]
+    with pytest.raises(ValueError, match="mix must be one of rigid, mixed"):
+        evolving_batch(42, 40, mix="all")
+
+
+def test_elastic_shrinks_a_malleable_job_for_a_request_java_never_does():
+    # job 1 (evolving, n1) asks; job 2 (malleable, n2-n5) may be ordered; nothing is free
+    asking = running(1, EVO, ["n1"], requested=1)
+    donor = running(2, MALL, ["n2", "n3", "n4", "n5"])
+    view = View(now_s=100.0, free_nodes=(), running=(asking, donor), waiting=(),
+                total_nodes=5)
+    assert make("evolving-elastic").decide(view) == [Shrink(2, 1)]
+    assert make("evolving-easy-malleable").decide(view) == []
+    # a donor with only one node more than the asker after the grant is left alone
+    small = View(now_s=100.0, free_nodes=(), running=(asking, running(2, MALL, ["n2", "n3"])),
+                 waiting=(), total_nodes=3)
+    assert make("evolving-elastic").decide(small) == []
+    # ... and so is one ordered 5 s ago (10 s gap); 60 s gap: minAgree's cool-down
+    recent = View(now_s=100.0, free_nodes=(), running=(
+        asking, running(2, MALL, ["n2", "n3", "n4", "n5"], last_order_s=95.0)), waiting=(),
+        total_nodes=5)
+    assert make("evolving-elastic").decide(recent) == []
+    assert make("evolving-elastic", rescale_gap_s=0).decide(recent) == [Shrink(2, 1)]
+    # a shrink in flight (job 3 gives back one node) is counted for the request: no other
+    # job is shrunk meanwhile
+    releasing = RunningJob(3, MALL, ("n6", "n7"), 0.0, malleable_ready=False,
+                           last_order_s=99.0, releasing=1)
+    inflight = View(now_s=100.0, free_nodes=(), running=(asking, donor, releasing),
+                    waiting=(), total_nodes=7)
+    assert make("evolving-elastic").decide(inflight) == []
+
+
+def test_elastic_starts_at_the_minimum_shrinks_for_the_head_and_grows_idle_nodes():
+    # a moldable job (1-4) then a malleable one (1-8) on 4 free nodes: both at their minimum
+    queue = View(now_s=0.0, free_nodes=("n1", "n2", "n3", "n4"), running=(),
+                 waiting=(WaitingJob(1, MOLD, 0.0), WaitingJob(2, MALL, 0.0)), total_nodes=4)
+    assert make("evolving-elastic").decide(queue) == [Start(1, ("n1",)), Start(2, ("n2",))]
+    # Java's rule + minAgree: the moldable job takes all four, the malleable one waits
+    assert make("evolving-easy-malleable").decide(queue) == [
+        Start(1, ("n1", "n2", "n3", "n4"))]
+    # a rigid head of 3 behind a malleable job on 6 of 6 nodes: shrink it by 3
+    head = View(now_s=50.0, free_nodes=(), running=(
+        running(2, MALL, ["n1", "n2", "n3", "n4", "n5", "n6"]),),
+        waiting=(WaitingJob(3, JobSpec(name="r3", nodes=3, required_time_s=50), 40.0),),
+        total_nodes=6)
+    assert make("evolving-elastic").decide(head) == [Shrink(2, 3)]
+    # no queue, two idle nodes: the malleable job grows onto both
+    idle = View(now_s=50.0, free_nodes=("n3", "n2"), running=(running(2, MALL, ["n1"]),),
+                waiting=(), total_nodes=3)
+    assert make("evolving-elastic").decide(idle) == [Grow(2, ("n2", "n3"))]
+    for name, option in (("evolving-elastic", "rescale_gap_s"),
+                         ("evolving-elastic", "grant_gap_s"),
+                         ("evolving-easy-malleable", "cooldown_s")):
+        with pytest.raises(ValueError, match=option):
+            make(name, **{option: -1.0})
+
+
+def test_mixed_policies_equal_the_evolving_ones_without_malleable_or_moldable_jobs():
+    # on batches whose other jobs are rigid the combined policies decide as the evolving ones
+    for seed in (42, 43):
+        for mixed, alone in (("evolving-elastic", "evolving-smallest"),
+                             ("evolving-easy-malleable", "evolving-easy")):
+            assert simulate_evolving(evolving_batch(seed, 60), mixed) == simulate_evolving(
+                evolving_batch(seed, 60), alone)
+
+
+def test_a_malleable_job_is_grown_when_it_announces_ready():
+    # a malleable job (1-2, evotree -s 2 -g 10) alone on 2 nodes starts on its minimum at 0 s;
+    # its APGAS-Ready calls the policy at 1 s, which grows it by one node: tree 1 + 19
+    # node-seconds (to 10.5 s), branch 20 s (to 30 s), tree 20 node-seconds on 2 (to 40 s)
+    spec = JobSpec(name="m", job_class="malleable", min_nodes=1, max_nodes=2,
+                   required_time_s=100)
+    for name in ("evolving-elastic", "evolving-easy-malleable"):
+        job = EvolvingJob(0, spec, EvoTree(2, 10.0), 0.0)
+        out = simulate_evolving([job], name, total_nodes=2, costs=ResizeCostModel.free())
+        assert (job.end_s, job.grows, job.shrinks, job.node_seconds) == (40.0, 1, 0, 79.0)
+        assert (out["grows"], out["requests"]) == (1, 0)
+        # the grow's 0.17 s (apgaspy's) costs one more step
+        job = EvolvingJob(0, spec, EvoTree(2, 10.0), 0.0)
+        simulate_evolving([job], name, total_nodes=2)
+        assert job.end_s == 41.0
+
+
 def test_study_json_fields_on_a_tiny_run():
     out = subprocess.run(
         [sys.executable, "-m", "scheduler", "simulate", "--study", "evolving", "--json",
          "--batches", "2", "--shares", "100", "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     rows = json.loads(out.stdout)["rows"]
-    assert [(r["algorithm"], r["evolving_share"]) for r in rows] == [
-        ("all-rigid", 0), ("evolving-easy", 100.0), ("evolving-smallest", 100.0),
-        ("evolving-reserve", 100.0)]
+    assert [(r["algorithm"], r["mix"], r["evolving_share"]) for r in rows] == [
+        ("all-rigid", "all-rigid", 0), ("evolving-easy", "rigid", 100.0),
+        ("evolving-smallest", "rigid", 100.0), ("evolving-reserve", "rigid", 100.0),
+        ("evolving-easy-malleable", "mixed", 100.0), ("evolving-elastic", "mixed", 100.0)]
     for r in rows:
         assert {"makespan_s", "mean_turnaround_s", "mean_wait_s", "utilisation"} <= set(r)
         assert 0 < r["utilisation"] <= 1 and r["makespan_s"] > 0
     assert rows[0]["requests"] == 0 and rows[1]["requests_served"] > 0
+
+
+def test_study_mixed_rows_resize_malleable_jobs():
+    rows = evolving_study(batches=2, shares=(40,), algorithms=("evolving-easy-malleable",
+                                                                "evolving-elastic"))
+    assert [(r["algorithm"], r["mix"]) for r in rows] == [
+        ("all-rigid", "all-rigid"), ("evolving-easy-malleable", "mixed"),
+        ("evolving-elastic", "mixed")]
+    assert rows[0]["shrinks"] == rows[0]["grows"] == 0
+    assert all(r["grows"] > 0 and r["requests_served"] > 0 for r in rows[1:])
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        evolving_study(batches=1, algorithms=("evolving-fast",))
 
 
 # ------------------------------------------------------------------------------ real server
@@ -272,6 +403,39 @@ def test_server_grants_a_request_with_a_real_grow_order(tmp_path):
         assert orders == ["grow 1 127.0.1.1 \n", "grow 1 127.0.1.2 \n"]
         server.cancel(a)
         wait_until(server.all_done, 20, "the cancel")
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
+
+
+@pytest.mark.timeout(40)
+def test_server_under_evolving_elastic_starts_both_elastic_classes_at_their_minimum(tmp_path):
+    """Under ``evolving-elastic`` the real server starts a malleable job with
+    ``ELASTIC=malleable`` and an evolving one with ``ELASTIC=evolving``, each on its minimum
+    (one node of 1-2), leaving two of four nodes free; neither announced APGAS-Ready, so
+    neither is grown onto them."""
+    server = Server(LocalNodes(4), make("evolving-elastic"), port=0, run_dir=tmp_path / "run",
+                    log_path=tmp_path / "events.jsonl", interval_s=0.5, grace_s=1.0)
+    server.start()
+    try:
+        command = ("sh", "-c", "echo ELASTIC=$ELASTIC; exec sleep 30")
+        ids = [server.submit(JobSpec(name=f"j-{cls}", job_class=cls, min_nodes=1, max_nodes=2,
+                                     command=command, required_time_s=60))
+               for cls in ("malleable", "evolving")]
+        wait_until(lambda: all(job_of(server.status(), i)["state"] == "running" for i in ids),
+                   15, "the starts")
+        outs = [server.run_dir / f"job-{i}.out" for i in ids]
+        wait_until(lambda: all(o.exists() and "ELASTIC=" in o.read_text() for o in outs), 10,
+                   "their output")
+        assert [o.read_text().split() for o in outs] == [["ELASTIC=malleable"],
+                                                         ["ELASTIC=evolving"]]
+        time.sleep(1.2)  # two scheduler periods
+        st = server.status()
+        assert [job_of(st, i)["nodes"] for i in ids] == [["127.0.1.1"], ["127.0.1.2"]]
+        assert st["free"] == 2
+        for i in ids:
+            server.cancel(i)
+        wait_until(server.all_done, 15, "the cancels")
     finally:
         server.shutdown()
     assert server.leftover_pids() == []

@@ -29,7 +29,13 @@ from .base import (
 )
 from .decisions import decision_problem
 from .easy import EasyBackfilling
-from .evolving import EvolvingEasy, EvolvingReserve, EvolvingSmallest
+from .evolving import (
+    EvolvingEasy,
+    EvolvingEasyMalleable,
+    EvolvingElastic,
+    EvolvingReserve,
+    EvolvingSmallest,
+)
 from .fcfs import FCFS
 from .malleable import MalleableMinAgree
 from .priority import ElasticPriority, ElasticPriorityEasy, Moldable, RigidMax, RigidMin
@@ -45,10 +51,13 @@ __all__ = [
     "ElasticPriorityEasy",
     "EVOLVING_ALGORITHMS",
     "EvolvingEasy",
+    "EvolvingEasyMalleable",
+    "EvolvingElastic",
     "EvolvingReserve",
     "EvolvingSmallest",
     "FreeNodes",
     "Grow",
+    "MIXED_ALGORITHMS",
     "MalleableMinAgree",
     "Moldable",
     "PRIORITY_ALGORITHMS",
@@ -85,11 +94,19 @@ registry: dict[str, type[Any]] = {
     "evolving-easy": EvolvingEasy,
     "evolving-smallest": EvolvingSmallest,
     "evolving-reserve": EvolvingReserve,
+    "evolving-easy-malleable": EvolvingEasyMalleable,
+    "evolving-elastic": EvolvingElastic,
 }
 
 #: The policies that serve evolving jobs' node requests (docs/guides/evolving-scheduling.md);
 #: their evolving jobs get ``ELASTIC=evolving``.
-EVOLVING_ALGORITHMS: tuple[str, ...] = ("evolving-easy", "evolving-smallest", "evolving-reserve")
+EVOLVING_ALGORITHMS: tuple[str, ...] = (
+    "evolving-easy", "evolving-smallest", "evolving-reserve", "evolving-easy-malleable",
+    "evolving-elastic",
+)
+
+#: The evolving policies that also resize malleable jobs (for batches of every class).
+MIXED_ALGORITHMS: tuple[str, ...] = ("evolving-easy-malleable", "evolving-elastic")
 
 #: The priority policies (they read ``JobSpec.priority`` and take ``rescale_gap_s``,
 #: ``keep_free``; the EASY variant also ``aging_s``).
@@ -99,7 +116,7 @@ PRIORITY_ALGORITHMS: tuple[str, ...] = (
 
 #: Algorithms that shrink and grow running jobs (their malleable jobs get ``ELASTIC=malleable``).
 RESIZING_ALGORITHMS: frozenset[str] = frozenset(
-    {"malleable", "elastic-priority", "elastic-priority-easy"}
+    {"malleable", "elastic-priority", "elastic-priority-easy", *MIXED_ALGORITHMS}
 )
 
 

@@ -57,6 +57,10 @@ class MalleableMinAgree:
 
     name = "malleable"
 
+    #: Start size of a queued job (``(spec, free) -> count | None``, :mod:`.base`): malleable
+    #: jobs at their minimum.  A policy built on this one may put another rule here.
+    size_of = staticmethod(size_malleable_at_min)
+
     def __init__(self, cooldown_s: float = DEFAULT_COOLDOWN_S) -> None:
         if cooldown_s < 0:
             raise ValueError(f"cooldown_s must be >= 0 s, got {cooldown_s}")
@@ -66,7 +70,7 @@ class MalleableMinAgree:
         """Starts, then shrinks for the head or EASY backfilling, then grows (module doc)."""
         now = view.now_s
         pool = FreeNodes(view.free_nodes)
-        decisions, started, head_index = fcfs_pass(view.waiting, pool, size_malleable_at_min)
+        decisions, started, head_index = fcfs_pass(view.waiting, pool, self.size_of)
         order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
         orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]
 
@@ -93,7 +97,7 @@ class MalleableMinAgree:
                     head,
                     view.waiting[head_index + 1 :],
                     pool,
-                    size_malleable_at_min,
+                    self.size_of,
                     releases_of(now, view.running, started),
                 )
 
