@@ -236,7 +236,7 @@ def test_study_json_fields(capsys):
     fields = {"policy", "sweep", "submission_gap_s", "rescale_gap_s", "total_time_s",
               "utilisation", "weighted_mean_response_s", "weighted_mean_completion_s"}
     assert all(fields <= set(r) for r in rows)
-    assert len(rows) == 5 * (11 + 11 + 1)
+    assert len(rows) == 5 * (11 + 11 + 1)  # 1 batch: less work than the paper's, no loaded row
     assert {r["policy"] for r in rows} == {"rigid-min", "rigid-max", "moldable",
                                            "elastic-priority", "elastic-priority-easy"}
 
@@ -247,9 +247,26 @@ def test_ours_beats_elastic_priority_on_weighted_completion():
     242.3 s against 270.2 s, docs/guides/priorities.md)."""
     rows = priority_study(batches=20, submission_gaps_s=(), rescale_gaps_s=(),
                           policies=("elastic-priority", "elastic-priority-easy"))
-    paper, ours = (r["weighted_mean_completion_s"] for r in rows)
+    table = [r for r in rows if r["sweep"] == "table"]
+    paper, ours = (r["weighted_mean_completion_s"] for r in table)
     assert ours < 0.92 * paper
-    assert all(r["max_wait_priority1_s"] < 600 for r in rows)
+    assert all(r["max_wait_priority1_s"] < 600 for r in table)
+
+
+def test_loaded_rows_average_the_batches_with_enough_work():
+    """``table_loaded`` averages the batches asking at least ``loaded_node_s`` node-seconds
+    at their minimum: with 0 that is every batch (the rows equal ``table``'s), with more
+    than any batch asks there is no such row."""
+    def study(threshold):
+        return priority_study(batches=3, submission_gaps_s=(), rescale_gaps_s=(),
+                              policies=("rigid-min",), loaded_node_s=threshold)
+
+    table, loaded = study(0.0)
+    assert (table["sweep"], loaded["sweep"]) == ("table", "table_loaded")
+    assert {**loaded, "sweep": "table"} == table
+    assert [r["sweep"] for r in study(1e9)] == ["table"]
+    # seeds 1-3 ask 44,992, 79,144 and 68,387 node-seconds at their minimum (placeholder)
+    assert [r["batches"] for r in study(70_000.0)] == [3, 1]
 
 
 def test_study_rejects_negative_gap():
