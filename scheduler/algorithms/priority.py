@@ -92,10 +92,18 @@ DEFAULT_AGING_S = 600.0
 DEFAULT_SHRINK_MARGIN = 2.0
 
 
+def _number(name: str, value: float, what: str, *, positive: bool = False) -> float:
+    """``value`` as a float when it is a number >= 0 (> 0 with ``positive``); otherwise
+    ``ValueError`` naming ``name``, ``what`` it counts and the value."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) \
+            or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a number of {what} {bound}, got {value!r}")
+    return float(value)
+
+
 def _check_parameters(rescale_gap_s: float, keep_free: int) -> tuple[float, int]:
-    if isinstance(rescale_gap_s, bool) or not isinstance(rescale_gap_s, int | float) \
-            or math.isnan(rescale_gap_s) or rescale_gap_s < 0:
-        raise ValueError(f"rescale_gap_s must be a number of seconds >= 0, got {rescale_gap_s!r}")
+    rescale_gap_s = _number("rescale_gap_s", rescale_gap_s, "seconds")
     if isinstance(keep_free, bool) or not isinstance(keep_free, int) or keep_free < 0:
         raise ValueError(f"keep_free must be a whole number of nodes >= 0, got {keep_free!r}")
     return float(rescale_gap_s), keep_free
@@ -196,8 +204,14 @@ class _PriorityBase:
         surplus = sum(len(r.nodes) - r.spec.lo for r in donors)
         if plan.avail + surplus < job.spec.lo:
             return None
-        want = self._cap(job.spec, view.total_nodes)
-        need = want - plan.avail
+        return self._shrinks(view, plan, job, donors)
+
+    def _shrinks(self, view: View, plan: _Plan, job: WaitingJob,
+                 donors: list[RunningJob]) -> list[Decision]:
+        """Shrink ``donors`` in their order, each at most to its minimum, until the nodes free
+        now and those released reach ``job``'s usable maximum; what is free now is kept for
+        ``job`` too (``plan.avail`` becomes 0)."""
+        need = self._cap(job.spec, view.total_nodes) - plan.avail
         decisions: list[Decision] = []
         for r in donors:
             if need <= 0:
@@ -206,7 +220,7 @@ class _PriorityBase:
             decisions.append(Shrink(r.job_id, count))
             plan.used.add(r.job_id)
             need -= count
-        plan.avail = 0  # what is free now is kept for the job too
+        plan.avail = 0
         return decisions
 
     def _grows(self, view: View, plan: _Plan) -> list[Decision]:
@@ -380,20 +394,13 @@ class ElasticPriorityEasy(_PriorityBase):
                  order: str = "smith", grow_first: bool = False, shrink: bool = True,
                  shrink_margin: float = DEFAULT_SHRINK_MARGIN) -> None:
         super().__init__(rescale_gap_s, keep_free)
-        if isinstance(aging_s, bool) or not isinstance(aging_s, int | float) \
-                or math.isnan(aging_s) or aging_s <= 0:
-            raise ValueError(f"aging_s must be a number of seconds > 0, got {aging_s!r}")
+        self.aging_s = _number("aging_s", aging_s, "seconds", positive=True)
+        self.shrink_margin = _number("shrink_margin", shrink_margin, "rank steps")
         if order not in ("smith", "priority"):
             raise ValueError(f"order must be 'smith' or 'priority', got {order!r}")
-        if isinstance(shrink_margin, bool) or not isinstance(shrink_margin, int | float) \
-                or math.isnan(shrink_margin) or shrink_margin < 0:
-            raise ValueError(f"shrink_margin must be a number of rank steps >= 0, "
-                             f"got {shrink_margin!r}")
-        self.aging_s = float(aging_s)
         self.order = order
         self.grow_first = bool(grow_first)
         self.shrink = bool(shrink)
-        self.shrink_margin = float(shrink_margin)
         if self.grow_first and self.shrink:
             raise ValueError("grow_first=True and shrink=True exclude each other: a job shrunk "
                              "for the head would be grown back first; choose one")
@@ -487,17 +494,7 @@ class ElasticPriorityEasy(_PriorityBase):
         donors.sort(key=lambda r: (held[r.job_id], -r.start_s))
         if plan.avail + sum(len(r.nodes) - r.spec.lo for r in donors) < job.spec.lo:
             return None
-        need = self._cap(job.spec, view.total_nodes) - plan.avail
-        decisions: list[Decision] = []
-        for r in donors:
-            if need <= 0:
-                break
-            count = min(len(r.nodes) - r.spec.lo, need)
-            decisions.append(Shrink(r.job_id, count))
-            plan.used.add(r.job_id)
-            need -= count
-        plan.avail = 0
-        return decisions
+        return self._shrinks(view, plan, job, donors)
 
     def next_change_s(self, view: View) -> float:
         """The earliest of: a rescale gap's end that matters (:class:`ElasticPriority`), the
