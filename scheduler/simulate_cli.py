@@ -141,7 +141,7 @@ def add_priority_arguments(p: argparse.ArgumentParser) -> None:
                    help="nodes never handed out (default 0; --study priority: 1, as the "
                         "paper keeps one for its launcher)")
     g.add_argument("--aging-s", type=_seconds_above_0, default=None,
-                   help="elastic-priority-easy: seconds of waiting per priority level "
+                   help="elastic-priority-easy: seconds of waiting per rank step "
                         "gained (default 600)")
 
 
