@@ -234,7 +234,8 @@ def test_study_json_fields(capsys):
     assert code == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     fields = {"policy", "sweep", "submission_gap_s", "rescale_gap_s", "total_time_s",
-              "utilisation", "weighted_mean_response_s", "weighted_mean_completion_s"}
+              "utilisation", "weighted_mean_response_s", "weighted_mean_completion_s",
+              "max_wait_priority1_s"}
     assert all(fields <= set(r) for r in rows)
     assert len(rows) == 5 * (11 + 11 + 1)  # 1 batch: less work than the paper's, no loaded row
     assert {r["policy"] for r in rows} == {"rigid-min", "rigid-max", "moldable",
@@ -267,6 +268,17 @@ def test_loaded_rows_average_the_batches_with_enough_work():
     assert [r["sweep"] for r in study(1e9)] == ["table"]
     # seeds 1-3 ask 44,992, 79,144 and 68,387 node-seconds at their minimum (placeholder)
     assert [r["batches"] for r in study(70_000.0)] == [3, 1]
+
+
+def test_study_plot_draws_both_sweeps(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "png"
+    code = main(["simulate", "--study", "priority", "--batches", "1", "--quiet",
+                 "--plot", str(out)])
+    assert code == 0
+    drawn = sorted(p.name for p in out.iterdir())
+    assert drawn == ["priority_rescale_gap.png", "priority_submission_gap.png"]
+    assert all((out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in drawn)
 
 
 def test_study_rejects_negative_gap():
