@@ -55,6 +55,7 @@ from .base import (
     Decision,
     FreeNodes,
     Grow,
+    JobId,
     RunningJob,
     Shrink,
     Start,
@@ -482,7 +483,7 @@ class ElasticPriorityEasy(_PriorityBase):
         return decisions
 
     def _shrink_for_rank(self, view: View, plan: _Plan, job: WaitingJob, rank: float,
-                         held: dict[object, float]) -> list[Decision] | None:
+                         held: dict[JobId, float]) -> list[Decision] | None:
         """:meth:`_shrink_for` with running jobs compared by rank: those more than
         ``shrink_margin`` below ``rank``, lowest first."""
         if not self.shrink:
