@@ -11,7 +11,12 @@ from scheduler._exceptions import BatchFileError, JobScriptError
 from scheduler.algorithms import Grow, RunningJob, Shrink, Start, View, WaitingJob, make
 from scheduler.jobs import BatchEntry, JobSpec, load_batch, parse_job_script
 from scheduler.metrics import priority_metrics
-from scheduler.model import PiecewiseLinearCurve, ResizeCostModel, RuntimeModel
+from scheduler.model import (
+    PiecewiseLinearCurve,
+    ResizeCostModel,
+    RuntimeModel,
+    jacobi_placeholder,
+)
 from scheduler.simulate import SimConfig, Simulator, priority_study
 from scheduler.workload import Workload, jacobi_batch
 
@@ -204,6 +209,33 @@ def test_ours_grows_a_running_job_that_is_nearly_done_before_starting_a_long_one
     view = View(190.0, nodes(2, 3), (c,), (d,), 4)
     assert make("elastic-priority-easy").decide(view) == [Grow(1, nodes(2, 3))]
     assert make("elastic-priority").decide(view) == [Start(2, nodes(2, 3))]
+
+
+def test_ours_in_priority_order_skips_no_call_that_matters():
+    """With ``order="priority"`` ours reports when a waiting job's aged rank passes a
+    running job's (plus the shrink margin): the event-driven simulation equals a call every
+    period.  Seed 1 at a submission gap of 90 s and a rescale gap of 0 s has a priority-4
+    job arriving while a priority-2 job holds 63 nodes: exactly 2 + 2 steps, a tie that
+    breaks one tick later (a shrink at 455 s, which a wake-up strictly after ``now``
+    missed: it came at 540 s)."""
+    model = jacobi_placeholder()
+    config = SimConfig(total_nodes=64, costs=model.costs)
+
+    def schedule(result):
+        return [(r.name, r.start_s, r.end_s, r.allotment) for r in result.records]
+
+    for seed, gap, rescale_gap in ((1, 90.0, 0.0), (2, 0.0, 180.0), (3, 30.0, 600.0)):
+        work = jacobi_batch(seed, submission_gap_s=gap, model=model)
+        easy = make("elastic-priority-easy", rescale_gap_s=rescale_gap, keep_free=1,
+                    order="priority")
+        fast = Simulator(easy, work, config).run()
+        slow = Simulator(easy, work, config)
+        slow._every_tick = True  # the reference loop: a call at every period
+        assert schedule(fast) == schedule(slow.run())
+        if seed == 1:
+            shrunk = next(r for r in fast.records if r.name == "jacobi_xlarge_4")
+            # shrunk by 8 at 455 s, the nodes back after the 3-s rescale cost
+            assert [(t, len(n)) for t, n in shrunk.allotment[1:2]] == [(458.0, 55)]
 
 
 # -------------------------------------------------------------------------- the study

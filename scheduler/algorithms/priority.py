@@ -517,6 +517,6 @@ class ElasticPriorityEasy(_PriorityBase):
             mine = self.base_rank(job.spec)
             for other in bases:
                 when = job.submit_s + (other - mine) * self.aging_s
-                if now < when < wake:
+                if now <= when < wake:  # at now: a tie that breaks next
                     wake = when
         return wake
