@@ -103,6 +103,17 @@ def _fit(n1: int, t1: float, n2: int, t2: float) -> _Piece:
     return _Piece(0.0, 0.0, True, n1, t1, math.log(t1 / t2) / math.log(n2 / n1))
 
 
+def _check_points(points: Mapping[int, float]) -> None:
+    """Refuse known ``{nodes: seconds}`` points that no curve can go through: none at all,
+    a count that is not a whole number >= 1, or a time that is not a finite number > 0
+    (``ValueError`` naming the point)."""
+    if not points:
+        raise ValueError("a scaling curve needs at least one known (nodes, seconds) point")
+    for n, t in points.items():
+        if int(n) != n or n < 1 or not (t > 0 and math.isfinite(t)):
+            raise ValueError(f"bad known point {n} nodes -> {t} s")
+
+
 @dataclass(frozen=True)
 class ScalingCurve:
     """Run time of one job (seconds) as a function of its node count.
@@ -123,11 +134,7 @@ class ScalingCurve:
     _pieces: tuple[_Piece, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.points:
-            raise ValueError("a scaling curve needs at least one known (nodes, seconds) point")
-        for n, t in self.points.items():
-            if int(n) != n or n < 1 or not (t > 0 and math.isfinite(t)):
-                raise ValueError(f"bad known point {n} nodes -> {t} s")
+        _check_points(self.points)
         if not 0 <= self.serial_fraction <= 1:
             raise ValueError(f"serial_fraction must be in [0, 1], got {self.serial_fraction}")
         counts = tuple(sorted(int(n) for n in self.points))
@@ -282,11 +289,7 @@ class PiecewiseLinearCurve:
     floor_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.points:
-            raise ValueError("a scaling curve needs at least one known (nodes, seconds) point")
-        for n, t in self.points.items():
-            if int(n) != n or n < 1 or not (t > 0 and math.isfinite(t)):
-                raise ValueError(f"bad known point {n} nodes -> {t} s")
+        _check_points(self.points)
         if not self.floor_s > 0:
             raise ValueError(f"floor_s must be > 0 s, got {self.floor_s}")
         object.__setattr__(

@@ -17,11 +17,11 @@ usable maximum is ``min(max, total_nodes - keep_free)``.
   rescale gap are shrunk (lowest priority first, each at most to its minimum) when that
   frees enough for its minimum, aiming at its maximum; nodes left free after the queue
   grow running jobs, highest priority first.
-* ``elastic-priority-easy`` (ours): a rank for weighted completion (priority per
-  node-second, Smith's rule; or the plain priority), *aging* (a waiting job's rank grows by
-  one every ``aging_s`` seconds), an EASY reservation for the first job that can start
-  neither now nor by shrinking, and freed nodes offered to running and waiting jobs
-  together in rank order (:class:`ElasticPriorityEasy`).
+* ``elastic-priority-easy`` (ours): running and waiting jobs ranked together by priority
+  per remaining node-second (a preemptive Smith rule, for the weighted completion time),
+  *aging* (a waiting job's rank grows by one every ``aging_s`` seconds), an EASY
+  reservation for the first job that cannot start, and shrinks of running jobs ranked far
+  below it (:class:`ElasticPriorityEasy`).
 
 In none of them does a job that does not fit block the jobs behind it (the paper's policies
 start every job that fits, in priority order); only the EASY variant protects the blocked
@@ -55,6 +55,7 @@ from .base import (
     Decision,
     FreeNodes,
     Grow,
+    JobId,
     RunningJob,
     Shrink,
     Start,
@@ -69,6 +70,7 @@ __all__ = [
     "DEFAULT_AGING_S",
     "DEFAULT_KEEP_FREE",
     "DEFAULT_RESCALE_GAP_S",
+    "DEFAULT_SHRINK_MARGIN",
     "ElasticPriority",
     "ElasticPriorityEasy",
     "Moldable",
@@ -85,13 +87,24 @@ DEFAULT_RESCALE_GAP_S = 180.0
 DEFAULT_KEEP_FREE = 0
 #: Waiting time that raises a waiting job's rank by one step (seconds;
 #: :class:`ElasticPriorityEasy`).
-DEFAULT_AGING_S = 120.0
+DEFAULT_AGING_S = 600.0
+#: Rank steps by which a waiting job must outrank a running one to have it shrunk
+#: (:class:`ElasticPriorityEasy`): a factor of 4 in priority per remaining node-second.
+DEFAULT_SHRINK_MARGIN = 2.0
+
+
+def _number(name: str, value: float, what: str, *, positive: bool = False) -> float:
+    """``value`` as a float when it is a number >= 0 (> 0 with ``positive``); otherwise
+    ``ValueError`` naming ``name``, ``what`` it counts and the value."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) \
+            or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a number of {what} {bound}, got {value!r}")
+    return float(value)
 
 
 def _check_parameters(rescale_gap_s: float, keep_free: int) -> tuple[float, int]:
-    if isinstance(rescale_gap_s, bool) or not isinstance(rescale_gap_s, int | float) \
-            or math.isnan(rescale_gap_s) or rescale_gap_s < 0:
-        raise ValueError(f"rescale_gap_s must be a number of seconds >= 0, got {rescale_gap_s!r}")
+    rescale_gap_s = _number("rescale_gap_s", rescale_gap_s, "seconds")
     if isinstance(keep_free, bool) or not isinstance(keep_free, int) or keep_free < 0:
         raise ValueError(f"keep_free must be a whole number of nodes >= 0, got {keep_free!r}")
     return float(rescale_gap_s), keep_free
@@ -192,8 +205,14 @@ class _PriorityBase:
         surplus = sum(len(r.nodes) - r.spec.lo for r in donors)
         if plan.avail + surplus < job.spec.lo:
             return None
-        want = self._cap(job.spec, view.total_nodes)
-        need = want - plan.avail
+        return self._shrinks(view, plan, job, donors)
+
+    def _shrinks(self, view: View, plan: _Plan, job: WaitingJob,
+                 donors: list[RunningJob]) -> list[Decision]:
+        """Shrink ``donors`` in their order, each at most to its minimum, until the nodes free
+        now and those released reach ``job``'s usable maximum; what is free now is kept for
+        ``job`` too (``plan.avail`` becomes 0)."""
+        need = self._cap(job.spec, view.total_nodes) - plan.avail
         decisions: list[Decision] = []
         for r in donors:
             if need <= 0:
@@ -202,7 +221,7 @@ class _PriorityBase:
             decisions.append(Shrink(r.job_id, count))
             plan.used.add(r.job_id)
             need -= count
-        plan.avail = 0  # what is free now is kept for the job too
+        plan.avail = 0
         return decisions
 
     def _grows(self, view: View, plan: _Plan) -> list[Decision]:
@@ -317,47 +336,52 @@ class ElasticPriority(_PriorityBase):
 
 
 class ElasticPriorityEasy(_PriorityBase):
-    """Ours: priorities ranked for weighted completion, aging, EASY reservation for the
-    blocked head, and running jobs grown before new ones start.
+    """Ours: running and waiting jobs ranked together for weighted completion (a
+    preemptive Smith rule), aging, an EASY reservation for the blocked head, and shrinks of
+    much lower-ranked running jobs for it.
 
-    **Rank.**  With ``order="smith"`` (default) a job's base rank is
-    ``log2(priority / (required_time_s * min_nodes))``: its priority per node-second asked,
-    the order that minimises a priority-weighted sum of completion times on one machine
-    (Smith's rule, W. E. Smith 1956, "Various optimizers for single-stage production").
-    A small job of low priority may therefore pass a large job of high priority; with
-    ``order="priority"`` the base rank is the priority itself (the paper's order).  A waiting
-    job's rank grows by one every ``aging_s`` seconds of waiting (*aging*, the cure for
-    starvation the paper names).  All waiting jobs age at the same rate, so aging never
-    reorders two waiting jobs by itself: a job counts as submitted ``aging_s`` seconds
-    earlier per rank step it is ahead.
+    **Rank.**  With ``order="smith"`` (default) a waiting job's base rank is
+    ``log2(priority / (required_time_s * min_nodes))``, its priority per node-second asked,
+    and a running job's is ``log2(priority / remaining)``, ``remaining`` the node-seconds
+    asked less those used so far (``(now - start) * nodes held``; at least 5 % of those
+    asked).  Serving jobs in decreasing priority per remaining work minimises a
+    priority-weighted sum of completion times on one machine (Smith's rule, W. E. Smith
+    1956, "Various optimizers for single-stage production"; with preemption, the weighted
+    shortest remaining processing time first); a cluster of jobs that scale well is close
+    to one machine.  A small job of low priority may therefore pass a large job of high
+    priority.  With ``order="priority"`` every rank is the job's priority (the paper's
+    order).  A waiting job's rank grows by one every ``aging_s`` seconds of waiting
+    (*aging*, the cure for starvation the paper names).
 
-    **Walk.**  With ``grow_first`` (default) free nodes first grow running jobs (malleable,
-    outside their rescale gap, below their maximum; earliest start first): finishing what
-    runs before starting more is what weighted completion rewards when jobs scale well.
-    Then the waiting jobs in decreasing rank: one that fits starts with ``min(free, max)``
-    nodes; the first that does not, the *head*, waits for nodes that shrinks in flight free,
-    or (with ``shrink``) has running jobs of lower rank outside their gap shrunk as in
-    ``elastic-priority``, or else gets an EASY reservation (Lifka 1995): the earliest time
-    the running jobs' expected ends give it its minimum.  Behind the head a job starts only
-    when it ends by then or uses only nodes the head will not need.  Without
-    ``grow_first`` running jobs are offered nodes in the walk by their base rank.
+    **Walk.**  Waiting jobs and the running jobs that may grow (malleable, outside their
+    rescale gap, below their maximum) in decreasing rank; a running job takes free nodes up
+    to its maximum, a waiting job that fits starts with ``min(free, max)`` nodes.  The first
+    waiting job that does not fit, the *head*, waits for nodes that shrinks in flight free,
+    or (``shrink``) has running jobs outside their gap whose rank is more than
+    ``shrink_margin`` below its own shrunk (lowest rank first, each at most to its minimum,
+    aiming at its maximum, as ``elastic-priority`` does), or else gets an EASY reservation
+    (Lifka 1995): the earliest time the running jobs' expected ends give it its minimum.
+    Behind the head no running job grows, and a waiting job starts only when it ends by the
+    reservation or uses only nodes the head will not need.  With ``grow_first`` the running
+    jobs are offered free nodes before any waiting job, earliest started first (the earlier
+    variant of this policy; it excludes ``shrink``).
 
-    ``grow_first`` and ``shrink`` exclude each other: a job shrunk for the head would be
-    grown back before the head is served (for ever, with a rescale gap of 0).
-
-    **Bound on waiting.**  A job of base rank ``b`` outranks every job submitted more than
-    ``aging_s * (b_max - b)`` seconds after it (``b_max`` the largest base rank in the
-    workload); after that only the finitely many jobs submitted earlier can start ahead of
-    it, and as the head its reservation holds, so no job waits without bound.
-    docs/guides/priorities.md reports the longest measured wait of a priority-1 job.
+    **Bound on waiting.**  A waiting job of base rank ``b`` outranks every job submitted
+    more than ``aging_s * (b_max - b)`` seconds after it (``b_max`` the largest base rank
+    in the workload); after that only the finitely many jobs submitted earlier can start
+    ahead of it, and as the head its reservation holds (running jobs that outrank it are
+    not grown past it), so no job waits without bound.  docs/guides/priorities.md reports
+    the longest measured wait of a priority-1 job.
 
     Args:
         rescale_gap_s: as :class:`ElasticPriority`.
         keep_free: as :class:`ElasticPriority`.
-        aging_s: seconds of waiting per rank step gained (> 0; default 120).
-        order: ``"smith"`` or ``"priority"`` (the base rank, above).
-        grow_first: grow running jobs before starting waiting ones (default ``True``).
-        shrink: shrink lower-ranked running jobs for the head (default ``False``).
+        aging_s: seconds of waiting per rank step gained (> 0; default 600).
+        order: ``"smith"`` or ``"priority"`` (the rank, above).
+        grow_first: grow running jobs before starting waiting ones (default ``False``).
+        shrink: shrink much lower-ranked running jobs for the head (default ``True``).
+        shrink_margin: rank steps by which the head must outrank a running job to shrink it
+            (>= 0; default 2, a factor of 4).
 
     Raises ``ValueError`` for a negative or non-numeric parameter, an unknown order, or
     ``grow_first`` with ``shrink`` (the message names the value).
@@ -368,14 +392,13 @@ class ElasticPriorityEasy(_PriorityBase):
 
     def __init__(self, rescale_gap_s: float = DEFAULT_RESCALE_GAP_S,
                  keep_free: int = DEFAULT_KEEP_FREE, aging_s: float = DEFAULT_AGING_S,
-                 order: str = "smith", grow_first: bool = True, shrink: bool = False) -> None:
+                 order: str = "smith", grow_first: bool = False, shrink: bool = True,
+                 shrink_margin: float = DEFAULT_SHRINK_MARGIN) -> None:
         super().__init__(rescale_gap_s, keep_free)
-        if isinstance(aging_s, bool) or not isinstance(aging_s, int | float) \
-                or math.isnan(aging_s) or aging_s <= 0:
-            raise ValueError(f"aging_s must be a number of seconds > 0, got {aging_s!r}")
+        self.aging_s = _number("aging_s", aging_s, "seconds", positive=True)
+        self.shrink_margin = _number("shrink_margin", shrink_margin, "rank steps")
         if order not in ("smith", "priority"):
             raise ValueError(f"order must be 'smith' or 'priority', got {order!r}")
-        self.aging_s = float(aging_s)
         self.order = order
         self.grow_first = bool(grow_first)
         self.shrink = bool(shrink)
@@ -384,7 +407,7 @@ class ElasticPriorityEasy(_PriorityBase):
                              "for the head would be grown back first; choose one")
 
     def base_rank(self, spec: JobSpec) -> float:
-        """The rank of a job that has not waited (class docstring)."""
+        """The rank of a job that has neither waited nor run (class docstring)."""
         if self.order == "priority":
             return float(spec.priority)
         return math.log2(spec.priority / (spec.required_time_s * spec.lo))
@@ -392,6 +415,15 @@ class ElasticPriorityEasy(_PriorityBase):
     def effective_priority(self, job: WaitingJob, now_s: float) -> float:
         """A waiting job's rank at ``now_s``: ``base_rank + wait / aging_s``."""
         return self.base_rank(job.spec) + max(0.0, now_s - job.submit_s) / self.aging_s
+
+    def running_rank(self, job: RunningJob, now_s: float) -> float:
+        """A running job's rank at ``now_s``: its priority per remaining node-second
+        (``order="smith"``) or its priority (class docstring)."""
+        if self.order == "priority":
+            return float(job.spec.priority)
+        asked = job.spec.required_time_s * job.spec.lo
+        used = max(0.0, now_s - job.start_s) * len(job.nodes)
+        return math.log2(job.spec.priority / max(asked - used, 0.05 * asked))
 
     def _growable(self, view: View) -> list[RunningJob]:
         total = view.total_nodes
@@ -403,11 +435,12 @@ class ElasticPriorityEasy(_PriorityBase):
         now, total = view.now_s, view.total_nodes
         plan = self._plan(view)
         rank = {job.job_id: self.effective_priority(job, now) for job in view.waiting}
+        held = {r.job_id: self.running_rank(r, now) for r in view.running}
         walk: list[tuple[float, int, float, int, WaitingJob | RunningJob]] = [
             (-rank[job.job_id], 0, job.submit_s, i, job) for i, job in enumerate(view.waiting)
         ]
-        walk += [(-math.inf if self.grow_first else -self.base_rank(r.spec), 1, r.start_s, i,
-                  r) for i, r in enumerate(self._growable(view))]
+        walk += [(-math.inf if self.grow_first else -held[r.job_id], 1, r.start_s, i, r)
+                 for i, r in enumerate(self._growable(view))]
         walk.sort(key=lambda item: item[:4])
         decisions: list[Decision] = []
         started: list[tuple[WaitingJob, int]] = []
@@ -416,7 +449,7 @@ class ElasticPriorityEasy(_PriorityBase):
         for _, kind, _, _, job in walk:
             if kind == 1:
                 assert isinstance(job, RunningJob)
-                if plan.avail <= 0 or job.job_id in plan.used:
+                if head_found or plan.avail <= 0 or job.job_id in plan.used:
                     continue
                 count = min(self._cap(job.spec, total) - len(job.nodes), plan.avail)
                 plan.avail -= count
@@ -440,7 +473,7 @@ class ElasticPriorityEasy(_PriorityBase):
             if self._wait_for_coming(plan, job, total):
                 shadow_s, extra = now, 0
                 continue
-            shrinks = self._shrink_for_rank(view, plan, job, rank[job.job_id])
+            shrinks = self._shrink_for_rank(view, plan, job, rank[job.job_id], held)
             if shrinks is not None:
                 decisions += shrinks
                 shadow_s, extra = now, 0
@@ -449,44 +482,41 @@ class ElasticPriorityEasy(_PriorityBase):
             shadow_s, extra = reservation(job.spec.lo, plan.avail, releases)
         return decisions
 
-    def _shrink_for_rank(self, view: View, plan: _Plan, job: WaitingJob, rank: float
-                         ) -> list[Decision] | None:
-        """:meth:`_shrink_for` with running jobs compared by base rank, not priority."""
+    def _shrink_for_rank(self, view: View, plan: _Plan, job: WaitingJob, rank: float,
+                         held: dict[JobId, float]) -> list[Decision] | None:
+        """:meth:`_shrink_for` with running jobs compared by rank: those more than
+        ``shrink_margin`` below ``rank``, lowest first."""
         if not self.shrink:
             return None
         now = view.now_s
         donors = [r for r in view.running
-                  if r.job_id not in plan.used and self.base_rank(r.spec) <= rank
+                  if r.job_id not in plan.used and held[r.job_id] < rank - self.shrink_margin
                   and len(r.nodes) > r.spec.lo and self.outside_gap(r, now)]
-        donors.sort(key=lambda r: (self.base_rank(r.spec), -r.start_s))
+        donors.sort(key=lambda r: (held[r.job_id], -r.start_s))
         if plan.avail + sum(len(r.nodes) - r.spec.lo for r in donors) < job.spec.lo:
             return None
-        need = self._cap(job.spec, view.total_nodes) - plan.avail
-        decisions: list[Decision] = []
-        for r in donors:
-            if need <= 0:
-                break
-            count = min(len(r.nodes) - r.spec.lo, need)
-            decisions.append(Shrink(r.job_id, count))
-            plan.used.add(r.job_id)
-            need -= count
-        plan.avail = 0
-        return decisions
+        return self._shrinks(view, plan, job, donors)
 
     def next_change_s(self, view: View) -> float:
         """The earliest of: a rescale gap's end that matters (:class:`ElasticPriority`), the
-        next expected end of a running job (the reservation) and, while jobs wait, the first
-        time a waiting job's growing rank passes a running job's (it may then shrink it, or
-        be offered nodes before it)."""
+        next expected end of a running job (the reservation) and, while jobs wait, the next
+        call (``now``) when ranks move with the clock and may reorder a waiting and a running
+        job (Smith order: a running job's rank rises as it uses its node-seconds, a waiting
+        job's as it waits); with ``order="priority"`` the first time a waiting job's rank
+        passes a running job's (plus the shrink margin, when shrinking)."""
         wake = super().next_change_s(view)
-        if view.waiting:
-            now = view.now_s
-            wake = min(wake, expected_ends_after(view))
-            bases = {self.base_rank(r.spec) for r in view.running}
-            for job in view.waiting:
-                mine = self.base_rank(job.spec)
-                for other in bases:
-                    when = job.submit_s + (other - mine) * self.aging_s
-                    if now < when < wake:
-                        wake = when
+        if not view.waiting:
+            return wake
+        now = view.now_s
+        wake = min(wake, expected_ends_after(view))
+        if self.order == "smith" and view.running:
+            return now
+        margin = self.shrink_margin if self.shrink else 0.0
+        bases = {float(r.spec.priority) + d for r in view.running for d in {0.0, margin}}
+        for job in view.waiting:
+            mine = self.base_rank(job.spec)
+            for other in bases:
+                when = job.submit_s + (other - mine) * self.aging_s
+                if now <= when < wake:  # at now: a tie that breaks next
+                    wake = when
         return wake
