@@ -10,7 +10,11 @@ job (seed 19, ``--depth``) on two logical hosts, waits until the computation run
   has made it a worker);
 * ``first_work_s``: until the new place has finished its first ``UTSBag.process`` call (its
   first loot arrived, its kernels loaded, one call of work done, about a millisecond with
-  the compiled kernel): the figure that a grow must keep short.
+  the compiled kernel): the figure that a grow must keep short;
+* ``new_place_cpu_s``, ``new_place_run_delay_s``: the new place's CPU time up to then, and the
+  time its threads waited for a CPU (Linux; ``None`` elsewhere).  On a shared machine the
+  wall-clock figures mostly measure the neighbours; these two say how much of them was the
+  place's own work.
 
 Warm (the default): the job warms the kernels up at every place before the computation
 (:func:`benchmarks.kernels.warm_up`, as the benchmarks' command line does), so the compiled
