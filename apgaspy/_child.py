@@ -8,8 +8,8 @@ The spawned MPI process forks before it initializes MPI::
     MPI_Comm_spawn ─► anchor (MPI process)          place (plain process, never touches MPI)
                        │ fork ─────────────────────► waits on a pipe
                        │ MPI_Init, recv init data ──► binds its ZeroMQ socket, answers its
-                       │ ◄─────────────────────────── endpoint and pid
-                       │ send endpoint to parent,
+                       │ ◄─────────────────────────── endpoint and pid, imports the
+                       │ send endpoint to parent,     program's main module
                        │ recv table ────────────────► joins the computation, serves tasks
                        │ MPI_Comm_disconnect, MPI_Finalize
                        │ exec a small waiter ("apgaspy-anchor" in its argv)
@@ -109,12 +109,11 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     rt = Runtime(place_id, secret, choose_address(host, toward))
     pickle.dump((rt.transport.endpoint, os.getpid(), socket.gethostname()), up)
     up.flush()
-    table = pickle.load(down)
-    if table is None:  # the start of the group failed elsewhere
-        rt.close()
-        os._exit(0)
     code = 1
     try:
+        # The program's main module is imported while place 0 finishes the spawn and sends
+        # the table (a wait of 0.1-0.3 s): a grown place is ready that much sooner
+        # (docs/guides/compiled-kernels.md, "Grow latency").
         importing_main = place_id
         try:
             multiprocessing.spawn.prepare(prep)
@@ -124,6 +123,10 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         finally:
             importing_main = None
+        table = pickle.load(down)
+        if table is None:  # the start of the group failed elsewhere
+            code = 0
+            return
         set_runtime(rt)
         rt.start(table)
         rt.membership.report_ready()

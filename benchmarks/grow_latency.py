@@ -10,7 +10,11 @@ job (seed 19, ``--depth``) on two logical hosts, waits until the computation run
   has made it a worker);
 * ``first_work_s``: until the new place has finished its first ``UTSBag.process`` call (its
   first loot arrived, its kernels loaded, one call of work done, about a millisecond with
-  the compiled kernel): the figure that a grow must keep short.
+  the compiled kernel): the figure that a grow must keep short;
+* ``new_place_cpu_s``, ``new_place_run_delay_s``: the new place's CPU time up to then, and the
+  time its threads waited for a CPU (Linux; ``None`` elsewhere).  On a shared machine the
+  wall-clock figures mostly measure the neighbours; these two say how much of them was the
+  place's own work.
 
 Warm (the default): the job warms the kernels up at every place before the computation
 (:func:`benchmarks.kernels.warm_up`, as the benchmarks' command line does), so the compiled
@@ -43,9 +47,32 @@ _PROBE = "APGAS_GROW_PROBE_DIR"
 _first_work: float | None = None
 
 
+def run_delay_s() -> float | None:
+    """Seconds this process's threads have waited for a CPU while runnable (the run delay of
+    Linux's ``/proc/<pid>/task/<tid>/schedstat``, second field, summed over the threads), or
+    ``None`` where that file does not exist.  On a shared machine this is the time that other
+    processes took from this one."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        except (OSError, IndexError, ValueError):
+            return None
+    return total / 1e9
+
+
 class ProbeBag(UTSBag):
-    """A UTS bag that notes, once per process, the wall-clock time at which its first
-    ``process`` call returned, in a file ``<pid>`` of the directory ``$APGAS_GROW_PROBE_DIR``."""
+    """A UTS bag that notes, once per process, when its first ``process`` call returned:
+    a line ``place wall_clock cpu_s run_delay_s`` in a file ``<pid>`` of the directory
+    ``$APGAS_GROW_PROBE_DIR`` (``cpu_s``: the process's CPU time so far, ``time.process_time``;
+    ``run_delay_s``: :func:`run_delay_s`, or ``nan``)."""
 
     __slots__ = ()
 
@@ -54,11 +81,14 @@ class ProbeBag(UTSBag):
         super().process(n, result)
         if _first_work is None:
             _first_work = time.time()
+            cpu, delay = time.process_time(), run_delay_s()
             from apgaspy import here
 
             probe = os.environ.get(_PROBE)
             if probe:
-                Path(probe, str(os.getpid())).write_text(f"{here().id} {_first_work!r}\n")
+                Path(probe, str(os.getpid())).write_text(
+                    f"{here().id} {_first_work!r} {cpu!r} "
+                    f"{float('nan') if delay is None else delay!r}\n")
 
 
 def _job(depth: int, warm: bool) -> None:
@@ -123,16 +153,23 @@ def one_run(depth: int, cold: bool, delay_s: float = 0.3) -> dict[str, Any]:
                 proc.communicate()
             sched.close()
         report = json.loads(out.strip().splitlines()[-1])
-        firsts = {}
+        firsts: dict[int, tuple[float, float, float]] = {}
         for f in probe.iterdir():
-            place, stamp = f.read_text().split()
-            firsts[int(place)] = float(stamp)
+            place, stamp, cpu, delay = f.read_text().split()
+            firsts[int(place)] = (float(stamp), float(cpu), float(delay))
     new = [p for grow in report["orders"] if grow[0] == "grow" for p in grow[1]]
-    first_work = firsts.get(new[0]) if new else None
+    first = firsts.get(new[0]) if new else None
     return {"cold": cold, "depth": depth, "correct": report["correct"],
             "kernels": report["kernels"], "grown_s": t_grown - t_order,
-            "first_work_s": None if first_work is None else first_work - t_order,
+            "first_work_s": None if first is None else first[0] - t_order,
+            "new_place_cpu_s": None if first is None else first[1],
+            "new_place_run_delay_s": None if first is None or first[2] != first[2]
+            else first[2],
             "computation_s": report["seconds"]}
+
+
+def _s(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         r = one_run(depth, args.cold)
         runs.append(r)
         print(f"{'cold' if args.cold else 'warm'} d={depth}: grown {r['grown_s']:.3f} s, "
-              f"first work {r['first_work_s']:.3f} s, correct {r['correct']}, "
+              f"first work {_s(r['first_work_s'])} s (new place: CPU "
+              f"{_s(r['new_place_cpu_s'])} s, waited for a CPU "
+              f"{_s(r['new_place_run_delay_s'])} s), correct {r['correct']}, "
               f"kernels {r['kernels']}", flush=True)
     if any(r["correct"] is not True or r["first_work_s"] is None for r in runs):
         print("a run was wrong or its new place never worked", file=sys.stderr)

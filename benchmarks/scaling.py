@@ -15,6 +15,24 @@ so that a noisy neighbour hurts all of them alike; medians are kept.
 and, when P = 1 is measured, the efficiency against the GLB run on one place,
 T_1 / (P · T_P), which leaves out what a second busy core costs the first on a shared machine.
 
+On a machine shared with other work, wall-clock figures mostly measure the neighbours: a
+place whose worker waits for a CPU looks slow.  Every run therefore also reports the
+efficiency with that wait taken out, the same way for both sides (Linux only, from the
+scheduler's per-thread run delay, ``/proc/thread-self/schedstat``)::
+
+    A_seq = T_seq − d_seq
+    A_P   = Σ_p (T_P − d_p) + Σ_p (c_p − w_p)
+    efficiency_uncontended = A_seq / A_P
+
+with ``d`` the time the computing thread (the sequential loop; place p's GLB worker) was
+runnable but waited for a CPU, ``c_p`` the CPU time of place p's process during the
+computation and ``w_p`` that of its worker thread (so ``c_p − w_p``, the CPU of the place's
+other threads, counts as overhead), from ``glb.PlaceStats``.  It estimates the efficiency on
+an otherwise idle machine; it does not remove what two busy cores cost each other (shared
+caches, memory bandwidth, clock), which ``work_cpu_ratio`` shows: the CPU seconds spent in
+``Bag.process`` over all places divided by the sequential run's CPU seconds (1.0: no extra
+work).  The load averages (``os.getloadavg``) before and after are in the results file.
+
 With ``--resilient``, every GLB run is also made with ``--resilient`` (resilient GLB,
 ``glb._store`` and ``glb._recovery``), interleaved with the plain one, and the cost of
 resilience with no failure is reported per place count:
@@ -39,8 +57,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from glb import thread_run_delay_s
 
 from ._cli import ENVIRONMENT_HELP, float_count, place_counts, positive_int
 from ._results import RESULTS_DIR, write_result
@@ -101,7 +122,34 @@ def _sizes(text: str) -> dict[str, int]:
     return out
 
 
-def _glb_seconds(args: list[str], places: int) -> float:
+@dataclass
+class Run:
+    """One timed run (sequential or GLB).
+
+    Attributes:
+        seconds: wall-clock time T (s): the sequential loop, or a GLB computation's
+            ``compute_s + reduce_s``.
+        available_s: the place-seconds it would have taken without other processes' load
+            (``A`` of the module docstring), or ``None`` where the run delay is unknown.
+        work_cpu_s: CPU seconds spent in the work itself (the sequential loop's thread; the
+            sum of the places' ``busy_cpu_s``).
+    """
+
+    seconds: float
+    available_s: float | None
+    work_cpu_s: float
+
+
+def _sequential_run(seq: Callable[[], Any]) -> Run:
+    """Time ``seq()`` on this thread: wall clock, CPU, and the wait for a CPU."""
+    d0, c0, t0 = thread_run_delay_s(), time.thread_time(), time.perf_counter()
+    seq()
+    t, c, d1 = time.perf_counter() - t0, time.thread_time() - c0, thread_run_delay_s()
+    available = None if d0 is None or d1 is None else t - (d1 - d0)
+    return Run(t, available, c)
+
+
+def _glb_run(args: list[str], places: int) -> Run:
     env = {**os.environ}
     env.pop("APGAS_PLACES", None)
     env.pop("SCHEDULER_PORT", None)
@@ -111,7 +159,29 @@ def _glb_seconds(args: list[str], places: int) -> float:
     report = json.loads(out.stdout.strip().splitlines()[-1])
     if report["correct"] is False:
         raise RuntimeError(f"{args} on {places} places: wrong answer")
-    return float(report["phases"]["compute_s"] + report["phases"]["reduce_s"])
+    return glb_run(report)
+
+
+def glb_run(report: dict[str, Any]) -> Run:
+    """The :class:`Run` of a benchmark's JSON report (``python -m benchmarks.<name> --json``):
+    ``T_P`` from its phases, ``A_P`` and the work's CPU from its per-place ``log``.
+
+    Raises:
+        KeyError: the report lacks ``phases`` or ``log``.
+    """
+    t = float(report["phases"]["compute_s"] + report["phases"]["reduce_s"])
+    log = report["log"]
+    delays = [s.get("run_delay_s") for s in log]
+    available = None
+    if log and all(d is not None for d in delays):
+        available = sum(max(0.0, t - d) for d in delays) + sum(
+            max(0.0, s["cpu_s"] - s["worker_cpu_s"]) for s in log)
+    return Run(t, available, sum(s.get("busy_cpu_s", 0.0) for s in log))
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if len(known) == len(values) and known else None
 
 
 def measure(names: list[str], place_counts: list[int], repeats: int,
@@ -122,37 +192,63 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
     for name in names:
         args, seq = _sequential(name, (sizes or {}).get(name))
         seq()  # warm up (graph generation, caches)
-        runs: dict[Any, list[float]] = {"seq": [], **{p: [] for p in place_counts}}
+        runs: dict[Any, list[Run]] = {"seq": [], **{p: [] for p in place_counts}}
         res_runs: dict[int, list[float]] = {p: [] for p in place_counts}
         for i in range(repeats):
-            t = time.perf_counter()
-            seq()
-            runs["seq"].append(time.perf_counter() - t)
+            runs["seq"].append(_sequential_run(seq))
             for p in place_counts:
                 if resilient and i % 2:  # alternate which of the two goes first
-                    res_runs[p].append(_glb_seconds([*args, "--resilient"], p))
-                runs[p].append(_glb_seconds(args, p))
+                    res_runs[p].append(_glb_run([*args, "--resilient"], p).seconds)
+                runs[p].append(_glb_run(args, p))
                 if resilient and not i % 2:
-                    res_runs[p].append(_glb_seconds([*args, "--resilient"], p))
-        t_seq = statistics.median(runs["seq"])
-        entry: dict[str, Any] = {"args": args, "seq_s": t_seq, "seq_runs_s": runs["seq"]}
-        t_1 = statistics.median(runs[1]) if 1 in runs else None
+                    res_runs[p].append(_glb_run([*args, "--resilient"], p).seconds)
+        seq_runs = runs["seq"]
+        t_seq = statistics.median(r.seconds for r in seq_runs)
+        a_seq = _median([r.available_s for r in seq_runs])
+        cpu_seq = statistics.median(r.work_cpu_s for r in seq_runs)
+        entry: dict[str, Any] = {"args": args, "seq_s": t_seq,
+                                 "seq_runs_s": [r.seconds for r in seq_runs],
+                                 "seq_available_s": a_seq, "seq_cpu_s": cpu_seq}
+        t_1 = statistics.median(r.seconds for r in runs[1]) if 1 in runs else None
         for p in place_counts:
-            t_p = statistics.median(runs[p])
-            entry[str(p)] = {"seconds": t_p, "runs_s": runs[p], "speedup": t_seq / t_p,
-                             "efficiency": t_seq / (p * t_p),
-                             "efficiency_vs_1_place": t_1 / (p * t_p) if t_1 else None}
+            t_p = statistics.median(r.seconds for r in runs[p])
+            a_p = _median([r.available_s for r in runs[p]])
+            entry[str(p)] = {
+                "seconds": t_p, "runs_s": [r.seconds for r in runs[p]],
+                "speedup": t_seq / t_p, "efficiency": t_seq / (p * t_p),
+                "efficiency_vs_1_place": t_1 / (p * t_p) if t_1 else None,
+                "available_s": a_p,
+                "efficiency_uncontended": a_seq / a_p if a_seq and a_p else None,
+                "work_cpu_ratio": statistics.median(r.work_cpu_s for r in runs[p]) / cpu_seq,
+            }
             if resilient:
                 t_r = statistics.median(res_runs[p])
                 entry[str(p)]["resilient"] = {"seconds": t_r, "runs_s": res_runs[p],
                                               "overhead": t_r / t_p - 1}
         out[name] = entry
-        print(f"{name:8} seq {t_seq:7.3f} s  " + "  ".join(
-            f"P={p}: {entry[str(p)]['seconds']:.3f} s ({100 * entry[str(p)]['efficiency']:.0f} %)"
-            + (f" resilient {entry[str(p)]['resilient']['seconds']:.3f} s "
-               f"({100 * entry[str(p)]['resilient']['overhead']:+.1f} %)" if resilient else "")
-            for p in place_counts), flush=True)
+        print(f"{name:8} seq {t_seq:7.3f} s  " + "  ".join(_summary(entry[str(p)], p, resilient)
+                                                          for p in place_counts), flush=True)
     return out
+
+
+def _summary(point: dict[str, Any], p: int, resilient: bool) -> str:
+    """One place count's figures for the console."""
+    unc = point["efficiency_uncontended"]
+    text = (f"P={p}: {point['seconds']:.3f} s ({100 * point['efficiency']:.0f} %"
+            + ("" if unc is None else f", uncontended {100 * unc:.0f} %")
+            + f", work CPU x{point['work_cpu_ratio']:.3f})")
+    if resilient:
+        text += (f" resilient {point['resilient']['seconds']:.3f} s "
+                 f"({100 * point['resilient']['overhead']:+.1f} %)")
+    return text
+
+
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (``None`` where the system has none)."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def plot(figures: dict[str, Any], place_counts: list[int], path: Path, title: str) -> None:
@@ -204,11 +300,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
     counts = place_counts(parser, args.places, 1)
+    load_before = _load_average()
     figures = measure(names, counts, args.repeats, args.resilient, args.size)
+    load = {"before": load_before, "after": _load_average()}
+    print(f"load averages (1, 5, 15 min): before {load['before']}, after {load['after']}")
     if args.no_write:
         return 0
     name = "scaling" + (f"-{args.label}" if args.label else "")
-    path = write_result(name, {"params": vars(args), "benchmarks": figures,
+    path = write_result(name, {"params": vars(args), "load_average": load,
+                               "benchmarks": figures,
                                **pick("efficiency_2_places", "efficiency_16_places",
                                       "resilient_overhead")})
     print(f"wrote {path}")

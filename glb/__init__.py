@@ -11,7 +11,7 @@ no change to the bag: a scheduler may shrink or grow the program while they run.
 from ._bag import Bag, process_all
 from ._compute import GLBResult, compute_dynamic, compute_static
 from ._fold import ArraySum, Fold, LongSum
-from ._stats import PlaceStats
+from ._stats import PlaceStats, thread_run_delay_s
 
 __all__ = ["Bag", "Fold", "LongSum", "ArraySum", "process_all", "compute_dynamic",
-           "compute_static", "GLBResult", "PlaceStats"]
+           "compute_static", "GLBResult", "PlaceStats", "thread_run_delay_s"]

@@ -69,7 +69,7 @@ from ._lifeline import heir, lifeline_graph, steal_victim
 from ._liveness import is_dead, live_places
 from ._params import Params
 from ._replies import deliver
-from ._stats import PlaceStats
+from ._stats import PlaceStats, thread_run_delay_s
 from ._store import HaltReport
 from ._store_client import State, StoreClient, install_client
 
@@ -110,6 +110,7 @@ class Worker:
         self.me = here().id
         self.stats = PlaceStats(self.me)
         self.started = time.perf_counter()
+        self.cpu_started = time.process_time()
         self.joined = False  # has taken part (run, or joined by a grow): may register lifelines
         # resilience (glb._store): the round, a halt, and this place's side of the store
         self.resilient = params.resilient
@@ -156,17 +157,39 @@ class Worker:
         self.run()
 
     def run(self) -> None:
-        """The worker loop; returns when this place is out of work (or leaves)."""
+        """The worker loop; returns when this place is out of work (or leaves).
+
+        Accounts the CPU time of the calling thread and its wait for a CPU
+        (``stats.worker_cpu_s``, ``stats.run_delay_s``) over the loop."""
+        cpu, delay = time.thread_time(), thread_run_delay_s()
+        try:
+            self._loop()
+        finally:
+            stats = self.stats
+            stats.worker_cpu_s += time.thread_time() - cpu
+            after = thread_run_delay_s()
+            if delay is None or after is None or stats.run_delay_s is None:
+                stats.run_delay_s = None
+            else:
+                stats.run_delay_s += after - delay
+
+    def _loop(self) -> None:
         params = self.params
         stats = self.stats
+        clock, thread_clock = time.perf_counter, time.thread_time
         while True:
             self._merge_mailbox()
             bag = self.bag
             while bag is not None and not bag.is_empty() and not self.leaving \
                     and not self.halted:
-                t = time.perf_counter()
+                t, c = clock(), thread_clock()
                 bag.process(params.n, self.result)
-                stats.busy_s += time.perf_counter() - t
+                end = clock()
+                stats.busy_cpu_s += thread_clock() - c
+                stats.busy_s += end - t
+                if stats.first_work_s is None:
+                    stats.first_work_s = t - self.started
+                stats.last_work_s = end - self.started
                 stats.process_calls += 1
                 stats.processed += params.n
                 self._distribute()
@@ -394,6 +417,7 @@ class Worker:
         if reply is not None:
             self.stats.released = True
             self.stats.idle_s = time.perf_counter() - self.started - self.stats.busy_s
+            self.stats.cpu_s = time.process_time() - self.cpu_started
             if self.resilient:
                 left, self.bag = self.bag, None  # work of a halted place (see on_leave)
                 if left is not None and left.is_empty():
@@ -474,6 +498,7 @@ class Worker:
     def finish_stats(self) -> PlaceStats:
         """Close this place's statistics at the end of the computation."""
         self.stats.idle_s = max(0.0, time.perf_counter() - self.started - self.stats.busy_s)
+        self.stats.cpu_s = time.process_time() - self.cpu_started
         return self.stats
 
 

@@ -49,6 +49,27 @@ def test_uts_exact(places):
     assert sum(s["process_calls"] for s in r["log"]) > 0
 
 
+@pytest.mark.timeout(180)
+def test_every_place_accounts_its_time_and_cpu():
+    """Per-place accounting (glb.PlaceStats): a place's worker spends no more CPU inside
+    process() than in its whole loop, nor more than its process; its first work starts
+    before its last one ends; the CPU of the places' process() calls adds up to about the
+    work a one-place run does; and (Linux) the workers' wait for a CPU is known."""
+    one = bench("uts", ["--depth", "11"], 1)
+    two = bench("uts", ["--depth", "11"], 2)
+    assert one["result"] == two["result"] == 16_526_523
+    for s in one["log"] + two["log"]:
+        assert s["process_calls"] > 0, s
+        assert 0 <= s["first_work_s"] <= s["last_work_s"], s
+        assert 0 < s["busy_cpu_s"] <= s["worker_cpu_s"] + 1e-3 <= s["cpu_s"] + 2e-3, s
+        assert s["busy_cpu_s"] <= s["busy_s"] + 5e-3, s
+        if sys.platform == "linux":
+            assert s["run_delay_s"] is not None and s["run_delay_s"] >= 0, s
+    work_1 = one["log"][0]["busy_cpu_s"]
+    work_2 = sum(s["busy_cpu_s"] for s in two["log"])
+    assert 0.5 * work_1 < work_2 < 2 * work_1, (work_1, work_2)
+
+
 @pytest.mark.parametrize("places", [1, 2, 3])
 def test_nqueens_exact(places):
     r = bench("nqueens", ["-N", "12"], places)

@@ -35,7 +35,9 @@ grow compiles.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +48,7 @@ from apgaspy import ConfigurationError
 from apgaspy.config import Setting, setting
 
 __all__ = ["BACKENDS", "KERNEL_SETTINGS", "backend", "cache_dir", "numba_available",
-           "register_warm_up", "select", "warm_up", "warm_up_modules"]
+           "register_warm_up", "select", "warm_up", "warm_up_in_background", "warm_up_modules"]
 
 BACKENDS = ("auto", "numba", "numpy")
 """The accepted values of the ``KERNELS`` setting."""
@@ -158,9 +160,56 @@ def register_warm_up(fn: Callable[[], None]) -> Callable[[], None]:
     Called by a kernel module at import; ``fn`` runs only when :func:`warm_up` is called and
     the backend is numba, so it may import numba.  Registering the same function again (same
     module and name, e.g. after a reload) replaces it.  Returns ``fn`` (usable as a decorator).
+
+    In a place that is starting (one spawned at start-up or by a grow, importing the program's
+    main module), ``fn`` also starts at once in a background thread
+    (:func:`warm_up_in_background`), so that numba's import and the kernels' load from the
+    cache overlap the place's waits for place 0 (its place table, its admission to the
+    computation, its first loot) instead of following them.
     """
     _warm_ups[f"{fn.__module__}.{fn.__qualname__}"] = fn
+    if _starting_place():
+        warm_up_in_background(fn)
     return fn
+
+
+def _starting_place() -> bool:
+    """Whether this process is an apgaspy place importing the program's main module."""
+    child = sys.modules.get("apgaspy._child")
+    return child is not None and getattr(child, "importing_main", None) is not None
+
+
+def warm_up_in_background(fn: Callable[[], None]) -> threading.Thread:
+    """Run the warm-up function ``fn`` in a daemon thread, after the import of its module.
+
+    The thread first resolves the backend (under numba: imports numba, the larger part of the
+    cost), then waits until ``fn``'s module has finished importing (a module registers its
+    warm-up while it is being imported), then runs ``fn`` when the backend is numba.  A
+    kernel called meanwhile on another thread waits for numba's compiler lock and then finds
+    the kernel loaded: nothing is loaded twice.  Errors are logged, not raised: the first
+    real call of the kernel meets them again and raises them.
+
+    Args:
+        fn: a function registered with :func:`register_warm_up` (no arguments).
+
+    Returns:
+        The started thread (named ``kernels-warm-up``).
+    """
+
+    def run() -> None:
+        try:
+            if backend() != "numba":
+                return
+            importlib.import_module(fn.__module__)  # blocks until the module is imported
+            fn()
+        except Exception:  # noqa: BLE001 - the kernel's first real call raises it again
+            logging.getLogger("benchmarks.kernels").debug(
+                "background warm-up %s.%s failed", fn.__module__, fn.__qualname__,
+                exc_info=True)
+
+    thread = threading.Thread(target=run, name="kernels-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def warm_up_modules() -> list[str]:

@@ -178,6 +178,44 @@ def test_a_fresh_process_loads_the_kernels_that_a_warm_up_compiled(tmp_path: Pat
     assert warm["seconds"] < 5.0 < cold["seconds"], (warm, cold)
 
 
+_STARTING_PLACE = """
+    import json, sys, threading
+    import apgaspy._child as child
+    child.importing_main = 1  # as while a place imports the program's main module
+    import benchmarks.kernels.uts as uts
+    child.importing_main = None
+    [t.join(120) for t in threading.enumerate() if t.name == "kernels-warm-up"]
+    loaded = None
+    if "numba" in sys.modules:
+        from benchmarks.kernels import _uts_numba as k
+        loaded = sorted(f.__name__ for f in (k.process, k.sha1_children, k.child_counts)
+                        if f.signatures)
+    print(json.dumps({"numba": "numba" in sys.modules, "loaded": loaded,
+                      "count": uts.count_nodes(19, 6)}))
+"""
+
+
+@needs_numba
+@pytest.mark.timeout(300)
+def test_a_starting_place_loads_the_kernels_of_the_main_module_in_the_background(
+        tmp_path: Path) -> None:
+    """A kernel module imported while a place imports the program's main module starts its
+    warm-up in a thread: once that thread is done, every compiled UTS kernel is loaded, before
+    any call of the program's; under numpy the thread imports nothing of numba."""
+    cache = str(tmp_path / "cache")
+    warm = _python("from benchmarks.kernels import warm_up; "
+                   "warm_up(['benchmarks.kernels.uts'])",
+                   _env(NUMBA_CACHE_DIR=cache, APGAS_KERNELS="numba"), timeout=280)
+    assert warm.returncode == 0, warm.stderr
+    r = _python(_STARTING_PLACE, _env(NUMBA_CACHE_DIR=cache, APGAS_KERNELS="numba"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"numba": True, "count": 16000,
+                                    "loaded": ["child_counts", "process", "sha1_children"]}
+    r = _python(_STARTING_PLACE, _env(APGAS_KERNELS="numpy"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"numba": False, "loaded": None, "count": 16000}
+
+
 # -- the benchmarks' reports ---------------------------------------------------------------------
 
 
@@ -227,3 +265,4 @@ def test_a_place_added_by_a_grow_gets_work_and_runs_the_compiled_kernel(
     r = one_run(13, cold=False)
     assert r["correct"] is True and r["kernels"] == "numba"
     assert r["first_work_s"] is not None and r["first_work_s"] > 0
+    assert r["new_place_cpu_s"] is not None and r["new_place_cpu_s"] > 0
