@@ -46,6 +46,8 @@ GROUP = 32
 """Sources whose dependencies are summed before they are added to the result: the numpy
 kernel's batch, so that both add the same partial sums in the same order."""
 _PUSH_RATIO = 8
+_SLACK = 4
+"""Room past the last pair of the list that ``_emit`` may write to (four lanes a round)."""
 """A level is pushed when its frontier has fewer than 1/8 of the edges as out-edges."""
 
 _U0 = np.uint64(0)
@@ -78,14 +80,21 @@ def _emit(pa, pb, k, pu, pw, mm, fu, fw):  # type: ignore[no-untyped-def]
     """Append the pairs of one DAG edge ``u -> w`` (lanes ``mm``) at ``pa[k:]``, ``pb[k:]``,
     lanes ascending: the packed index of ``(u, lane)`` (``pu`` plus the lane's rank in
     ``fu``) and of ``(w, lane)`` (``pw``, ``fw``).  Returns the new length."""
-    while mm:
-        low = mm & (_U0 - mm)
-        below = low - _U1
-        pa[k] = pu + _popcount(fu & below)
-        pb[k] = pw + _popcount(fw & below)
-        k += 1
-        mm ^= low
-    return k
+    left = _popcount(mm)
+    while True:
+        # Four lanes a round, written whether they exist or not (past the end, a lane of
+        # ``mm == 0`` writes a harmless value that the next pair overwrites or nobody reads):
+        # a loop of fixed length, so the end of a short edge is not a mispredicted branch.
+        for t in range(4):
+            low = mm & (_U0 - mm)
+            below = low - _U1
+            pa[_ix(k + t)] = pu + _popcount(fu & below)
+            pb[_ix(k + t)] = pw + _popcount(fw & below)
+            mm ^= low
+        if left <= 4:
+            return k + left
+        k += 4
+        left -= 4
 
 
 @njit(cache=True, nogil=True)
@@ -95,14 +104,14 @@ def _push_bfs(off, tgt, lv, ls, le, cur, nxt, vis, touched):  # type: ignore[no-
     nxt[:] = 0
     cnt = 0
     for i in range(ls, le):
-        v = lv[i]
+        v = _ix(lv[_ix(i)])
         word = cur[v]
         for j in range(off[v], off[v + 1]):
-            w = tgt[j]
+            w = _ix(tgt[_ix(j)])
             x = word & ~vis[w]
             if x:
                 if nxt[w] == 0:
-                    touched[cnt] = w
+                    touched[_ix(cnt)] = w
                     cnt += 1
                 nxt[w] |= x
     return cnt
@@ -114,11 +123,11 @@ def _push_pairs(off, tgt, lv, ls, le, cur, nxt, pos_cur, pos_nxt, pa,  # type: i
     """The DAG pairs from the frontier ``lv[ls:le]`` (ascending) to the next level, out-edge by
     out-edge; returns the new length of the pair list."""
     for i in range(ls, le):
-        v = lv[i]
+        v = _ix(lv[_ix(i)])
         word = cur[v]
         pu = pos_cur[v]
         for j in range(off[v], off[v + 1]):
-            w = tgt[j]
+            w = _ix(tgt[_ix(j)])
             fw = nxt[w]
             mm = word & fw
             if mm:
@@ -139,21 +148,23 @@ def _pull(coff, csrc, full, cur, nxt, vis, lv, out, pos_cur, pos_nxt, p,  # type
             nxt[w] = 0
             continue
         x = _U0
-        for j in range(coff[w], coff[w + 1]):
-            x |= cur[csrc[j]]
+        j0 = coff[w]
+        j1 = coff[w + 1]
+        for j in range(j0, j1):
+            x |= cur[_ix(csrc[_ix(j)])]
             if (x & un) == un:
                 break
         x &= un
         nxt[w] = x
         if x:
             vis[w] |= x
-            lv[out] = w
+            lv[_ix(out)] = w
             out += 1
             pw = p
             pos_nxt[w] = pw
             p += _popcount(x)
-            for j in range(coff[w], coff[w + 1]):
-                u = csrc[j]
+            for j in range(j0, j1):
+                u = _ix(csrc[_ix(j)])
                 fu = cur[u]
                 mm = fu & x
                 if mm:
@@ -241,15 +252,16 @@ def _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr, lofs, touched,
         le = lptr[d + 1]
         e = 0
         bound = 0  # at most this many pairs: each starts at a frontier entry's out-edge
+        cur = words[d]
         for i in range(ls, le):
-            v = lv[i]
+            v = _ix(lv[_ix(i)])
             deg = off[v + 1] - off[v]
             e += deg
-            bound += deg * _popcount(words[d, v])
+            bound += deg * _popcount(cur[v])
         if e == 0:
             break
-        if k + bound > pa.shape[0]:
-            pa, pb = _grow_pairs(pa, pb, k, k + bound)
+        if k + bound + _SLACK > pa.shape[0]:
+            pa, pb = _grow_pairs(pa, pb, k, k + bound + _SLACK)
         if d + 2 > words.shape[0]:
             words = _grow_rows(words, d + 2)
         if le + n > lv.shape[0]:
@@ -265,10 +277,10 @@ def _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr, lofs, touched,
             p = base
             out = le
             for i in range(cnt):
-                w = reached[i]
+                w = _ix(reached[i])
                 x = nxt[w]
                 vis[w] |= x
-                lv[out] = w
+                lv[_ix(out)] = w
                 out += 1
                 pos_nxt[w] = p
                 p += _popcount(x)
@@ -296,12 +308,13 @@ def _dependencies(d, words, lv, lptr, lofs, sig, psi, inv, dep):  # type: ignore
     p = lofs[d]
     cur = words[d]
     for i in range(lptr[d], lptr[d + 1]):
-        v = lv[i]
-        word = cur[v]
+        v = lv[_ix(i)]
+        word = cur[_ix(v)]
         row = v * LANES
         while word:
             low = word & (_U0 - word)
-            dep[row + _popcount(low - _U1)] = sig[p] * (psi[p] - inv[p])
+            q = _ix(p)
+            dep[_ix(row + _popcount(low - _U1))] = sig[q] * (psi[q] - inv[q])
             p += 1
             word ^= low
 
@@ -347,9 +360,9 @@ def _accumulate(vis, dep, ns, perm, bc):  # type: ignore[no-untyped-def]
             acc[:] = 0.0
             for lane in range(g, min(g + GROUP, ns)):
                 for j in range(v1 - v0):
-                    acc[j] += dep[(v0 + j) * LANES + lane]
+                    acc[j] += dep[_ix((v0 + j) * LANES + lane)]
             for j in range(v1 - v0):
-                bc[perm[v0 + j]] += acc[j]
+                bc[_ix(perm[v0 + j])] += acc[j]
         dep[v0 * LANES:v1 * LANES] = 0.0
 
 
