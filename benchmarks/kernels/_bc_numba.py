@@ -130,8 +130,7 @@ def _push_pairs(off, tgt, lv, ls, le, cur, nxt, pos_cur, pos_nxt, pa,  # type: i
             w = _ix(tgt[_ix(j)])
             fw = nxt[w]
             mm = word & fw
-            if mm:
-                k = _emit(pa, pb, k, pu, pos_nxt[w], mm, word, fw)
+            k = _emit(pa, pb, k, pu, pos_nxt[w], mm, word, fw)
     return k
 
 
@@ -167,8 +166,7 @@ def _pull(coff, csrc, full, cur, nxt, vis, lv, out, pos_cur, pos_nxt, p,  # type
                 u = _ix(csrc[_ix(j)])
                 fu = cur[u]
                 mm = fu & x
-                if mm:
-                    k = _emit(pa, pb, k, pos_cur[u], pw, mm, fu, x)
+                k = _emit(pa, pb, k, pos_cur[u], pw, mm, fu, x)
     return out, p, k
 
 
