@@ -340,12 +340,15 @@ def _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, inv, pa, pb,  # type
 
 
 @njit(cache=True, nogil=True)
-def _accumulate(vis, dep, ns, perm, bc):  # type: ignore[no-untyped-def]
+def _accumulate(vis, own, dep, ns, perm, bc):  # type: ignore[no-untyped-def]
     """Add ``dep`` (dense ``(N, 64)``) to ``bc`` (original labels) 32 sources at a time, each
-    vertex's lanes in ascending order, and clear ``dep`` again."""
+    vertex's lanes in ascending order.  Only the entries of the lanes that reached the vertex
+    (``vis``), less a source's own lane (``own``: level 0's words), were written by this batch;
+    the others count as 0.0 without being cleared (a select, not a branch)."""
     n = vis.shape[0]
     # Eight vertices at a time, so that their eight sums (each in lane order) interleave.
     acc = np.empty(8)
+    live = np.empty(8, dtype=np.uint64)
     for v0 in range(0, n, 8):
         v1 = min(v0 + 8, n)
         reached = False
@@ -354,14 +357,16 @@ def _accumulate(vis, dep, ns, perm, bc):  # type: ignore[no-untyped-def]
                 reached = True
         if not reached:
             continue
+        for j in range(v1 - v0):
+            live[j] = vis[v0 + j] & ~own[v0 + j]
         for g in range(0, ns, GROUP):
             acc[:] = 0.0
             for lane in range(g, min(g + GROUP, ns)):
                 for j in range(v1 - v0):
-                    acc[j] += dep[_ix((v0 + j) * LANES + lane)]
+                    x = dep[_ix((v0 + j) * LANES + lane)]
+                    acc[j] += x if (live[j] >> np.uint64(lane)) & _U1 else 0.0
             for j in range(v1 - v0):
                 bc[_ix(perm[v0 + j])] += acc[j]
-        dep[v0 * LANES:v1 * LANES] = 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -371,7 +376,7 @@ def _batch(off, tgt, coff, csrc, sources, perm, words, vis, lv, lptr, lofs, touc
     depth, words, lv, pa, pb = _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr,
                                         lofs, touched, pos_a, pos_b, sig, pa, pb, plvl)
     _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, inv, pa, pb, dep)
-    _accumulate(vis, dep, sources.shape[0], perm, bc)
+    _accumulate(vis, words[0], dep, sources.shape[0], perm, bc)
     return words, lv, pa, pb
 
 
