@@ -109,10 +109,10 @@ def _ctz(typingctx, x):  # type: ignore[no-untyped-def]
 def _fast_pext() -> bool:
     """Whether numba compiles for an x86-64 CPU with a fast BMI2 ``pext``: not where numba is
     told another CPU (``NUMBA_CPU_NAME``), and not on AMD Zen 1 and 2 (microcoded there)."""
-    from numba.core import config
     from llvmlite import binding
+    from numba.core import config
 
-    if config.CPU_NAME or config.CPU_FEATURES:
+    if getattr(config, "CPU_NAME", None) or getattr(config, "CPU_FEATURES", None):
         return False
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
