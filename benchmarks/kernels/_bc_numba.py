@@ -24,7 +24,7 @@ order").  Its layout differs:
   lanes that reached the vertex in this batch (the matrix is never cleared).
 
 What made it fast (scale 14, one core, measured against the previous version in one process,
-alternating batch by batch, bit-identical results; about 1.55x in all):
+alternating batch by batch, bit-identical results; 1.58x in all):
 
 * Array indices are unsigned (``_ix``).  numba lets a signed index count from the end, with a
   compare and a select at every access; in the ``sigma`` and ``psi`` loops that was about
