@@ -42,7 +42,8 @@ alternating batch by batch, bit-identical results; 1.58x in all):
 
 Tried and not kept (slower, or within the noise): computing ``sigma`` and ``psi`` straight
 from the lane words, without a pair list (``psi`` then revisits every out-edge of a level,
-+17 %); adding ``sigma`` inside the pair writer; the dependency scatter four lanes a round;
++17 %); adding ``sigma`` inside the pair writer, or right after a pulled vertex's pairs
+(+19 %); the dependency scatter four lanes a round; pairs packed in one ``uint64`` (+5 %);
 software prefetch in the pair loops (+5 %); push/pull thresholds of 4 and 16.
 
 Memory: about 2 KB per vertex (four ``N x 64`` float64 arrays) plus 8 bytes per DAG pair of a
@@ -118,13 +119,13 @@ def _pext(typingctx, x, mask):  # type: ignore[no-untyped-def]
 
 @intrinsic
 def _ctz(typingctx, x):  # type: ignore[no-untyped-def]
-    """Trailing zero bits of a nonzero ``uint64`` (LLVM's cttz; any value for 0), as an
-    int64."""
+    """Trailing zero bits of a ``uint64`` (LLVM's cttz, defined as 64 for 0: ``_emit_pext``
+    reads it off an exhausted mask), as an int64."""
     sig = types.int64(types.uint64)
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         fn = builder.module.declare_intrinsic("llvm.cttz", [ir.IntType(64), ir.IntType(1)])
-        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 1)])
+        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
 
     return sig, codegen
 
@@ -403,11 +404,10 @@ def _dependencies(d, words, lv, lptr, lofs, sig, psi, inv, dep):  # type: ignore
         word = cur[_ix(v)]
         row = v * LANES
         while word:
-            low = word & (_U0 - word)
             q = _ix(p)
-            dep[_ix(row + _popcount(low - _U1))] = sig[q] * (psi[q] - inv[q])
+            dep[_ix(row + _ctz(word))] = sig[q] * (psi[q] - inv[q])
             p += 1
-            word ^= low
+            word &= word - _U1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
