@@ -147,9 +147,9 @@ EDGE_FACTOR = 8
 GAMMA = 0x9E3779B97F4A7C15
 
 #: Work units (source vertices) per ``BCBag.process`` call: one batch of the compiled kernel
-#: (64 lanes), two of the numpy kernel (32 lanes).  Compiled, about 16 ms a call at scale 14
-#: and 7 ms at scale 13; numpy, about 50 ms at scale 14 and 13 ms at scale 12 (one core of
-#: the reference machine).
+#: (64 lanes), two of the numpy kernel (32 lanes).  Compiled, about 11 ms a call at scale 14
+#: and 5.5 ms at scale 13 (one core of the shared development machine, load average 4-5);
+#: numpy, about 50 ms at scale 14 and 13 ms at scale 12 (one core of the reference machine).
 DEFAULT_WORK_UNITS = 64
 
 # Largest scale accepted.  Vertex ids must fit the int32 targets; already at 2**30 vertices

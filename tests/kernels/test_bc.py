@@ -547,3 +547,36 @@ def test_a_fresh_process_loads_the_compiled_kernel_from_the_cache() -> None:
     warm = runs[1]
     assert warm["edges"] == 29568
     assert all(hits > 0 and misses == 0 for hits, misses in warm["stats"].values()), warm
+
+
+@needs_numba
+def test_the_compiled_pair_writers_list_the_defined_pairs() -> None:
+    """The compiled kernel lists a DAG edge's pairs with one of two writers, chosen by the CPU
+    (BMI2 ``pext`` where fast, popcounts elsewhere), so a machine runs only one of them
+    through the kernel tests above: both must list, for each lane of ``mm`` ascending,
+    ``(pu + the lane's rank among fu's lanes, pw + its rank among fw's)``, and nothing for
+    ``mm == 0``."""
+    from numba import njit
+
+    from benchmarks.kernels import _bc_numba as k
+
+    writers = [k._emit_popcount] + ([k._emit_pext] if k._fast_pext() else [])
+    rng = random.Random(5)
+    cases = [(0, MASK, MASK), (1, 1, 1), (MASK, MASK, MASK), (1 << 63, MASK, 1 << 63)]
+    for _ in range(300):
+        fu, fw = rng.getrandbits(64), rng.getrandbits(64)
+        cases.append((fu & fw & rng.getrandbits(64), fu, fw))
+    def compiled(writer):  # type: ignore[no-untyped-def]
+        return njit(lambda pa, pb, k0, pu, pw, mm, fu, fw: writer(pa, pb, k0, pu, pw, mm, fu, fw))
+
+    for call in map(compiled, writers):
+        for mm, fu, fw in cases:
+            lanes = [b for b in range(64) if mm >> b & 1]
+            want_a = [100 + bin(fu & ((1 << b) - 1)).count("1") for b in lanes]
+            want_b = [7000 + bin(fw & ((1 << b) - 1)).count("1") for b in lanes]
+            pa = np.full(3 + 64 + k._SLACK, -1, dtype=np.int32)
+            pb = pa.copy()
+            end = call(pa, pb, 3, 100, 7000, np.uint64(mm), np.uint64(fu), np.uint64(fw))
+            assert end == 3 + len(lanes)
+            assert pa[3:end].tolist() == want_a and pb[3:end].tolist() == want_b
+            assert (pa[:3] == -1).all() and (pb[:3] == -1).all()
