@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -117,8 +118,9 @@ def rescale_cost(grid: int, repeats: int, steps: int = 140, pause: float = 0.05,
                  batch: int = 8, node_rate: float = 0.0) -> dict[str, Any]:
     """Grow 2 -> 3 then shrink 3 -> 2 places during a run of ``steps`` steps; ``repeats`` runs.
 
-    ``node_rate`` > 0: emulated nodes (``--node-rate``); the steps are then sized to last
-    about 6 s on 2 places, without ``pause``.
+    ``node_rate`` > 0: emulated nodes (``--node-rate``), without ``pause``; the run then has
+    the iterations (a whole number of steps, at least 4) that last about 15 s on 2 places,
+    so that both orders land mid-run whatever the grid.
 
     Returns:
         ``{"grid", "runs": [orders of each run], "grow_s", "shrink_s"}``: the medians of the
@@ -128,7 +130,7 @@ def rescale_cost(grid: int, repeats: int, steps: int = 140, pause: float = 0.05,
     runs = []
     extra = ["--pause", str(pause)]
     if node_rate > 0:
-        steps = max(steps, round(6.0 * 2 * node_rate / ((grid - 2) * grid * batch)))
+        steps = max(4, math.ceil(15.0 * 2 * node_rate / ((grid - 2) * grid * batch)))
         extra = ["--node-rate", repr(node_rate)]
     for _ in range(repeats):
         rep = _jacobi(["--grid", str(grid), "--iterations", str(steps * batch), "--batch",
