@@ -1,8 +1,13 @@
 """Jacobi 2D: strong scaling over place counts and the cost of a shrink and a grow, per grid size.
 
     python -m benchmarks.jacobi_scaling [--grids 1024,2048,4096] [--places 1,2,4]
-                                        [--updates 2e9] [--repeats 3] [--rescale-repeats 2]
-                                        [--label NAME]
+                                        [--updates 2e9 | --iterations K1,K2,...]
+                                        [--repeats 3] [--rescale-repeats 2]
+                                        [--node-rate POINTS_PER_S] [--label NAME]
+
+``--node-rate``: every run on emulated nodes of that speed (docs/guides/jacobi.md,
+"Emulated nodes"); the model file then also gives ``overhead_s`` per place count (the
+process's whole life, timed from here, less the iterations) and the ``node_rate``.
 
 Strong scaling: for each grid size N, ``K = round(updates / (N-2)²)`` iterations (so that every
 grid does about the same work), and each place count P runs
