@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import threading
 import time
@@ -110,10 +111,17 @@ class Block(PlaceLocalObject):
         return self.u[a - self.base:b - self.base].copy()
 
 
-def _step(block: Block, s: int, k: int) -> None:
+def _step(block: Block, s: int, k: int, node_rate: float = 0.0) -> None:
     """At a place: apply the halos of step ``s - 1``, run ``k`` iterations, push the edge rows
     out tagged ``s`` (a fast neighbour's halos of step ``s`` may already be in the inbox: they
-    wait for step ``s + 1``)."""
+    wait for step ``s + 1``).
+
+    ``node_rate`` > 0 (grid points a second): the emulated node speed.  The place computes
+    its rows for real and then waits until the step has lasted at least
+    ``k x rows owned x n / node_rate`` seconds (docs/guides/jacobi.md, "Emulated nodes");
+    the halo rows go out after the wait, so the exchange stays real and comes on top.
+    """
+    t0 = time.perf_counter()
     keep = []
     for t, a, rows in block.inbox:
         if t == s - 1:
@@ -122,6 +130,10 @@ def _step(block: Block, s: int, k: int) -> None:
             keep.append((t, a, rows))
     block.inbox = keep
     block.u, block.v = advance(block.u, block.v, block.base, block.n, block.lo, block.hi, k)
+    if node_rate > 0:
+        left = k * (block.hi - block.lo) * block.n / node_rate - (time.perf_counter() - t0)
+        if left > 0:
+            time.sleep(left)
     d = block.depth
     if block.up is not None:
         async_at(block.up, _take_halo, block, s, block.lo, block.rows(block.lo, block.lo + d))
@@ -242,18 +254,23 @@ class Solver:
     Args:
         n: grid size, ``n >= 3``; iterations: ``>= 0``; batch: the most iterations per step,
             ``>= 1``; pause_s: a sleep between steps at place 0 (seconds, for demonstrations
-            and tests of resizing, so that orders land mid-run; 0: none).
+            and tests of resizing, so that orders land mid-run; 0: none); node_rate: the
+            emulated speed of a node in grid points a second (``> 0``), or 0 for none: each
+            place's step then lasts at least its rows' points x iterations / ``node_rate``
+            seconds (docs/guides/jacobi.md, "Emulated nodes").
 
     Raises:
         ValueError: more places than interior rows (``n - 2``).
     """
 
-    def __init__(self, n: int, iterations: int, batch: int, pause_s: float = 0.0) -> None:
+    def __init__(self, n: int, iterations: int, batch: int, pause_s: float = 0.0,
+                 node_rate: float = 0.0) -> None:
         count = len(places())
         if count > n - 2:
             raise ValueError(f"{count} places for a grid of {n}: at most {n - 2} places "
                              f"(one per interior row)")
         self.n, self.iterations, self.batch, self.pause_s = n, iterations, batch, pause_s
+        self.node_rate = node_rate
         self.done = self.steps = 0
         self.gate = Gate()
         self.orders: list[dict[str, Any]] = []
@@ -316,7 +333,7 @@ class Solver:
                 k = min(self.depth, self.iterations - self.done)
                 with finish():
                     for pid, _, _ in self.active:
-                        async_at(pid, _step, self.block, self.steps, k)
+                        async_at(pid, _step, self.block, self.steps, k, self.node_rate)
                 self.done += k
                 self.steps += 1
             if self.pause_s > 0:
@@ -401,15 +418,20 @@ class JacobiHandler(MalleableHandler):
 # the command line
 
 
-def check_params(grid: int, iterations: int, batch: int) -> str | None:
+def check_params(grid: int, iterations: int, batch: int, node_rate: float = 0.0) -> str | None:
     """An error text for bad parameters, or ``None``: ``grid >= 3``, ``iterations >= 0``,
-    ``batch >= 1``.  (More places than the ``grid - 2`` interior rows is checked at start.)"""
+    ``batch >= 1``, ``node_rate`` 0 (no emulation) or a finite number of points a second
+    ``> 0``.  (More places than the ``grid - 2`` interior rows is checked at start; a grid
+    whose rows do not divide by the places is fine: blocks differ by at most one row.)"""
     if grid < 3:
         return f"--grid {grid}: the grid needs at least 3 x 3 points (one interior point)"
     if iterations < 0:
         return f"--iterations {iterations}: must be 0 or more"
     if batch < 1:
         return f"--batch {batch}: must be 1 or more"
+    if not (node_rate == 0 or (node_rate > 0 and math.isfinite(node_rate))):
+        return (f"--node-rate {node_rate}: must be a finite number of grid points a second "
+                f"> 0 (or 0: no emulated node speed)")
     return None
 
 
@@ -430,6 +452,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
                         help="sleep between steps at place 0 (demonstrations and tests of "
                              "resizing; 0)")
+    parser.add_argument("--node-rate", type=float, default=0.0, metavar="POINTS_PER_S",
+                        help="emulated node speed: each place's step lasts at least its "
+                             "rows' points x iterations / POINTS_PER_S seconds (it computes "
+                             "for real, then waits out the rest); 0: none (0)")
     parser.add_argument("--verify", action="store_true",
                         help="also solve sequentially at place 0 and compare the checksums")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -441,7 +467,8 @@ def _job(params: dict[str, Any]) -> dict[str, Any]:
     start = len(places())
     t0 = time.perf_counter()
     try:
-        solver = Solver(n, iterations, params["batch"], params["pause"])
+        solver = Solver(n, iterations, params["batch"], params["pause"],
+                        params.get("node_rate", 0.0))
     except ValueError as exc:
         return {"error": str(exc)}
     handler = JacobiHandler(solver)
@@ -467,7 +494,8 @@ def _job(params: dict[str, Any]) -> dict[str, Any]:
     updates = (n - 2) ** 2 * iterations
     return {
         "benchmark": "jacobi",
-        "params": {k: params[k] for k in ("grid", "iterations", "batch")},
+        "params": {k: params.get(k, 0.0) for k in ("grid", "iterations", "batch",
+                                                     "node_rate")},
         "result": digest,
         "expected": expected,
         "correct": None if expected is None else digest == expected,
@@ -490,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     found a different grid; 2: bad input)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    problem = check_params(args.grid, args.iterations, args.batch)
+    problem = check_params(args.grid, args.iterations, args.batch, args.node_rate)
     if problem is None and args.places is not None and args.places > args.grid - 2:
         problem = (f"--places {args.places} for a grid of {args.grid}: at most "
                    f"{args.grid - 2} places (one per interior row)")
@@ -499,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     params = {"grid": args.grid, "iterations": args.iterations, "batch": args.batch,
-              "pause": args.pause, "verify": args.verify}
+              "pause": args.pause, "verify": args.verify, "node_rate": args.node_rate}
     report = run(_job, params, places=args.places)
     if "error" in report:
         parser.error(report["error"])

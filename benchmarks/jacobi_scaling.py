@@ -1,8 +1,13 @@
 """Jacobi 2D: strong scaling over place counts and the cost of a shrink and a grow, per grid size.
 
     python -m benchmarks.jacobi_scaling [--grids 1024,2048,4096] [--places 1,2,4]
-                                        [--updates 2e9] [--repeats 3] [--rescale-repeats 2]
-                                        [--label NAME]
+                                        [--updates 2e9 | --iterations K1,K2,...]
+                                        [--repeats 3] [--rescale-repeats 2]
+                                        [--node-rate POINTS_PER_S] [--label NAME]
+
+``--node-rate``: every run on emulated nodes of that speed (docs/guides/jacobi.md,
+"Emulated nodes"); the model file then also gives ``overhead_s`` per place count (the
+process's whole life, timed from here, less the iterations) and the ``node_rate``.
 
 Strong scaling: for each grid size N, ``K = round(updates / (N-2)²)`` iterations (so that every
 grid does about the same work), and each place count P runs
@@ -37,10 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,45 +67,65 @@ def iterations_for(grid: int, updates: int) -> int:
 
 def _jacobi(args: list[str], env: dict[str, str] | None = None,
             timeout: float = 600) -> dict[str, Any]:
+    """Run the benchmark with ``--json``; its report plus ``wall_s``, the process's whole life
+    (interpreter and place start-up included) seen from here."""
     cmd = [sys.executable, "-m", "benchmarks.jacobi", *args, "--json"]
+    t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
+    wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    rep: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    rep["wall_s"] = wall
+    return rep
 
 
-def strong_scaling(grid: int, iterations: int, counts: list[int],
-                   repeats: int) -> dict[str, Any]:
+def strong_scaling(grid: int, iterations: int, counts: list[int], repeats: int,
+                   node_rate: float = 0.0) -> dict[str, Any]:
     """Run every place count ``repeats`` times, interleaved; medians per count.
 
+    ``node_rate`` > 0: emulated nodes of that many grid points a second (``--node-rate``).
+
     Returns:
-        ``{"grid", "iterations", "runs": [{places, seconds, compute_s, result, kernels}],
-        "median_s": {P: compute_s}, "median_total_s": {P: seconds}, "checksums_agree": bool}``.
+        ``{"grid", "iterations", "node_rate", "runs": [{places, seconds, compute_s, wall_s,
+        result, kernels}], "median_s": {P: compute_s}, "median_total_s": {P: seconds},
+        "median_wall_s": {P: wall_s}, "median_overhead_s": {P: median of wall_s -
+        compute_s}, "checksums_agree": bool}`` (seconds).
     """
     runs = []
+    rate = ["--node-rate", repr(node_rate)] if node_rate > 0 else []
     for _ in range(repeats):
         for p in counts:
             rep = _jacobi(["--grid", str(grid), "--iterations", str(iterations),
-                           "--places", str(p)])
+                           "--places", str(p), *rate])
             runs.append({"places": p, "seconds": rep["seconds"],
-                         "compute_s": rep["phases"]["compute_s"], "result": rep["result"],
-                         "kernels": rep["kernels"]})
+                         "compute_s": rep["phases"]["compute_s"], "wall_s": rep["wall_s"],
+                         "result": rep["result"], "kernels": rep["kernels"]})
             print(f"grid {grid} K={iterations} P={p}: {rep['phases']['compute_s']:.3f} s "
-                  f"computing, {rep['seconds']:.3f} s in all", flush=True)
+                  f"computing, {rep['seconds']:.3f} s in all, {rep['wall_s']:.3f} s process",
+                  flush=True)
 
     def med(key: str, p: int) -> float:
         return statistics.median(r[key] for r in runs if r["places"] == p)
 
-    return {"grid": grid, "iterations": iterations, "runs": runs,
+    return {"grid": grid, "iterations": iterations, "node_rate": node_rate, "runs": runs,
             "median_s": {p: med("compute_s", p) for p in counts},
             "median_total_s": {p: med("seconds", p) for p in counts},
+            "median_wall_s": {p: med("wall_s", p) for p in counts},
+            "median_overhead_s": {p: statistics.median(
+                r["wall_s"] - r["compute_s"] for r in runs if r["places"] == p)
+                for p in counts},
             "checksums_agree": len({r["result"] for r in runs}) == 1}
 
 
 def rescale_cost(grid: int, repeats: int, steps: int = 140, pause: float = 0.05,
-                 batch: int = 8) -> dict[str, Any]:
+                 batch: int = 8, node_rate: float = 0.0) -> dict[str, Any]:
     """Grow 2 -> 3 then shrink 3 -> 2 places during a run of ``steps`` steps; ``repeats`` runs.
+
+    ``node_rate`` > 0: emulated nodes (``--node-rate``), without ``pause``; the run then has
+    the iterations (a whole number of steps, at least 4) that last about 15 s on 2 places,
+    so that both orders land mid-run whatever the grid.
 
     Returns:
         ``{"grid", "runs": [orders of each run], "grow_s", "shrink_s"}``: the medians of the
@@ -106,9 +133,13 @@ def rescale_cost(grid: int, repeats: int, steps: int = 140, pause: float = 0.05,
     """
     env = dict(os.environ, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=SCHEDULE)
     runs = []
+    extra = ["--pause", str(pause)]
+    if node_rate > 0:
+        steps = max(4, math.ceil(15.0 * 2 * node_rate / ((grid - 2) * grid * batch)))
+        extra = ["--node-rate", repr(node_rate)]
     for _ in range(repeats):
         rep = _jacobi(["--grid", str(grid), "--iterations", str(steps * batch), "--batch",
-                       str(batch), "--places", "2", "--pause", str(pause)], env=env)
+                       str(batch), "--places", "2", *extra], env=env)
         runs.append(rep["orders"])
         print(f"grid {grid} rescale: " + ", ".join(
             f"{o['kind']} {o.get('resume_s', float('nan')):.3f} s" for o in rep["orders"]),
@@ -128,6 +159,8 @@ def model(scaling: dict[str, Any], rescale: dict[str, Any]) -> dict[str, Any]:
     costs = [c for c in (rescale["grow_s"], rescale["shrink_s"]) if c is not None]
     return {"grid": scaling["grid"], "steps": scaling["iterations"], "nodes": nodes,
             "seconds": [scaling["median_s"][p] for p in nodes],
+            "overhead_s": [scaling["median_overhead_s"][p] for p in nodes],
+            "node_rate": scaling["node_rate"],
             "rescale_s": statistics.mean(costs) if costs else None,
             "grow_s": rescale["grow_s"], "shrink_s": rescale["shrink_s"]}
 
@@ -141,23 +174,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--places", default="1,2,4", help="place counts (1,2,4)")
     parser.add_argument("--updates", type=float_count, default=2 * 10**9,
                         help="point updates per scaling run, sets the iterations (2e9)")
+    parser.add_argument("--iterations", default="",
+                        help="iterations per grid, comma-separated in the order of --grids "
+                             "(replaces --updates)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="scaling repeats (3)")
     parser.add_argument("--rescale-repeats", type=int, default=2,
                         help="rescale runs per grid (2; 0: none)")
+    parser.add_argument("--node-rate", type=float, default=0.0, metavar="POINTS_PER_S",
+                        help="emulated node speed passed to every run (0: none, the real "
+                             "machine; docs/guides/jacobi.md)")
     parser.add_argument("--label", default="", help="suffix of the result files")
     args = parser.parse_args(argv)
     counts = place_counts(parser, args.places, 1)
+    if not (args.node_rate == 0 or (args.node_rate > 0 and args.node_rate < float("inf"))):
+        parser.error(f"--node-rate {args.node_rate}: must be a finite number of grid points "
+                     f"a second > 0 (or 0: none)")
     try:
-        grids = sorted({int(g) for g in args.grids.split(",")})
+        given = [int(g) for g in args.grids.split(",")]
+        grids = sorted(set(given))
     except ValueError:
         parser.error(f"--grids takes integers, got {args.grids!r}")
-    if grids[0] < 6:
-        parser.error(f"--grids {grids[0]}: at least 6 (4 interior rows, for 4 places)")
+    iterations = {g: iterations_for(g, args.updates) for g in grids}
+    if args.iterations:
+        try:
+            ks = [int(k) for k in args.iterations.split(",")]
+        except ValueError:
+            parser.error(f"--iterations takes integers, got {args.iterations!r}")
+        if len(ks) != len(given) or min(ks) < 1:
+            parser.error(f"--iterations {args.iterations}: one count >= 1 per grid of "
+                         f"--grids {args.grids}")
+        iterations = dict(zip(given, ks, strict=True))
+    if grids[0] < counts[-1] + 2:
+        parser.error(f"--grids {grids[0]}: at least {counts[-1] + 2} ({counts[-1]} interior "
+                     f"rows, one per place of --places {counts[-1]})")
     _jacobi(["--grid", "16", "--iterations", "2", "--places", "1"])  # compiles the kernel
     scaling, rescale, models = [], [], []
     for g in grids:
-        s = strong_scaling(g, iterations_for(g, args.updates), counts, args.repeats)
-        r = (rescale_cost(g, args.rescale_repeats) if args.rescale_repeats > 0
+        s = strong_scaling(g, iterations[g], counts, args.repeats,
+                           args.node_rate)
+        r = (rescale_cost(g, args.rescale_repeats, node_rate=args.node_rate)
+             if args.rescale_repeats > 0
              else {"grid": g, "runs": [], "grow_s": None, "shrink_s": None})
         scaling.append(s)
         rescale.append(r)
@@ -166,11 +222,18 @@ def main(argv: list[str] | None = None) -> int:
     note = (f"{cores} cores: runs with more places than cores oversubscribe the machine"
             if cores is not None and counts[-1] > cores else "")
     suffix = f"-{args.label}" if args.label else ""
+    if args.node_rate > 0:
+        note = (f"emulated nodes of {args.node_rate:g} grid points/s: each place computes "
+                f"for real, then waits out the rest of its step; " + note).rstrip("; ")
     p1 = write_result(f"jacobi_scaling{suffix}", {"note": note, "updates": args.updates,
+                                                  "node_rate": args.node_rate,
                                                   "scaling": scaling, "rescale": rescale})
     p2 = write_result(f"jacobi_model{suffix}", {
         "format": "one entry per grid: seconds[i] = median time of `steps` iterations on "
                   "nodes[i] places (piecewise linear in the node count, linear in steps); "
+                  "overhead_s[i] = median of the whole process's time less the iterations' "
+                  "(start-up, set-up, gathering, exit) on nodes[i] places; node_rate = the "
+                  "emulated node speed in grid points/s (0: none); "
                   "grow_s/shrink_s = median time from an order's arrival to the resumed "
                   "iterations; rescale_s = their mean",
         "note": note, "models": models})

@@ -426,6 +426,8 @@ def load_jacobi_model(path: str) -> JacobiModel:
     too: measured on a machine too small to show strong scaling up to 64 nodes, it gives
     the cost of one grid point a step on one place (the median over its grids) and the grow
     and shrink times (means), and :func:`jacobi_placeholder`'s halo term gives the scaling.
+    Entries measured on emulated nodes (a ``node_rate`` > 0, docs/guides/jacobi.md) give no
+    cost per point (their speed was chosen, not measured) and are skipped for it.
 
     Raises:
         OSError: the file cannot be read.
@@ -472,7 +474,7 @@ def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
     try:
         for entry in data["models"]:
             nodes, seconds = list(entry["nodes"]), list(entry["seconds"])
-            if 1 in nodes:
+            if 1 in nodes and not entry.get("node_rate"):  # emulated nodes: not a cost
                 points = float(entry["grid"]) ** 2 * float(entry["steps"])
                 rates.append(float(seconds[nodes.index(1)]) / points)
             if "grow_s" in entry:
@@ -482,7 +484,8 @@ def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: a measurement entry lacks or mangles {exc}") from None
     if not rates:
-        raise ValueError(f"{path}: no measurement on 1 place: cannot derive a cost per point")
+        raise ValueError(f"{path}: no measurement on 1 place without emulated nodes "
+                         f"(node_rate): cannot derive a cost per point")
     rate = statistics.median(rates)
     grow = statistics.fmean(grows) if grows else _RESCALE_S
     shrink = statistics.fmean(shrinks) if shrinks else _RESCALE_S

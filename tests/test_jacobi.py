@@ -71,6 +71,9 @@ def test_check_params_names_the_bad_value():
     assert "--grid 2" in check_params(2, 5, 8)
     assert "--iterations -1" in check_params(10, -1, 8)
     assert "--batch 0" in check_params(10, 5, 0)
+    assert check_params(10, 5, 8, 0.0) is None and check_params(10, 5, 8, 1e6) is None
+    assert "--node-rate -1.0" in check_params(10, 5, 8, -1.0)
+    assert "--node-rate nan" in check_params(10, 5, 8, float("nan"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -180,6 +183,10 @@ def test_socket_communicator_job_shrinks_on_order(tmp_path):
     (["--grid", "2"], "--grid 2: the grid needs at least 3 x 3 points"),
     (["--grid", "10", "--iterations", "-3"], "--iterations -3: must be 0 or more"),
     (["--grid", "6", "--places", "5"], "--places 5 for a grid of 6: at most 4 places"),
+    (["--grid", "10", "--node-rate", "-5"], "--node-rate -5.0: must be a finite number"),
+    (["--grid", "10", "--node-rate", "inf"], "--node-rate inf: must be a finite number"),
+    (["--grid", "10", "--node-rate", "nan"], "--node-rate nan: must be a finite number"),
+    (["--grid", "10", "--node-rate", "fast"], "--node-rate: invalid float value: 'fast'"),
 ])
 def test_bad_input_is_a_clear_error(args, message):
     rc, out, err = _run(args, timeout=30)
@@ -190,6 +197,21 @@ def test_more_mpi_ranks_than_rows_is_a_clear_error():
     rc, out, err = _run(["--grid", "4", "--iterations", "3"], prefix=(MPIEXEC, "-n", "3"),
                         timeout=60)
     assert rc == 2 and "3 places for a grid of 4: at most 2 places" in err
+
+
+def test_emulated_nodes_keep_the_bits_and_pace_the_steps():
+    # 41 x 41 grid on 3 places (13 rows each, rows that do not divide evenly: 39 = 13 x 3):
+    # at 2e5 points/s a place's 45 iterations last at least 45 x 13 x 41 / 2e5 = 0.12 s;
+    # the grid is the one-place grid bit for bit
+    rep = _report(["--grid", str(N), "--iterations", str(K), "--places", "3",
+                   "--node-rate", "2e5"])
+    assert rep["result"] == checksum(solve(N, K))
+    assert rep["params"]["node_rate"] == 2e5
+    assert rep["phases"]["compute_s"] >= K * 13 * N / 2e5
+    # a grid whose interior rows do not divide by the places (39 over 5): blocks of 8 and 7
+    rep = _report(["--grid", str(N), "--iterations", "9", "--places", "5",
+                   "--node-rate", "1e7"])
+    assert rep["result"] == checksum(solve(N, 9))
 
 
 def test_zero_iterations_is_the_initial_grid():
