@@ -48,7 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -210,12 +210,6 @@ def reference_checksums(sizes: dict[str, ScaledJob]) -> dict[str, str]:
     return {label: checksum(solve(j.grid, j.iterations)) for label, j in sizes.items()}
 
 
-def _with_priorities(records: list[Any], entries: list[Any]) -> list[Any]:
-    """The server's records carry no priority: take it from the batch, by job name."""
-    prio = {e.spec.name: e.spec.priority for e in entries}
-    return [replace(r, priority=prio[r.name]) for r in records]
-
-
 def run_real(policy: str, entries: list[Any], *, nodes: int, rescale_gap_s: float,
              keep_free: int, interval_s: float, out: Path, timeout_s: float,
              checksums: dict[str, str], quiet: bool = False) -> dict[str, Any]:
@@ -264,7 +258,7 @@ def run_real(policy: str, entries: list[Any], *, nodes: int, rescale_gap_s: floa
         server.shutdown()
     left = server.leftover_pids()
     status = server.status()
-    records = _with_priorities(server.records(), entries)
+    records = server.records()
     by_name = {e.spec.name: e.spec for e in entries}
     jobs = []
     for info in status["jobs"]:

@@ -368,7 +368,8 @@ class Server:
                     program=j.spec.program, size=j.spec.size, min_nodes=j.spec.lo,
                     max_nodes=j.spec.hi, submit_s=j.submit_s, start_s=j.start_s,
                     end_s=j.end_s, allotment=tuple(j.allotment), shrinks=j.shrinks,
-                    grows=j.grows))
+                    grows=j.grows, required_s=j.spec.required_time_s,
+                    priority=j.spec.priority))
             return out
 
     def result(self) -> SimResult:

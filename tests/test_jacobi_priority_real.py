@@ -95,6 +95,11 @@ def test_small_real_run_checks_every_job_and_simulates_the_same_batch(tmp_path):
         for key in ("total_time_s", "utilisation", "weighted_mean_response_s",
                     "weighted_mean_completion_s"):
             assert real["metrics"][key] >= 0 and row["sim"]["metrics"][key] >= 0
+        # the server's records carry each job's own priority into the weighted metrics
+        jobs = real["jobs"]
+        weighted = sum(j["priority"] * (j["start_s"] - j["submit_s"]) for j in jobs) \
+            / sum(j["priority"] for j in jobs)
+        assert real["metrics"]["weighted_mean_response_s"] == pytest.approx(weighted, abs=0.01)
     rigid = rep["rows"][0]["real"]["jobs"]
     # rigid-min starts every job on its minimum and never resizes it
     assert all(j["places"][0] == j["range"][0] == j["places"][1] for j in rigid)

@@ -496,3 +496,29 @@ def test_on_the_multi_host_cluster(netns_cluster, tmp_path):
             kill_all(pids)
     assert serve.proc.returncode == 0, serve.err_path.read_text()
     assert not any(left.values()), f"processes left on the hosts: {left}"
+
+
+@pytest.mark.timeout(60)
+def test_the_records_of_a_real_run_carry_priority_and_required_time(tmp_path):
+    """The records the server hands to the metrics (``Server.records``) keep each job's
+    priority and required time: the priority-weighted metrics of a real run weigh by them."""
+    from scheduler import make
+    from scheduler.metrics import priority_metrics
+
+    server = Server(LocalNodes(2), make("elastic-priority"), port=0, run_dir=tmp_path / "run",
+                    interval_s=0.5, grace_s=1.0)
+    server.start()
+    try:
+        for name, priority in (("low", 1), ("high", 5)):
+            server.submit(JobSpec(name=name, nodes=2, command=("sleep", "0.5"),
+                                  required_time_s=40, priority=priority))
+        wait_until(server.all_done, 30, "both jobs")
+        records = sorted(server.records(), key=lambda r: r.name)
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
+    assert [(r.name, r.priority, r.required_s) for r in records] == [
+        ("high", 5, 40), ("low", 1, 40)]
+    waits = {r.name: r.start_s - r.submit_s for r in records}
+    assert priority_metrics(records, 2)["weighted_mean_response_s"] == pytest.approx(
+        (waits["low"] + 5 * waits["high"]) / 6)
