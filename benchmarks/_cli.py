@@ -29,8 +29,8 @@ from apgaspy import async_at, finish, places, run
 
 from .kernels._backend import backend, warm_up, warm_up_modules
 
-__all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int", "float_count",
-           "place_counts"]
+__all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int",
+           "non_negative_int", "positive_ms", "percent", "float_count", "place_counts"]
 
 ENVIRONMENT_HELP = (
     "environment: APGAS_KERNELS=auto|numba|numpy chooses the kernels: auto (the default) "
@@ -49,6 +49,39 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer ≥ 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
+    return value
+
+
+def positive_ms(text: str) -> float:
+    """argparse type: a finite duration in ms, > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration in ms, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive duration in ms, got {text!r}")
+    return value
+
+
+def percent(text: str) -> float:
+    """argparse type: a percentage, 0..100."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage 0..100, got {text!r}")
     return value
 
 
