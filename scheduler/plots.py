@@ -1,6 +1,7 @@
 """PNG charts of simulation results, with matplotlib (imported only when a chart is drawn).
 
-* :func:`gantt`: nodes (rows) over time, one colour a job, for one run.
+* :func:`gantt`: nodes (rows) over time, one colour a job, for one run; every resize is
+  marked (a node added: a triangle up at its row, a node given back or taken: down).
 * :func:`usage`: busy nodes over time, one line an algorithm, for one batch.
 * :func:`makespan_vs_share`: mean makespan (and utilisation) against the malleable share.
 * :func:`priority_sweeps`: the priority study's four metrics against the submission gap and
@@ -36,7 +37,12 @@ def _pyplot() -> Any:
 
 
 def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
-    """Draw one run's node occupation: x time (s), y node, a bar per job and node held."""
+    """Draw one run's node occupation: x time (s), y node, a bar per job and node held.
+
+    Every change of a job's nodes after its start is marked at the node concerned: a grow
+    (an order, or an evolving job's request granted) by a green triangle up, a shrink or an
+    evolving job's release by a red triangle down.  Writes ``path`` (PNG); returns it.
+    Raises ``RuntimeError`` without matplotlib."""
     plt = _pyplot()
     nodes = sorted(
         {n for rec in result.records for _, held in rec.allotment for n in held}, key=node_key
@@ -44,6 +50,8 @@ def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
     row = {n: i for i, n in enumerate(nodes)}
     cmap = plt.get_cmap("tab20")
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * len(nodes) + 1.5)))
+    grown: list[tuple[float, int]] = []
+    shrunk: list[tuple[float, int]] = []
     for index, rec in enumerate(result.records):
         colour = cmap(index % 20)
         hatch = "//" if rec.job_class == "malleable" else None
@@ -60,9 +68,22 @@ def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
                 linewidth=0.2,
                 hatch=hatch,
             )
+        for (_, before), (t, after) in zip(rec.allotment, rec.allotment[1:-1], strict=False):
+            for n in set(after) - set(before):
+                grown.append((t, row[n]))
+            for n in set(before) - set(after):
+                shrunk.append((t, row[n]))
         if rec.allotment and rec.allotment[0][1]:
             first = min(rec.allotment[0][1], key=node_key)
             ax.text(rec.start_s + 2, row[first], str(rec.job_id), fontsize=6, va="center")
+    for points, marker, colour, label in ((grown, "^", "green", "node added"),
+                                          (shrunk, "v", "red", "node given back")):
+        if points:
+            ax.scatter([t for t, _ in points], [r for _, r in points], marker=marker,
+                       color=colour, edgecolors="black", linewidths=0.4, s=28, zorder=3,
+                       label=f"{label} ({len(points)})")
+    if grown or shrunk:
+        ax.legend(fontsize=7, loc="upper right")
     ax.set_yticks(range(len(nodes)), nodes, fontsize=6)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("node")
