@@ -171,7 +171,9 @@ def demo_entries(batch: tuple[DemoJob, ...] | None = None) -> list[BatchEntry]:
 
 
 def job_report(info: dict[str, Any]) -> dict[str, Any]:
-    """One job's line of the report: the scheduler's view plus what the job printed."""
+    """One job's line of the report: the scheduler's view plus what the job printed
+    (``job_seconds``: the computation's own time, which ``run_s`` exceeds by the start-up and
+    the shutdown)."""
     printed: dict[str, Any] = {}
     if info.get("stdout"):
         try:
@@ -198,6 +200,7 @@ def job_report(info: dict[str, Any]) -> dict[str, Any]:
         "start_s": info["start_s"],
         "end_s": info["end_s"],
         "run_s": info["run_s"],
+        "job_seconds": printed.get("seconds"),
         "shrinks": info["shrinks"],
         "grows": info["grows"],
         "requests": info.get("requests", 0),

@@ -1,0 +1,175 @@
+"""Evolving jobs for real: an apgaspy evotree job under the real scheduler, and the awkward
+cases of a release (docs/guides/evolving.md, docs/guides/evolving-scheduling.md).
+
+* An evolving evotree job (GLB, the evolving monitor in ``task`` mode) submitted to
+  ``python -m scheduler serve --algorithm evolving-easy`` on logical nodes, real TCP: busy
+  in tree 1 it asks for a node and is grown by a real ``grow`` order once a rigid job frees
+  one; in the sequential branch its idle place is released; it ends with the exact task
+  count.  The scheduler's counters and the job's place lists are checked.
+* A request made while a release is under way, and a release of a place already leaving,
+  are refused with a clear error; the release goes on and completes, nothing is lost.
+* ``demo --evolving``'s batch and the real evaluation's batch are well formed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import psutil
+import pytest
+from conftest import wait_until
+from test_evolving import _Events, _job_env, java  # noqa: F401 - java is a fixture
+from test_scheduler_durable import PY, Serve, job_pids, kill_jobs
+
+from benchmarks import evolving_real
+from scheduler.demo import EVOLVING_DEMO_BATCH, demo_entries, evotree_command
+from scheduler.jobs import JobClass
+
+#: tree 1 and tree 2: 2 × 200 tasks of 10 ms each way (4 s on 2 places); branch 40 tasks, 8 s
+EVOTREE = [PY, *evotree_command(2, 4.0, tasks=200, branch=40).split()[1:]]
+EVOTREE_TASKS = 2 * 200 * 2 + 40
+
+
+@pytest.mark.timeout(150)
+def test_an_evolving_evotree_job_grows_releases_and_counts_exactly(tmp_path):
+    serve = Serve(tmp_path, "--nodes", "2", "--algorithm", "evolving-easy", "--cooldown", "60",
+                  "--env", "APGAS_EVOLVING_MODE=task", "--env", "APGAS_EVOLVING_IDLE_GRACE=1",
+                  "--env", "APGAS_LOG_LEVEL=INFO")
+    try:
+        # a rigid job holds one node for 6 s: the evolving job starts on the other one
+        blocker = serve.ask(op="submit", job={"name": "blocker", "nodes": 1,
+                                              "command": ["sleep", "6"],
+                                              "required_time_s": 30})["jobs"][0]
+        wait_until(lambda: serve.events("start", blocker), 20, "the rigid job's start")
+        evo = serve.ask(op="submit", job={
+            "name": "evotree", "job_class": "evolving", "min_nodes": 1, "max_nodes": 2,
+            "command": [*EVOTREE, "--json"], "required_time_s": 120})["jobs"][0]
+        wait_until(lambda: serve.ask(op="status")["jobs"][1]["state"] in
+                   ("done", "failed", "killed"), 120, "the evotree job's end")
+        st = serve.ask(op="status")
+        job = st["jobs"][1]
+        assert job["state"] == "done", job
+        # one request served when the rigid job ended; one place given back in the branch;
+        # the request sent in the branch (place 0 alone, busy) stays pending: the Java rule's
+        # cool-down (60 s) follows the grant
+        assert (job["requests"], job["requests_served"], job["releases"]) == (2, 1, 1)
+        assert [e["nodes"] for e in serve.events("start", evo)] == [["127.0.1.2"]]
+        assert [e["nodes"] for e in serve.events("evolving_grant", evo)] == [["127.0.1.1"]]
+        assert [e["node"] for e in serve.events("evolving_release", evo)] == ["127.0.1.1"]
+        end = serve.events("end", blocker)[0]["t"]
+        assert serve.events("evolving_grant", evo)[0]["t"] >= end
+        printed = [json.loads(line) for line in
+                   (serve.run_dir / f"job-{evo}.out").read_text().splitlines()
+                   if line.startswith('{"benchmark"')]
+        assert len(printed) == 1
+        report = printed[0]
+        assert (report["result"], report["expected"], report["correct"]) == (
+            EVOTREE_TASKS, EVOTREE_TASKS, True)
+        assert (report["places"], report["places_at_end"]) == (1, 1)
+        assert report["orders"] == [["grow", [1]], ["shrink", [1]]]
+        err = (serve.run_dir / f"job-{evo}.err").read_text()
+        # the branch runs on the place that finished tree 1: the other one is idle
+        assert re.search(r"evolving monitor: release place\(1\) \(place\([01]\) is idle", err)
+        sessions = job_pids(serve.state_dir)
+        assert len(sessions) == 2
+        # no process of either job is left (every process of their sessions has ended; a
+        # zombie not reaped yet by its parent has ended)
+        wait_until(lambda: _alive(sessions) == [], 10, "no process left")
+    finally:
+        sessions = job_pids(serve.state_dir)
+        serve.stop()
+        kill_jobs(sessions)
+
+
+def _alive(sessions: set[int]) -> list[int]:
+    """Pids of the live (not zombie) processes of ``sessions``."""
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) in sessions and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_a_request_during_a_release_and_a_second_release_of_a_leaving_place(
+        java, tmp_path, program_factory):  # noqa: F811 - the fixture
+    """The handler's ``pre_release`` takes 3 s (``SLOW_RELEASE``): while place 1 leaves, a
+    request is refused ("a shrink is under way") and so is a second release of place 1
+    ("already leaving"); the release completes, the scheduler hears one release line, and a
+    request after it is sent and served: the job ends on places 0 and 2."""
+    java.free_nodes.clear()  # the node comes once the request is in
+    env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
+                   APGAS_EVOLVING_STANDBY="3600", APGAS_MAX_HOSTS="2", SLOW_RELEASE="3")
+    prog = program_factory("evolving.py", 1, "spawn", env=env)
+    event = _Events(prog)
+    event("ready")
+    assert java.wait_for("APGAS-Ready") == "APGAS-Ready:127.0.1.1"
+    prog.send("request\n")
+    event("requested")
+    assert java.wait_for("Evolving;Request;1") == "Evolving;Request;1:127.0.1.1"
+    java.free_nodes.append("127.0.1.2")
+    assert java.serve_requests() == [("127.0.1.1", "127.0.1.2")]
+    assert list(event("post_grow")["added"]) == ["1"]
+    prog.send("release_async 1\n")
+    event("pre_release")  # the release is under way (its handler sleeps)
+    prog.send("request\n")
+    assert "a shrink is under way" in event("error")["error"]
+    prog.send("release 1\n")
+    assert "places [1] are already leaving" in event("error")["error"]
+    released = event("released")
+    assert (released["hosts"], released["places"]) == (["127.0.1.2"], [1])
+    assert java.wait_for("Evolving;Release;", skip=("growTimeAPGAS",)) == \
+        "Evolving;Release;127.0.1.2:127.0.1.1"
+    assert java.released == [("127.0.1.1", "127.0.1.2")]
+    prog.send("release 1\n")
+    assert "were already released" in event("error")["error"]
+    prog.send("request\n")  # after the release: sent, and served with the node given back
+    event("requested")
+    assert java.wait_for("Evolving;Request;1", skip=("shrinkTimeAPGAS",)) == \
+        "Evolving;Request;1:127.0.1.1"
+    assert list(event("post_grow")["added"]) == ["2"]
+    prog.send("stop\n")
+    report = event("report")
+    result = prog.finish()
+    assert result.returncode == 0, result.stderr
+    assert report["places"] == [0, 2]
+    assert report["calls"] == [["pre_grow", 1], ["post_grow", 2, [0], [1]],
+                               ["pre_release", [1]], ["post_shrink", 1, [1]],
+                               ["pre_grow", 1], ["post_grow", 2, [0], [2]]]
+
+
+def test_the_evolving_demo_batch_and_the_evaluation_batch():
+    entries = demo_entries(EVOLVING_DEMO_BATCH)
+    classes = {e.spec.job_class for e in entries}
+    assert classes == {JobClass.RIGID, JobClass.MOLDABLE, JobClass.MALLEABLE, JobClass.EVOLVING}
+    assert all(e.spec.command[:3] == ("python", "-m", "benchmarks.evotree")
+               and "--sleep" in e.spec.command and e.spec.command[-1] == "--json"
+               for e in entries)
+    jobs = evolving_real.batch(42, 50, jobs=16, g_s=8, window_s=96, first_at_zero=4)
+    rigid = evolving_real.batch(42, 0, jobs=16, g_s=8, window_s=96, first_at_zero=4)
+    assert [(j.submit_s, j.tree.size) for j in jobs] == [(j.submit_s, j.tree.size)
+                                                          for j in rigid]
+    counts = {c: sum(j.spec.job_class is c for j in jobs) for c in JobClass}
+    assert counts[JobClass.EVOLVING] == 8 and all(counts[c] >= 2 for c in (
+        JobClass.RIGID, JobClass.MOLDABLE, JobClass.MALLEABLE))
+    assert all(j.spec.job_class is JobClass.RIGID for j in rigid)
+    entries = evolving_real.to_entries(jobs)
+    assert [e.submit_s for e in entries] == [j.submit_s for j in jobs]
+    assert all(e.spec.command[e.spec.command.index("-s") + 1] == str(j.tree.size)
+               for e, j in zip(entries, jobs, strict=True))
+    with pytest.raises(ValueError, match="size, g, tasks and branch"):
+        evotree_command(0, 8)
+
+
+def test_real_and_simulated_are_compared_per_metric():
+    real = {"makespan_s": 110.0, "mean_turnaround_s": 40.0, "mean_wait_s": 5.0,
+            "utilisation": 0.8}
+    sim = {"makespan_s": 100.0, "mean_turnaround_s": 50.0, "mean_wait_s": 5.0,
+           "utilisation": 0.5}
+    assert evolving_real.compare(real, sim) == {"makespan_s": 0.1, "mean_turnaround_s": 0.2,
+                                                "mean_wait_s": 0.0, "utilisation": 0.6}
