@@ -21,9 +21,17 @@ node's compute time.  Every job must end with its exact task count.
 
 Beside each real run the same batch runs in the project's evolving simulator
 (:func:`scheduler.evolving.simulate_evolving`) with the run's parameters: the node count,
-the scheduler's period, the cool-down, the monitor's standby, decision interval and idle
-grace.  Nothing is fitted.  The start-up delays and resize costs measured in the real run
-are reported beside it (the simulator has no such costs).
+the scheduler's period, the cool-down, the monitor's standby and decision interval, and two
+costs measured in that real run, nothing fitted:
+
+* the start-up and shutdown of a job: the median over the jobs of the time the scheduler
+  saw the job run minus the time its computation took (``run_s - job_seconds``); in the
+  simulator a sequential phase of that length before tree 1 (:class:`StartedTree`), during
+  which the job holds its nodes and does no work;
+* the time from a place going idle to its node's release: the monitor's idle grace plus the
+  median release time the jobs reported (``shrinkTimeAPGAS``), the simulator's ``idle_s``.
+
+A second simulation without these costs (``simulated_ideal``) shows what they account for.
 
 Metrics (:mod:`scheduler.metrics`, the simulator's definitions): ``makespan_s``,
 ``mean_turnaround_s``, ``mean_wait_s``, ``utilisation``; per job ``requests``,
@@ -42,7 +50,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +59,7 @@ from scheduler.demo import EVOLVING_JOB_ENV, evotree_command, run_batch
 from scheduler.evolving import (
     EVOLVING_RANGES,
     EvolvingJob,
+    EvoTree,
     MonitorConfig,
     evolving_batch,
     simulate_evolving,
@@ -60,13 +69,43 @@ from scheduler.jobs import BatchEntry, JobClass
 from ._cli import non_negative_int, positive_int
 from ._results import RESULTS_DIR, write_result
 
-__all__ = ["METRICS", "batch", "compare", "main", "real_costs", "to_entries"]
+__all__ = ["METRICS", "StartedTree", "batch", "compare", "main", "real_costs", "to_entries",
+           "with_startup"]
 
 METRICS = ("makespan_s", "mean_turnaround_s", "mean_wait_s", "utilisation")
 """The metrics compared, real against simulated."""
 
 TASKS_PER_WORKER = 1000
 BRANCH_TASKS = 200
+
+
+@dataclass(frozen=True)
+class StartedTree(EvoTree):
+    """An :class:`~scheduler.evolving.EvoTree` whose job first starts up for ``startup_s``
+    seconds (>= 0), holding its nodes without working: a sequential phase before tree 1 (the
+    simulator advances every phase but a tree at one second per second, whatever the
+    nodes).  Raises ``ValueError`` for a negative or non-finite ``startup_s``, and as
+    :class:`~scheduler.evolving.EvoTree`."""
+
+    startup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.startup_s < float("inf"):
+            raise ValueError(f"startup_s must be a finite number >= 0, got {self.startup_s}")
+
+    def phases(self) -> list[tuple[str, float]]:
+        """``[("start-up", startup_s)]`` (when > 0) and the evotree's three phases."""
+        head = [("start-up", self.startup_s)] if self.startup_s > 0 else []
+        return head + super().phases()
+
+
+def with_startup(jobs: list[EvolvingJob], startup_s: float) -> list[EvolvingJob]:
+    """The same jobs, each starting up for ``startup_s`` seconds first (:class:`StartedTree`);
+    the required times stay those of the plain jobs."""
+    for job in jobs:
+        job.tree = StartedTree(job.tree.size, job.tree.g_s, startup_s)
+    return jobs
 
 
 def batch(seed: int, share: float, *, jobs: int, g_s: float, window_s: float,
@@ -112,11 +151,14 @@ def to_entries(jobs: list[EvolvingJob]) -> list[BatchEntry]:
     return out
 
 
-def real_costs(events_path: Path) -> dict[str, Any]:
-    """The start-up and resize costs of a real run, from its event log (seconds):
-    ``startup_s`` (start → ``APGAS-Ready``), ``grow_s`` (grow order → done), ``release_s``
-    (the job's ``shrinkTimeAPGAS``: a release's whole duration), each ``{"n", "median",
-    "max"}``."""
+def real_costs(events_path: Path, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The start-up and resize costs of a real run, from its event log and its jobs'
+    reports (:func:`scheduler.demo.job_report`), in seconds, each ``{"n", "median",
+    "max"}``: ``overhead_s`` (the scheduler's run time minus the computation's own time:
+    start-up and shutdown), ``ready_s`` (start → ``APGAS-Ready``), ``grow_s`` (grow order
+    → done), ``release_s`` (the job's ``shrinkTimeAPGAS``: a release's whole duration)."""
+    overheads = [j["run_s"] - j["job_seconds"] for j in jobs
+                 if j.get("run_s") is not None and j.get("job_seconds") is not None]
     starts: list[float] = []
     grows: list[float] = []
     releases: list[float] = []
@@ -133,8 +175,8 @@ def real_costs(events_path: Path) -> dict[str, Any]:
         return {"n": len(xs), "median": round(statistics.median(xs), 3) if xs else None,
                 "max": round(max(xs), 3) if xs else None}
 
-    return {"startup_s": summary(starts), "grow_s": summary(grows),
-            "release_s": summary(releases)}
+    return {"overhead_s": summary(overheads), "ready_s": summary(starts),
+            "grow_s": summary(grows), "release_s": summary(releases)}
 
 
 def compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, float]:
@@ -197,7 +239,6 @@ def main(argv: list[str] | None = None) -> int:
         p.error("need g > 0, 0 <= share <= 100 and --first-at-zero <= --jobs")
     window = args.window if args.window is not None else 12 * args.g
     grace = float(EVOLVING_JOB_ENV["APGAS_EVOLVING_IDLE_GRACE"])
-    monitor = MonitorConfig(standby_s=3.0, decide_s=1.0, idle_s=grace)
     shape = {"jobs": args.jobs, "g_s": args.g, "window_s": window,
              "first_at_zero": args.first_at_zero}
     out = (args.out or Path(tempfile.mkdtemp(prefix="apgaspy-evolving-real-"))).resolve()
@@ -214,9 +255,18 @@ def main(argv: list[str] | None = None) -> int:
         report, result = run_batch(to_entries(jobs), policy, nodes=args.nodes, out=out / name,
                                    cooldown_s=args.cooldown, interval_s=args.interval,
                                    timeout_s=args.timeout, job_env=dict(EVOLVING_JOB_ENV))
-        sim = simulate_evolving(batch(args.seed, share, **shape), policy,
+        costs = real_costs(out / name / "events.jsonl", report["jobs"])
+        startup = costs["overhead_s"]["median"] or 0.0
+        idle = grace + (costs["release_s"]["median"] or 0.0)
+        sim = simulate_evolving(with_startup(batch(args.seed, share, **shape), startup), policy,
                                 total_nodes=args.nodes, interval_s=args.interval,
-                                monitor=monitor, cooldown_s=args.cooldown)
+                                monitor=MonitorConfig(standby_s=3.0, decide_s=1.0, idle_s=idle),
+                                cooldown_s=args.cooldown)
+        ideal = simulate_evolving(batch(args.seed, share, **shape), policy,
+                                  total_nodes=args.nodes, interval_s=args.interval,
+                                  monitor=MonitorConfig(standby_s=3.0, decide_s=1.0,
+                                                        idle_s=grace),
+                                  cooldown_s=args.cooldown)
         real = {k: report[k] for k in (*METRICS, "requests", "requests_served", "releases")}
         sim = {k: round(v, 4) for k, v in sim.items()}
         diff = compare(real, sim)
@@ -225,10 +275,14 @@ def main(argv: list[str] | None = None) -> int:
             "algorithm": name, "policy": policy, "evolving_share": share,
             "real": real, "simulated": sim, "relative_difference": diff,
             "within_20pct": all(v <= 0.2 for v in diff.values()),
+            "simulated_ideal": {k: round(v, 4) for k, v in ideal.items()},
+            "relative_difference_ideal": compare(real, ideal),
+            "sim_startup_s": startup, "sim_idle_s": round(idle, 3),
             "ok": report["ok"], "processes_left": report["processes_left"],
-            "costs": real_costs(out / name / "events.jsonl"),
+            "costs": costs,
             "jobs": [{k: j[k] for k in ("id", "name", "class", "range", "state", "submit_s",
-                                        "start_s", "end_s", "grows", "requests",
+                                        "start_s", "end_s", "run_s", "job_seconds", "grows",
+                                        "requests",
                                         "requests_served", "releases", "places_at_start",
                                         "places_at_end", "result", "correct")}
                      for j in report["jobs"]],
@@ -238,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  real {json.dumps(real)}\n  sim  {json.dumps(sim)}\n  diff {json.dumps(diff)}"
               f"  ok={report['ok']}", file=sys.stderr, flush=True)
     plots: list[str] = []
+    args.results.mkdir(parents=True, exist_ok=True)
     try:
         from scheduler import plots as charts
 
@@ -254,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no charts: {exc}", file=sys.stderr)
     config = {"nodes": args.nodes, "seed": args.seed, "evolving_share": args.share,
               **shape, "cooldown_s": args.cooldown, "interval_s": args.interval,
-              "monitor": {"standby_s": monitor.standby_s, "decide_s": monitor.decide_s,
-                          "idle_s": monitor.idle_s, "mode": "task"},
+              "monitor": {"standby_s": 3.0, "decide_s": 1.0, "idle_grace_s": grace,
+                          "mode": "task"},
               "job_command": evotree_command(1, args.g, tasks=TASKS_PER_WORKER,
                                              branch=BRANCH_TASKS).replace("-s 1", "-s SIZE")}
     path = write_result(args.name, {"config": config, "rows": rows,

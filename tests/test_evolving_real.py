@@ -173,3 +173,21 @@ def test_real_and_simulated_are_compared_per_metric():
            "utilisation": 0.5}
     assert evolving_real.compare(real, sim) == {"makespan_s": 0.1, "mean_turnaround_s": 0.2,
                                                 "mean_wait_s": 0.0, "utilisation": 0.6}
+
+
+def test_a_start_up_phase_in_the_simulator():
+    """A rigid evotree job with a 2 s start-up runs 2 s longer in the simulator (4 g + 2),
+    holding its nodes throughout."""
+    from scheduler.evolving import MonitorConfig, simulate_evolving
+
+    plain = evolving_real.batch(1, 0, jobs=1, g_s=4, window_s=10, first_at_zero=1)
+    size = plain[0].tree.size
+    base = simulate_evolving(plain, "easy", total_nodes=8, monitor=MonitorConfig())
+    started = evolving_real.with_startup(
+        evolving_real.batch(1, 0, jobs=1, g_s=4, window_s=10, first_at_zero=1), 2.0)
+    assert started[0].tree.phases()[0] == ("start-up", 2.0)
+    late = simulate_evolving(started, "easy", total_nodes=8, monitor=MonitorConfig())
+    assert (base["makespan_s"], late["makespan_s"]) == (16.0, 18.0)
+    assert late["utilisation"] == pytest.approx(size / 8)
+    with pytest.raises(ValueError, match="startup_s"):
+        evolving_real.StartedTree(1, 4.0, -1.0)
