@@ -41,48 +41,38 @@ ENVIRONMENT_HELP = (
 """The ``--help`` epilog of the benchmarks: the kernel backend's settings."""
 
 
+def _number(text: str, convert: Callable[[str], Any], ok: Callable[[Any], bool],
+            expected: str) -> Any:
+    """``convert(text)`` when it succeeds and passes ``ok``, else argparse's usage error
+    ``expected <expected>, got '<text>'``."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return int(_number(text, int, lambda v: v >= 1, "a positive integer"))
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer ≥ 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
-    return value
+    return int(_number(text, int, lambda v: v >= 0, "an integer ≥ 0"))
 
 
 def positive_ms(text: str) -> float:
     """argparse type: a finite duration in ms, > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a duration in ms, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive duration in ms, got {text!r}")
-    return value
+    return float(_number(text, float, lambda v: 0 < v < float("inf"),
+                         "a positive duration in ms"))
 
 
 def percent(text: str) -> float:
     """argparse type: a percentage, 0..100."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage 0..100, got {text!r}")
-    return value
+    return float(_number(text, float, lambda v: 0 <= v <= 100, "a percentage 0..100"))
 
 
 def float_count(text: str) -> int:

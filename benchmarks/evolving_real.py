@@ -54,6 +54,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from scheduler._argtypes import positive_seconds, seconds
 from scheduler.algorithms import EVOLVING_ALGORITHMS
 from scheduler.demo import EVOLVING_JOB_ENV, evotree_command, run_batch
 from scheduler.evolving import (
@@ -66,7 +67,7 @@ from scheduler.evolving import (
 )
 from scheduler.jobs import BatchEntry, JobClass
 
-from ._cli import non_negative_int, positive_int
+from ._cli import non_negative_int, percent, positive_int
 from ._results import RESULTS_DIR, write_result
 
 __all__ = ["METRICS", "StartedTree", "batch", "compare", "main", "real_costs", "to_entries",
@@ -193,23 +194,23 @@ def _parser() -> argparse.ArgumentParser:
                     "evolving simulator's run of the same batch.")
     p.add_argument("--nodes", type=positive_int, default=10, help="logical nodes (10)")
     p.add_argument("--jobs", type=positive_int, default=16, help="jobs in the batch (16)")
-    p.add_argument("-g", type=float, default=8.0, dest="g",
+    p.add_argument("-g", type=positive_seconds, default=8.0, dest="g",
                    help="seconds of one tree on the job's size (8; the Java set-up: 50)")
-    p.add_argument("--share", type=float, default=50.0, help="evolving jobs in %% (50)")
+    p.add_argument("--share", type=percent, default=50.0, help="evolving jobs in %% (50)")
     p.add_argument("--first-at-zero", type=non_negative_int, default=4,
                    help="jobs submitted at 0 (4)")
-    p.add_argument("--window", type=float, default=None,
+    p.add_argument("--window", type=seconds, default=None,
                    help="seconds over which the others are submitted (default 12 g: the Java "
                         "set-up's 600 s for g = 50 s)")
     p.add_argument("--seed", type=int, default=42, help="the batch's seed (42)")
     p.add_argument("--algorithms", default="all-rigid,evolving-easy,evolving-smallest",
                    help="comma-separated: all-rigid and evolving policies "
                         "(default all-rigid,evolving-easy,evolving-smallest)")
-    p.add_argument("--cooldown", type=float, default=10.0,
+    p.add_argument("--cooldown", type=seconds, default=10.0,
                    help="evolving-easy's cool-down in s (10: Java's 60 s scaled with g)")
-    p.add_argument("--interval", type=float, default=1.0,
+    p.add_argument("--interval", type=positive_seconds, default=1.0,
                    help="the scheduler's period in s, real and simulated (1)")
-    p.add_argument("--timeout", type=float, default=600.0,
+    p.add_argument("--timeout", type=positive_seconds, default=600.0,
                    help="end a policy's run after this many seconds (600)")
     p.add_argument("--name", default="evolving_real",
                    help="result name: benchmarks/results/<name>.json and the PNGs")
@@ -235,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not algorithms:
         p.error(f"--algorithms: unknown {bad}; known: all-rigid, "
                 f"{', '.join(EVOLVING_ALGORITHMS)}")
-    if not args.g > 0 or not 0 <= args.share <= 100 or args.first_at_zero > args.jobs:
-        p.error("need g > 0, 0 <= share <= 100 and --first-at-zero <= --jobs")
+    if args.first_at_zero > args.jobs:
+        p.error(f"--first-at-zero ({args.first_at_zero}) exceeds --jobs ({args.jobs})")
     window = args.window if args.window is not None else 12 * args.g
     grace = float(EVOLVING_JOB_ENV["APGAS_EVOLVING_IDLE_GRACE"])
     shape = {"jobs": args.jobs, "g_s": args.g, "window_s": window,

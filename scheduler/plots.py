@@ -20,7 +20,7 @@ from typing import Any
 from .algorithms.base import node_key
 from .simulate import SimResult
 
-__all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "usage"]
+__all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "resize_marks", "usage"]
 
 
 def _pyplot() -> Any:
@@ -34,6 +34,24 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def resize_marks(result: SimResult) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """The resizes of a run, as :func:`gantt` marks them: ``(added, removed)``, each a list
+    of ``(time_s, node)`` sorted by time then node: a node a job gained after its start (a
+    grow order, an evolving request granted), or lost before its end (a shrink order, an
+    evolving job's release)."""
+    added: list[tuple[float, str]] = []
+    removed: list[tuple[float, str]] = []
+    for rec in result.records:
+        for (_, before), (t, after) in zip(rec.allotment, rec.allotment[1:-1], strict=False):
+            added += [(t, n) for n in set(after) - set(before)]
+            removed += [(t, n) for n in set(before) - set(after)]
+
+    def order(marks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        return sorted(marks, key=lambda m: (m[0], node_key(m[1])))
+
+    return order(added), order(removed)
 
 
 def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
@@ -50,8 +68,9 @@ def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
     row = {n: i for i, n in enumerate(nodes)}
     cmap = plt.get_cmap("tab20")
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * len(nodes) + 1.5)))
-    grown: list[tuple[float, int]] = []
-    shrunk: list[tuple[float, int]] = []
+    added, removed = resize_marks(result)
+    grown = [(t, row[n]) for t, n in added]
+    shrunk = [(t, row[n]) for t, n in removed]
     for index, rec in enumerate(result.records):
         colour = cmap(index % 20)
         hatch = "//" if rec.job_class == "malleable" else None
@@ -68,11 +87,6 @@ def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
                 linewidth=0.2,
                 hatch=hatch,
             )
-        for (_, before), (t, after) in zip(rec.allotment, rec.allotment[1:-1], strict=False):
-            for n in set(after) - set(before):
-                grown.append((t, row[n]))
-            for n in set(before) - set(after):
-                shrunk.append((t, row[n]))
         if rec.allotment and rec.allotment[0][1]:
             first = min(rec.allotment[0][1], key=node_key)
             ax.text(rec.start_s + 2, row[first], str(rec.job_id), fontsize=6, va="center")

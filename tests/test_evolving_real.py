@@ -191,3 +191,22 @@ def test_a_start_up_phase_in_the_simulator():
     assert late["utilisation"] == pytest.approx(size / 8)
     with pytest.raises(ValueError, match="startup_s"):
         evolving_real.StartedTree(1, 4.0, -1.0)
+
+
+def test_the_gantt_chart_marks_every_grant_and_release(tmp_path):
+    """An evolving job's record: started on n1, granted n2 then n3, gave n2 back, ended; a
+    rigid job beside it: two marks up, one down, none for the rigid job."""
+    from scheduler.plots import gantt, resize_marks
+    from scheduler.simulate import JobRecord, result_from_records
+
+    evo = JobRecord(job_id=1, name="evo", job_class="evolving", program="evotree", size=2,
+                    min_nodes=1, max_nodes=3, submit_s=0.0, start_s=0.0, end_s=10.0,
+                    allotment=((0.0, ("n1",)), (2.0, ("n1", "n2")), (3.0, ("n1", "n2", "n3")),
+                               (6.0, ("n1", "n3")), (10.0, ())), shrinks=0, grows=2)
+    rigid = JobRecord(job_id=2, name="r", job_class="rigid", program="evotree", size=1,
+                      min_nodes=1, max_nodes=1, submit_s=0.0, start_s=6.0, end_s=9.0,
+                      allotment=((6.0, ("n2",)), (9.0, ())), shrinks=0, grows=0)
+    result = result_from_records([evo, rigid], algorithm="evolving-smallest", total_nodes=3)
+    assert resize_marks(result) == ([(2.0, "n2"), (3.0, "n3")], [(6.0, "n2")])
+    path = gantt(result, tmp_path / "gantt.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
