@@ -31,7 +31,12 @@ costs measured in that real run, nothing fitted:
 * the time from a place going idle to its node's release: the monitor's idle grace plus the
   median release time the jobs reported (``shrinkTimeAPGAS``), the simulator's ``idle_s``.
 
-A second simulation without these costs (``simulated_ideal``) shows what they account for.
+And the simulated monitor follows the real one's rule in the sequential branch
+(:class:`MonitoredJob`): with one worker a place, the branch keeps its one place at 100 %,
+so a job down to one place asks for a node, which idles and is given back after the grace,
+and so on while the branch lasts (the project's simulator assumes the ideal monitor, which
+asks for nothing in the branch).  A second simulation with neither the costs nor this rule
+(``simulated_ideal``, the simulator as it is) shows what they account for.
 
 Metrics (:mod:`scheduler.metrics`, the simulator's definitions): ``makespan_s``,
 ``mean_turnaround_s``, ``mean_wait_s``, ``utilisation``; per job ``requests``,
@@ -70,8 +75,8 @@ from scheduler.jobs import BatchEntry, JobClass
 from ._cli import non_negative_int, percent, positive_int
 from ._results import RESULTS_DIR, write_result
 
-__all__ = ["METRICS", "StartedTree", "batch", "compare", "main", "real_costs", "to_entries",
-           "with_startup"]
+__all__ = ["METRICS", "MonitoredJob", "StartedTree", "as_monitored", "batch", "compare", "main",
+           "real_costs", "summarise", "to_entries", "with_startup"]
 
 METRICS = ("makespan_s", "mean_turnaround_s", "mean_wait_s", "utilisation")
 """The metrics compared, real against simulated."""
@@ -99,6 +104,26 @@ class StartedTree(EvoTree):
         """``[("start-up", startup_s)]`` (when > 0) and the evotree's three phases."""
         head = [("start-up", self.startup_s)] if self.startup_s > 0 else []
         return head + super().phases()
+
+
+class MonitoredJob(EvolvingJob):
+    """An :class:`~scheduler.evolving.EvolvingJob` whose demand in the sequential branch is
+    what apgaspy's evolving monitor in ``task`` mode makes of it with one worker a place
+    (docs/guides/evolving.md): on one place the branch reads 100 %, above the 90 % threshold,
+    so the job asks for a second node (demand 2); on more places the average is at most
+    50 % and the idle ones are given back (demand 1).  Elsewhere as the base class."""
+
+    def demand(self) -> int:
+        """Nodes the job's monitor asks for now (within its range)."""
+        if self.tree.phases()[self.phase][0] == "branch":
+            want = 2 if len(self.nodes) == 1 else 1
+            return max(self.spec.lo, min(self.spec.hi, want))
+        return super().demand()
+
+
+def as_monitored(jobs: list[EvolvingJob]) -> list[EvolvingJob]:
+    """The same jobs as :class:`MonitoredJob` objects (fresh; the originals are untouched)."""
+    return [MonitoredJob(j.job_id, j.spec, j.tree, j.submit_s) for j in jobs]
 
 
 def with_startup(jobs: list[EvolvingJob], startup_s: float) -> list[EvolvingJob]:
@@ -186,6 +211,25 @@ def compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, float]:
             for k in METRICS}
 
 
+def summarise(rows: list[dict[str, Any]], algorithms: list[str]) -> list[dict[str, Any]]:
+    """Per algorithm, the means over its rows (one a seed) of the real and the simulated
+    values, the relative difference of the means (:func:`compare`), ``within_20pct``, and
+    the largest per-seed difference of each metric."""
+    out = []
+    for name in algorithms:
+        mine = [r for r in rows if r["algorithm"] == name]
+        keys = (*METRICS, "requests", "requests_served", "releases")
+        real = {k: round(statistics.fmean(r["real"][k] for r in mine), 4) for k in keys}
+        sim = {k: round(statistics.fmean(r["simulated"][k] for r in mine), 4) for k in keys}
+        diff = compare(real, sim)
+        out.append({"algorithm": name, "seeds": [r["seed"] for r in mine], "real": real,
+                    "simulated": sim, "relative_difference": diff,
+                    "within_20pct": all(v <= 0.2 for v in diff.values()),
+                    "largest_seed_difference": {
+                        k: max(r["relative_difference"][k] for r in mine) for k in METRICS}})
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.evolving_real",
@@ -202,7 +246,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=seconds, default=None,
                    help="seconds over which the others are submitted (default 12 g: the Java "
                         "set-up's 600 s for g = 50 s)")
-    p.add_argument("--seed", type=int, default=42, help="the batch's seed (42)")
+    p.add_argument("--seeds", default="42",
+                   help="comma-separated batch seeds: each batch runs under every policy, "
+                        "and the summary gives the means over the batches (42)")
     p.add_argument("--algorithms", default="all-rigid,evolving-easy,evolving-smallest",
                    help="comma-separated: all-rigid and evolving policies "
                         "(default all-rigid,evolving-easy,evolving-smallest)")
@@ -220,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="directory of the runs' logs and job output (default: a new "
                         "temporary directory)")
     p.add_argument("--quick", action="store_true",
-                   help="a small try: 4 nodes, 5 jobs, g = 4 s")
+                   help="a small try: 8 nodes, 5 jobs, g = 4 s")
     return p
 
 
@@ -230,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
     if args.quick:
-        args.nodes, args.jobs, args.g, args.first_at_zero = 4, 5, 4.0, 2
+        args.nodes, args.jobs, args.g, args.first_at_zero = 8, 5, 4.0, 2
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     bad = [a for a in algorithms if a != "all-rigid" and a not in EVOLVING_ALGORITHMS]
     if bad or not algorithms:
@@ -238,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(EVOLVING_ALGORITHMS)}")
     if args.first_at_zero > args.jobs:
         p.error(f"--first-at-zero ({args.first_at_zero}) exceeds --jobs ({args.jobs})")
+    try:
+        seeds = list(dict.fromkeys(int(x) for x in args.seeds.split(",")))
+    except ValueError:
+        p.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     window = args.window if args.window is not None else 12 * args.g
     grace = float(EVOLVING_JOB_ENV["APGAS_EVOLVING_IDLE_GRACE"])
     shape = {"jobs": args.jobs, "g_s": args.g, "window_s": window,
@@ -246,24 +296,27 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     results: dict[str, Any] = {}
     ok = True
-    for name in algorithms:
+    for seed, name in [(seed, name) for seed in seeds for name in algorithms]:
         share = 0.0 if name == "all-rigid" else args.share
         policy = "easy" if name == "all-rigid" else name
-        jobs = batch(args.seed, share, **shape)
-        print(f"{name}: {len(jobs)} jobs on {args.nodes} logical nodes, for real ...",
+        jobs = batch(seed, share, **shape)
+        print(f"{name}, seed {seed}: {len(jobs)} jobs on {args.nodes} logical nodes, for "
+              "real ...",
               file=sys.stderr, flush=True)
         t0 = time.monotonic()
-        report, result = run_batch(to_entries(jobs), policy, nodes=args.nodes, out=out / name,
+        run_dir = out / f"seed{seed}" / name
+        report, result = run_batch(to_entries(jobs), policy, nodes=args.nodes, out=run_dir,
                                    cooldown_s=args.cooldown, interval_s=args.interval,
                                    timeout_s=args.timeout, job_env=dict(EVOLVING_JOB_ENV))
-        costs = real_costs(out / name / "events.jsonl", report["jobs"])
+        costs = real_costs(run_dir / "events.jsonl", report["jobs"])
         startup = costs["overhead_s"]["median"] or 0.0
         idle = grace + (costs["release_s"]["median"] or 0.0)
-        sim = simulate_evolving(with_startup(batch(args.seed, share, **shape), startup), policy,
+        sim = simulate_evolving(as_monitored(with_startup(batch(seed, share, **shape),
+                                                          startup)), policy,
                                 total_nodes=args.nodes, interval_s=args.interval,
                                 monitor=MonitorConfig(standby_s=3.0, decide_s=1.0, idle_s=idle),
                                 cooldown_s=args.cooldown)
-        ideal = simulate_evolving(batch(args.seed, share, **shape), policy,
+        ideal = simulate_evolving(batch(seed, share, **shape), policy,
                                   total_nodes=args.nodes, interval_s=args.interval,
                                   monitor=MonitorConfig(standby_s=3.0, decide_s=1.0,
                                                         idle_s=grace),
@@ -273,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         diff = compare(real, sim)
         ok = ok and report["ok"]
         rows.append({
-            "algorithm": name, "policy": policy, "evolving_share": share,
+            "seed": seed, "algorithm": name, "policy": policy, "evolving_share": share,
             "real": real, "simulated": sim, "relative_difference": diff,
             "within_20pct": all(v <= 0.2 for v in diff.values()),
             "simulated_ideal": {k: round(v, 4) for k, v in ideal.items()},
@@ -289,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                      for j in report["jobs"]],
             "elapsed_s": round(time.monotonic() - t0, 1),
         })
-        results[name] = result
+        if seed == seeds[0]:
+            results[name] = result
         print(f"  real {json.dumps(real)}\n  sim  {json.dumps(sim)}\n  diff {json.dumps(diff)}"
               f"  ok={report['ok']}", file=sys.stderr, flush=True)
     plots: list[str] = []
@@ -300,26 +354,28 @@ def main(argv: list[str] | None = None) -> int:
         last = algorithms[-1]
         plots.append(str(charts.gantt(
             results[last], args.results / f"{args.name}-gantt.png",
-            title=f"real run, {args.nodes} logical nodes, {last}: makespan "
+            title=f"real run, seed {seeds[0]}, {args.nodes} logical nodes, {last}: makespan "
                   f"{results[last].makespan_s:.0f} s")))
         plots.append(str(charts.usage({f"{k} (real)": v for k, v in results.items()},
                                       args.results / f"{args.name}-utilisation.png",
                                       total_nodes=args.nodes,
-                                      title="busy nodes over time, real runs of one batch")))
+                                      title=f"busy nodes over time, real runs of the batch of "
+                                            f"seed {seeds[0]}")))
     except RuntimeError as exc:
         print(f"no charts: {exc}", file=sys.stderr)
-    config = {"nodes": args.nodes, "seed": args.seed, "evolving_share": args.share,
+    summary = summarise(rows, algorithms)
+    config = {"nodes": args.nodes, "seeds": seeds, "evolving_share": args.share,
               **shape, "cooldown_s": args.cooldown, "interval_s": args.interval,
               "monitor": {"standby_s": 3.0, "decide_s": 1.0, "idle_grace_s": grace,
                           "mode": "task"},
               "job_command": evotree_command(1, args.g, tasks=TASKS_PER_WORKER,
                                              branch=BRANCH_TASKS).replace("-s 1", "-s SIZE")}
-    path = write_result(args.name, {"config": config, "rows": rows,
+    path = write_result(args.name, {"config": config, "summary": summary, "rows": rows,
                                     "plots": [Path(x).name for x in plots],
                                     "runs_dir": str(out)}, args.results)
     print(f"{'algorithm':<18}" + "".join(f"{m:>22}" for m in METRICS) + "  requests/served/"
-          "releases (real | sim)")
-    for r in rows:
+          f"releases (real | sim); means over seeds {seeds}")
+    for r in summary:
         cells = "".join(f"{r['real'][m]:>9.3g} | {r['simulated'][m]:<9.3g} " for m in METRICS)
         print(f"{r['algorithm']:<18}{cells} {r['real']['requests']}/"
               f"{r['real']['requests_served']}/{r['real']['releases']} | "
