@@ -30,7 +30,8 @@ from apgaspy import async_at, finish, places, run
 from .kernels._backend import backend, warm_up, warm_up_modules
 
 __all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int",
-           "non_negative_int", "positive_ms", "percent", "float_count", "place_counts"]
+           "non_negative_int", "positive_ms", "percent", "seconds", "positive_seconds",
+           "float_count", "place_counts"]
 
 ENVIRONMENT_HELP = (
     "environment: APGAS_KERNELS=auto|numba|numpy chooses the kernels: auto (the default) "
@@ -68,6 +69,16 @@ def positive_ms(text: str) -> float:
     """argparse type: a finite duration in ms, > 0."""
     return float(_number(text, float, lambda v: 0 < v < float("inf"),
                          "a positive duration in ms"))
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite duration in seconds, ≥ 0."""
+    return float(_number(text, float, lambda v: 0 <= v < float("inf"), "seconds ≥ 0"))
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite duration in seconds, > 0."""
+    return float(_number(text, float, lambda v: 0 < v < float("inf"), "seconds > 0"))
 
 
 def percent(text: str) -> float:

@@ -59,7 +59,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from scheduler._argtypes import positive_seconds, seconds
 from scheduler.algorithms import EVOLVING_ALGORITHMS
 from scheduler.demo import EVOLVING_JOB_ENV, evotree_command, run_batch
 from scheduler.evolving import (
@@ -72,7 +71,7 @@ from scheduler.evolving import (
 )
 from scheduler.jobs import BatchEntry, JobClass
 
-from ._cli import non_negative_int, percent, positive_int
+from ._cli import non_negative_int, percent, positive_int, positive_seconds, seconds
 from ._results import RESULTS_DIR, write_result
 
 __all__ = ["METRICS", "MonitoredJob", "StartedTree", "as_monitored", "batch", "compare", "main",
