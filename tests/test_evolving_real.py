@@ -247,3 +247,28 @@ def test_the_summary_averages_over_the_seeds():
     assert s["seeds"] == [1, 2] and s["real"]["makespan_s"] == 100.0
     assert s["relative_difference"]["makespan_s"] == 0.0 and s["within_20pct"] is True
     assert s["largest_seed_difference"]["makespan_s"] == 0.2
+
+
+@pytest.mark.timeout(120)
+def test_run_batch_reports_each_job_and_the_counters(tmp_path):
+    """``demo``'s runner on 2 logical nodes: an evolving evotree job and a rigid one, under
+    evolving-smallest; the report has every job done with its exact count, the evolving
+    counters per job and in sum, the metrics, and no process left."""
+    import dataclasses
+    import sys
+
+    from scheduler.demo import DemoJob, run_batch
+
+    batch = (DemoJob(0, "evo", evotree_command(1, 2.0, tasks=50, branch=10), "evolving", 1, 2),
+             DemoJob(0, "rigid", evotree_command(1, 2.0, tasks=50, branch=10), "rigid", 1, 1))
+    entries = [dataclasses.replace(e, spec=dataclasses.replace(
+        e.spec, command=(sys.executable, *e.spec.command[1:]))) for e in demo_entries(batch)]
+    report, result = run_batch(entries, "evolving-smallest", nodes=2, out=tmp_path,
+                               interval_s=1.0, timeout_s=90)
+    assert report["ok"] is True and report["processes_left"] == []
+    assert [(j["name"], j["state"], j["result"], j["correct"]) for j in report["jobs"]] == [
+        ("evo", "done", 2 * 50 + 10, True), ("rigid", "done", 2 * 50 + 10, True)]
+    for key in ("requests", "requests_served", "releases"):
+        assert report[key] == sum(j[key] for j in report["jobs"])
+    assert report["jobs"][1]["requests"] == 0
+    assert report["makespan_s"] == round(result.makespan_s, 3) > 4.0
