@@ -29,8 +29,9 @@ from apgaspy import async_at, finish, places, run
 
 from .kernels._backend import backend, warm_up, warm_up_modules
 
-__all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int", "float_count",
-           "place_counts"]
+__all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int",
+           "non_negative_int", "positive_ms", "percent", "seconds", "positive_seconds",
+           "float_count", "place_counts"]
 
 ENVIRONMENT_HELP = (
     "environment: APGAS_KERNELS=auto|numba|numpy chooses the kernels: auto (the default) "
@@ -41,15 +42,48 @@ ENVIRONMENT_HELP = (
 """The ``--help`` epilog of the benchmarks: the kernel backend's settings."""
 
 
+def _number(text: str, convert: Callable[[str], Any], ok: Callable[[Any], bool],
+            expected: str) -> Any:
+    """``convert(text)`` when it succeeds and passes ``ok``, else argparse's usage error
+    ``expected <expected>, got '<text>'``."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return int(_number(text, int, lambda v: v >= 1, "a positive integer"))
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer ≥ 0."""
+    return int(_number(text, int, lambda v: v >= 0, "an integer ≥ 0"))
+
+
+def positive_ms(text: str) -> float:
+    """argparse type: a finite duration in ms, > 0."""
+    return float(_number(text, float, lambda v: 0 < v < float("inf"),
+                         "a positive duration in ms"))
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite duration in seconds, ≥ 0."""
+    return float(_number(text, float, lambda v: 0 <= v < float("inf"), "seconds ≥ 0"))
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite duration in seconds, > 0."""
+    return float(_number(text, float, lambda v: 0 < v < float("inf"), "seconds > 0"))
+
+
+def percent(text: str) -> float:
+    """argparse type: a percentage, 0..100."""
+    return float(_number(text, float, lambda v: 0 <= v <= 100, "a percentage 0..100"))
 
 
 def float_count(text: str) -> int:

@@ -24,7 +24,7 @@ from apgaspy import places, run
 from glb import compute_dynamic, compute_static
 
 from . import _cli
-from ._cli import Benchmark, Outcome, positive_int
+from ._cli import Benchmark, Outcome, non_negative_int, percent, positive_int, positive_ms
 from .kernels.synthetic import (
     SynthBag,
     SynthParams,
@@ -37,54 +37,28 @@ from .kernels.synthetic import (
 _LAST: dict[str, Any] = {}
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
-    return value
-
-
-def _ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a duration in ms, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive duration in ms, got {text!r}")
-    return value
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage 0..100, got {text!r}")
-    return value
-
-
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-g", type=_ms, default=50000.0, dest="g",
+    parser.add_argument("-g", type=positive_ms, default=50000.0, dest="g",
                         help="ms of CPU time per worker in one tree (50000)")
     parser.add_argument("-t", type=positive_int, default=1_000_000, dest="t",
                         help="tasks per worker in one tree (1000000)")
-    parser.add_argument("-u", type=_percent, default=20.0, dest="u",
+    parser.add_argument("-u", type=percent, default=20.0, dest="u",
                         help="task duration variance in %% (20)")
     parser.add_argument("-s", type=positive_int, default=None, dest="s",
                         help="places (workers) the trees are sized for (default: the places "
                              "at the start)")
-    parser.add_argument("-b", type=_non_negative, default=0, dest="b",
+    parser.add_argument("-b", type=non_negative_int, default=0, dest="b",
                         help="ballast bytes per pending task range, carried by stolen work (0)")
     parser.add_argument("--branch", type=positive_int, default=5000,
                         help="tasks of the sequential branch between the trees (5000)")
     parser.add_argument("--mode", choices=("evotree", "tree"), default="evotree",
                         help="evotree: tree, branch, tree; tree: one tree (evotree)")
-    parser.add_argument("--seed", type=_non_negative, default=0,
+    parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="seeds the task durations, never the counts (0)")
+    parser.add_argument("--sleep", action="store_true",
+                        help="tasks wait out their durations (time.sleep) instead of burning "
+                             "the CPU: emulates nodes' compute time when many places share a "
+                             "few cores (the count and the phases are unchanged)")
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--dynamic", dest="static", action="store_false", default=False,
                       help="tree 1 starts at place 0 and spreads by stealing (default)")
@@ -95,7 +69,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def _params(args: argparse.Namespace) -> dict[str, Any]:
     return {"g": args.g, "t": args.t, "u": args.u, "s": args.s, "b": args.b,
             "branch": args.branch, "mode": args.mode, "seed": args.seed,
-            "static": args.static, "resilient": bool(args.resilient)}
+            "static": args.static, "sleep": bool(args.sleep),
+            "resilient": bool(args.resilient)}
 
 
 def _validate(p: dict[str, Any]) -> str | None:
@@ -109,7 +84,7 @@ def synth_params(p: dict[str, Any], start_places: int) -> SynthParams:
     """The :class:`SynthParams` of the command line's parameters (``-s`` defaults to the
     places at the start).  Raises ``ValueError`` on a bad value."""
     sp = SynthParams(p["g"], p["t"], p["u"], p["s"] or start_places, p["branch"], p["mode"],
-                     p["b"], p["seed"])
+                     p["b"], p["seed"], p.get("sleep", False))
     sp.check()
     return sp
 

@@ -260,7 +260,8 @@ def history_rows(state_dir: str | Path, *, ended_only: bool = True) -> list[dict
     """The jobs of the journal in ``state_dir`` as dicts: ``id``, ``name``, ``state``,
     ``user``, ``submit``/``start``/``end`` (wall-clock seconds since the epoch, or None),
     ``wait_s``, ``turnaround_s``, ``run_s``, ``max_nodes_held``, ``nodes`` (the last
-    allotment), ``returncode``, ``reason``, ``shrinks``, ``grows``.
+    allotment), ``returncode``, ``reason``, ``shrinks``, ``grows``, and an evolving job's
+    ``requests``, ``requests_served``, ``releases`` (0 for the others).
 
     Raises:
         FileNotFoundError: no journal there; sqlite3.Error: not a journal.
@@ -295,6 +296,8 @@ def history_rows(state_dir: str | Path, *, ended_only: bool = True) -> list[dict
             "nodes": held[-1] if held else [],
             "returncode": r.returncode, "reason": r.reason,
             "shrinks": r.shrinks, "grows": r.grows,
+            "requests": r.requests, "requests_served": r.requests_served,
+            "releases": r.releases,
         })
     return out
 

@@ -10,6 +10,16 @@ depth follows the kernels the jobs will run (``APGAS_KERNELS``, inherited by the
 with the compiled kernel, which counts about nine times faster than the numpy one (d = 13);
 see :func:`demo_batch`.
 
+``demo --evolving`` runs :data:`EVOLVING_DEMO_BATCH` instead: LifelineGLB's evotree (tree,
+sequential branch, tree; docs/guides/evotree.md) as rigid, moldable, malleable and evolving
+jobs under an evolving policy (``--algorithm``, default ``evolving-smallest``).  The evolving
+jobs run apgaspy's evolving monitor in ``task`` mode (GLB's busy share,
+docs/guides/evolving.md): they ask for a node in the trees and give nodes back in the branch.
+Their tasks wait their time out (``--sleep``): a logical node stands for a node's compute
+time, which two cores could not give to several busy loops at once.  Each job's line also
+has ``requests``, ``requests_served`` and ``releases``; the Gantt chart marks every grant and
+release.
+
 The per-job order cool-down is 10 s (``--cooldown``; the Java scheduler's 60 s is longer
 than most of these jobs).  Each benchmark prints one JSON object (``--json``): its answer,
 whether it is correct, and the orders it carried out.
@@ -40,10 +50,12 @@ from .nodes import LocalNodes
 from .serve_cli import format_event
 from .server import Server
 
-__all__ = ["DEMO_BATCH", "HELP", "UTS_DEPTH", "DemoJob", "add_arguments", "demo_batch",
-           "demo_entries", "job_report", "run"]
+__all__ = ["DEMO_BATCH", "EVOLVING_DEMO_BATCH", "EVOLVING_JOB_ENV", "HELP", "UTS_DEPTH",
+           "DemoJob", "add_arguments", "demo_batch", "demo_entries", "evotree_command",
+           "job_report", "run", "run_batch"]
 
-HELP = "run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm)"
+HELP = ("run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm; "
+        "--evolving: evotree jobs under an evolving policy)")
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,43 @@ DEMO_BATCH: tuple[DemoJob, ...] = (
     DemoJob(52, "bc-14", "python -m benchmarks.bc -n 14 --verify", "malleable", 2, 4),
     DemoJob(60, "uts-d13r1", "python -m benchmarks.uts -d 13", "rigid", 1, 1),
 )
+
+
+def evotree_command(size: int, g_s: float, *, tasks: int = 1000, branch: int = 200,
+                    sleep: bool = True) -> str:
+    """The command line of one evotree job (docs/guides/evotree.md): trees sized for
+    ``size`` places (``-s``, >= 1) of ``g_s`` seconds each (``-g``, > 0), ``tasks`` tasks per
+    worker (``-t``), a sequential branch of ``branch`` tasks, 20 % duration variance;
+    ``sleep``: tasks wait their time out (``--sleep``).  Its exact answer is
+    ``2 × tasks × size + branch`` tasks.
+
+    Raises:
+        ValueError: ``size < 1``, ``g_s <= 0``, ``tasks < 1`` or ``branch < 1``.
+    """
+    if size < 1 or not g_s > 0 or tasks < 1 or branch < 1:
+        raise ValueError(f"evotree needs size, g, tasks and branch > 0, got {size}, {g_s}, "
+                         f"{tasks}, {branch}")
+    return (f"python -m benchmarks.evotree -g {g_s * 1000:g} -t {tasks} -u 20 -s {size} "
+            f"--branch {branch}" + (" --sleep" if sleep else ""))
+
+
+#: ``demo --evolving``: evotree jobs of 40 s on their rigid size (g = 10 s: tree 10 s,
+#: branch 20 s, tree 10 s), rigid, moldable, malleable and evolving, over the first minute.
+EVOLVING_DEMO_BATCH: tuple[DemoJob, ...] = (
+    DemoJob(0, "evo-2", evotree_command(2, 10), "evolving", 1, 4),
+    DemoJob(0, "rigid-1", evotree_command(1, 10), "rigid", 1, 1),
+    DemoJob(10, "mall-2", evotree_command(2, 10), "malleable", 1, 3),
+    DemoJob(20, "evo-2b", evotree_command(2, 10), "evolving", 1, 4),
+    DemoJob(30, "rigid-2", evotree_command(2, 10), "rigid", 2, 2),
+    DemoJob(40, "evo-1", evotree_command(1, 10), "evolving", 1, 2),
+    DemoJob(50, "mold-2", evotree_command(2, 10), "moldable", 1, 3),
+)
+
+EVOLVING_JOB_ENV = {"APGAS_EVOLVING_MODE": "task", "APGAS_EVOLVING_IDLE_GRACE": "2"}
+"""The evolving monitor's settings for the demo's and the real evaluation's evotree jobs
+(docs/guides/evolving.md): the load is GLB's busy share (the Java evaluation's ``task``
+mode); a place reads idle after 2 s without work (Java's 10 s, scaled with the jobs: their
+branch lasts 20 s, not 100 s)."""
 
 
 UTS_DEPTH = {"numpy": 13, "numba": 15}
@@ -107,21 +156,24 @@ def demo_entries(batch: tuple[DemoJob, ...] | None = None) -> list[BatchEntry]:
     for job in batch:
         argv = (*shlex.split(job.command), "--json")
         program = argv[2].rsplit(".", 1)[-1]
+        size = argv[argv.index("-s") + 1] if program == "evotree" else argv[4]
         if job.job_class == "rigid":
             spec = JobSpec(name=job.name, job_class=JobClass.RIGID, nodes=job.min_nodes,
                            required_time_s=job.required_time_s, command=argv, program=program,
-                           size=argv[4])
+                           size=size)
         else:
             spec = JobSpec(name=job.name, job_class=JobClass.parse(job.job_class),
                            min_nodes=job.min_nodes,
                            max_nodes=job.max_nodes, required_time_s=job.required_time_s,
-                           command=argv, program=program, size=argv[4])
+                           command=argv, program=program, size=size)
         out.append(BatchEntry(spec, float(job.submit_s)))
     return out
 
 
 def job_report(info: dict[str, Any]) -> dict[str, Any]:
-    """One job's line of the report: the scheduler's view plus what the job printed."""
+    """One job's line of the report: the scheduler's view plus what the job printed
+    (``job_seconds``: the computation's own time, which ``run_s`` exceeds by the start-up and
+    the shutdown)."""
     printed: dict[str, Any] = {}
     if info.get("stdout"):
         try:
@@ -148,12 +200,17 @@ def job_report(info: dict[str, Any]) -> dict[str, Any]:
         "start_s": info["start_s"],
         "end_s": info["end_s"],
         "run_s": info["run_s"],
+        "job_seconds": printed.get("seconds"),
         "shrinks": info["shrinks"],
         "grows": info["grows"],
+        "requests": info.get("requests", 0),
+        "requests_served": info.get("requests_served", 0),
+        "releases": info.get("releases", 0),
         "scheduler_orders": info["orders"],
         "job_orders": printed.get("orders"),
         "places_at_start": printed.get("places"),
         "places_at_end": printed.get("places_at_end"),
+        "nodes_at_end": info.get("nodes_at_end"),
         "result": printed.get("result") if not isinstance(printed.get("result"), list)
         else f"{len(printed['result'])} values",
         "correct": printed.get("correct"),
@@ -163,7 +220,14 @@ def job_report(info: dict[str, Any]) -> dict[str, Any]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``demo``'s options."""
+    from .algorithms import EVOLVING_ALGORITHMS
+
     p.add_argument("--nodes", type=int, default=4, help="logical nodes (default 4)")
+    p.add_argument("--evolving", action="store_true",
+                   help="run the evolving batch: evotree jobs, rigid, moldable, malleable and "
+                        "evolving, under an evolving policy (see --algorithm)")
+    p.add_argument("--algorithm", choices=EVOLVING_ALGORITHMS, default="evolving-smallest",
+                   help="the evolving policy of --evolving (default evolving-smallest)")
     p.add_argument("--port", type=int, default=8081,
                    help="SCHEDULER_PORT (default 8081; 0: a free one)")
     p.add_argument("--cooldown", type=float, default=10.0,
@@ -180,10 +244,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
-def _table(jobs: list[dict[str, Any]]) -> str:
+def _table(jobs: list[dict[str, Any]], *, evolving: bool = False) -> str:
     head = (f"{'ID':>3} {'NAME':<12}{'CLASS':<10}{'RANGE':<6}{'SUBMIT':>7}{'START':>7}"
             f"{'END':>7}{'WAIT':>6}{'RUN':>6}  {'SHRINK':>6}{'GROW':>5}  {'PLACES':<7}"
-            f"{'CORRECT':<8}ORDERS (seen by the job)")
+            f"{'CORRECT':<8}" + ("REQ SERVED RELEASED  " if evolving else "")
+            + "ORDERS (seen by the job)")
     lines = [head]
     for j in jobs:
         def f(x: Any) -> str:
@@ -196,16 +261,104 @@ def _table(jobs: list[dict[str, Any]]) -> str:
             f"{j['id']:>3} {j['name'][:11]:<12}{j['class']:<10}{rng:<6}{f(j['submit_s']):>7}"
             f"{f(j['start_s']):>7}{f(j['end_s']):>7}{f(wait):>6}{f(j['run_s']):>6}  "
             f"{j['shrinks']:>6}{j['grows']:>5}  {places:<7}{str(j['correct']):<8}"
-            f"{json.dumps(j['job_orders'])}")
+            + (f"{j['requests']:>3} {j['requests_served']:>6} {j['releases']:>8}  "
+               if evolving else "")
+            + f"{json.dumps(j['job_orders'])}")
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the demo batch; print the report; 0 when every job was correct, else 1."""
+def run_batch(entries: list[BatchEntry], algorithm: str, *, nodes: int, out: Path,
+              port: int = 0, cooldown_s: float = 10.0, interval_s: float = 5.0,
+              timeout_s: float = 600.0, job_env: dict[str, str] | None = None,
+              on_event: Any = None) -> tuple[dict[str, Any], Any]:
+    """Run ``entries`` for real on ``nodes`` logical nodes under ``algorithm``.
+
+    The real scheduler (:class:`~scheduler.server.Server`) on ``port`` (0: a free one) with
+    the run directory, event log (``events.jsonl``) under ``out``; ``cooldown_s`` goes to
+    the algorithm (:func:`~scheduler.algorithms.make`), ``interval_s`` is the scheduler's
+    period (s), ``job_env`` extra environment for every job, ``on_event`` the server's event
+    callback.  Ends every job after ``timeout_s`` seconds.
+
+    Returns:
+        ``(report, result)``: ``report`` has ``jobs`` (:func:`job_report` each), the metrics
+        (``makespan_s``, ``utilisation``, ``mean_wait_s``, ``mean_turnaround_s``: the
+        simulator's definitions, :mod:`scheduler.metrics`), ``shrinks``, ``grows``,
+        ``requests``, ``requests_served``, ``releases`` (sums over the jobs),
+        ``processes_left``, ``timed_out`` and ``ok`` (every job done with the correct answer,
+        no time-out, no process left); ``result`` is the run's
+        :class:`~scheduler.simulate.SimResult` (for the charts).
+
+    Raises:
+        OSError: the scheduler cannot listen on ``port``.
+        ValueError: an unknown algorithm.
+    """
+    out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    server = Server(LocalNodes(nodes), make(algorithm, cooldown_s=cooldown_s), port=port,
+                    run_dir=out / "run", log_path=out / "events.jsonl", interval_s=interval_s,
+                    job_env={"APGAS_START_TIMEOUT": "60", **(job_env or {})},
+                    on_event=on_event)
+    server.start()
+    timed_out = False
+    try:
+        server.submit_batch(entries)
+        deadline = time.monotonic() + timeout_s
+        while not server.all_done():
+            if time.monotonic() > deadline:
+                timed_out = True
+                print(f"error: the batch did not end within {timeout_s:g} s; ending it",
+                      file=sys.stderr)
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("interrupted: ending every job", file=sys.stderr)
+        timed_out = True
+    finally:
+        server.shutdown()
+    left = server.leftover_pids()
+    status = server.status()
+    held = {r.job_id: list(r.allotment[-2][1]) if len(r.allotment) > 1 else []
+            for r in server.records()}
+    jobs = []
+    for info in status["jobs"]:
+        info = dict(info, nodes_at_end=held.get(info["id"]))
+        jobs.append(job_report(info))
+    result = server.result()
+    report: dict[str, Any] = {
+        "algorithm": algorithm,
+        "jobs": jobs,
+        "makespan_s": round(result.makespan_s, 3),
+        "utilisation": round(result.utilisation, 4),
+        "mean_wait_s": round(result.mean_wait_s, 3),
+        "mean_turnaround_s": round(result.mean_turnaround_s, 3),
+    }
+    for key in ("shrinks", "grows", "requests", "requests_served", "releases"):
+        report[key] = sum(j[key] for j in jobs)
+    report.update({
+        "nodes": nodes,
+        "cooldown_s": cooldown_s,
+        "elapsed_s": round(time.monotonic() - started, 3),
+        "processes_left": left,
+        "timed_out": timed_out,
+        "out": str(out),
+        "log": str(out / "events.jsonl"),
+    })
+    report["ok"] = (not timed_out and not left and all(j["correct"] is True for j in jobs)
+                    and all(j["state"] == "done" for j in jobs))
+    return report, result
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo batch (``--evolving``: the evolving one); print the report; 0 when every
+    job was correct and no process is left, else 1."""
     out = (args.out or Path(tempfile.mkdtemp(prefix="apgaspy-demo-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    entries = demo_entries()
+    if args.evolving:
+        entries = demo_entries(EVOLVING_DEMO_BATCH)
+        algorithm, job_env = args.algorithm, dict(EVOLVING_JOB_ENV)
+    else:
+        entries = demo_entries()
+        algorithm, job_env = "malleable", {}
     bar = None
     if not args.quiet and sys.stderr.isatty():
         try:
@@ -227,37 +380,18 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None and ev.get("event") == "end":
             bar.update(1)
 
-    server = Server(LocalNodes(args.nodes), make("malleable", cooldown_s=args.cooldown),
-                    port=args.port, run_dir=out / "run", log_path=out / "events.jsonl",
-                    interval_s=args.interval, job_env={"APGAS_START_TIMEOUT": "60"},
-                    on_event=show)
     try:
-        server.start()
+        report, result = run_batch(entries, algorithm, nodes=args.nodes, out=out,
+                                   port=args.port, cooldown_s=args.cooldown,
+                                   interval_s=args.interval, timeout_s=args.timeout,
+                                   job_env=job_env, on_event=show)
     except OSError as exc:
         print(f"error: {exc} (another scheduler? try --port 0)", file=sys.stderr)
         return 1
-    timed_out = False
-    try:
-        server.submit_batch(entries)
-        deadline = time.monotonic() + args.timeout
-        while not server.all_done():
-            if time.monotonic() > deadline:
-                timed_out = True
-                print(f"error: the batch did not end within {args.timeout:g} s; ending it",
-                      file=sys.stderr)
-                break
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        print("interrupted: ending every job", file=sys.stderr)
-        timed_out = True
     finally:
-        server.shutdown()
         if bar is not None:
             bar.close()
-    left = server.leftover_pids()
-    status = server.status()
-    jobs = [job_report(j) for j in status["jobs"]]
-    result = server.result()
+    jobs = report["jobs"]
     plots: list[str] = []
     if not args.no_plots:
         try:
@@ -265,40 +399,25 @@ def run(args: argparse.Namespace) -> int:
 
             plots.append(str(charts.gantt(
                 result, out / "gantt.png",
-                title=f"real run, {args.nodes} logical nodes, malleable: makespan "
+                title=f"real run, {args.nodes} logical nodes, {algorithm}: makespan "
                       f"{result.makespan_s:.0f} s, utilisation {result.utilisation:.1%}")))
-            plots.append(str(charts.usage({"malleable (real)": result}, out / "utilisation.png",
-                                          total_nodes=args.nodes,
+            plots.append(str(charts.usage({f"{algorithm} (real)": result},
+                                          out / "utilisation.png", total_nodes=args.nodes,
                                           title="busy nodes over time (real run)")))
         except RuntimeError as exc:
             print(f"no charts: {exc}", file=sys.stderr)
-    report = {
-        "jobs": jobs,
-        "makespan_s": round(result.makespan_s, 3),
-        "utilisation": round(result.utilisation, 4),
-        "mean_wait_s": round(result.mean_wait_s, 3),
-        "mean_turnaround_s": round(result.mean_turnaround_s, 3),
-        "shrinks": sum(j["shrinks"] for j in jobs),
-        "grows": sum(j["grows"] for j in jobs),
-        "nodes": args.nodes,
-        "cooldown_s": args.cooldown,
-        "elapsed_s": round(time.monotonic() - started, 3),
-        "processes_left": left,
-        "out": str(out),
-        "log": str(out / "events.jsonl"),
-        "plots": plots,
-    }
-    ok = (not timed_out and not left and all(j["correct"] is True for j in jobs)
-          and all(j["state"] == "done" for j in jobs))
-    report["ok"] = ok
+    report["plots"] = plots
+    left = report["processes_left"]
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(_table(jobs))
+        print(_table(jobs, evolving=args.evolving))
+        extra = (f", {report['requests']} requests, {report['requests_served']} served, "
+                 f"{report['releases']} releases" if args.evolving else "")
         print(f"\nmakespan {result.makespan_s:.1f} s, utilisation {result.utilisation:.1%}, "
               f"mean wait {result.mean_wait_s:.1f} s, mean turnaround "
               f"{result.mean_turnaround_s:.1f} s; {report['shrinks']} shrinks, "
-              f"{report['grows']} grows; {report['elapsed_s']:.0f} s in all")
+              f"{report['grows']} grows{extra}; {report['elapsed_s']:.0f} s in all")
         print(f"processes left: {left or 'none'}")
         print(f"log, output and charts in {out}")
-    return 0 if ok else 1
+    return 0 if report["ok"] else 1

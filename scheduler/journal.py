@@ -12,7 +12,12 @@ Tables:
   with its nodes before the launch, once with its pid after), every resize, the end with its
   exit status, a cancel.  The job's specification is stored as JSON of the
   :class:`~scheduler.jobs.JobSpec` dataclass's fields, so a new field needs no change here;
-  unknown keys are dropped when a row is read back.
+  unknown keys are dropped when a row is read back.  An evolving job's counters
+  (``requested``: a request pending, 0 or 1; ``requests``, ``requests_served``,
+  ``releases``; docs/guides/evolving-scheduling.md) are columns too, written with the request,
+  the grant and the release, so ``status`` and ``history`` show them after a restart.  A
+  journal written before these columns existed gets them (as 0) when a scheduler opens it;
+  read only, their value is 0.
 * ``meta``: key/value pairs (``port``: the notification port jobs were told).
 
 A lock file ``lock`` beside it is held with ``fcntl.flock`` for the scheduler's life
@@ -74,7 +79,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     ending TEXT NOT NULL DEFAULT '',
     reason TEXT,                 -- why it failed or ended so, for people
     files TEXT NOT NULL DEFAULT '{}',      -- JSON: stdout, stderr, node_file, status, pidfile
-    rm TEXT NOT NULL DEFAULT '{}'          -- JSON: the resource manager's fields (Slurm job)
+    rm TEXT NOT NULL DEFAULT '{}',         -- JSON: the resource manager's fields (Slurm job)
+    requested INTEGER NOT NULL DEFAULT 0,  -- evolving: a request pending (0 or 1)
+    requests INTEGER NOT NULL DEFAULT 0,   -- evolving: request lines taken
+    requests_served INTEGER NOT NULL DEFAULT 0,  -- evolving: requests granted
+    releases INTEGER NOT NULL DEFAULT 0    -- evolving: nodes given back
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,7 +92,12 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _COLUMNS = ("id", "spec", "argv", "state", "user", "submit_wall", "due_wall", "queue_seq",
             "start_wall", "end_wall", "nodes", "allotment", "elastic", "ready", "reachable",
             "order_kind", "shrinks", "grows", "address", "pid", "pid_start", "returncode",
-            "ending", "reason", "files", "rm")
+            "ending", "reason", "files", "rm", "requested", "requests", "requests_served",
+            "releases")
+#: Columns added after the first journals: (name, SQL type and default), added on open.
+_ADDED = (("requested", "INTEGER NOT NULL DEFAULT 0"), ("requests", "INTEGER NOT NULL DEFAULT 0"),
+          ("requests_served", "INTEGER NOT NULL DEFAULT 0"),
+          ("releases", "INTEGER NOT NULL DEFAULT 0"))
 _UPSERT = (f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' for _ in _COLUMNS)})")
 
@@ -153,6 +167,10 @@ class JobRow:
     reason: str | None
     files: dict[str, str]
     rm: dict[str, Any] = dataclasses.field(default_factory=dict)
+    requested: int = 0
+    requests: int = 0
+    requests_served: int = 0
+    releases: int = 0
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values, JSON columns encoded, in ``_COLUMNS`` order."""
@@ -165,8 +183,9 @@ class JobRow:
 
     @classmethod
     def from_db(cls, row: sqlite3.Row) -> JobRow:
-        """Decode one database row."""
-        d = {c: row[c] for c in _COLUMNS}
+        """Decode one database row (a column the file lacks keeps its default)."""
+        keys = set(row.keys())
+        d = {c: row[c] for c in _COLUMNS if c in keys}
         for key in ("argv", "nodes", "allotment", "files", "rm"):
             d[key] = json.loads(d[key])
         for key in ("elastic", "ready", "reachable"):
@@ -204,7 +223,13 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            have = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+            for name, kind in _ADDED:
+                if name not in have:  # a journal of an older scheduler
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
         self._db.row_factory = sqlite3.Row
+        self._columns = [c for c in _COLUMNS if c in {
+            r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}]
 
     # -------------------------------------------------------------------------- the lock
 
@@ -261,7 +286,7 @@ class Journal:
 
     def rows(self, *, states: tuple[str, ...] | None = None) -> list[JobRow]:
         """Every job row (or those in ``states``), by id."""
-        sql = f"SELECT {', '.join(_COLUMNS)} FROM jobs"
+        sql = f"SELECT {', '.join(self._columns)} FROM jobs"
         args: tuple[Any, ...] = ()
         if states is not None:
             sql += f" WHERE state IN ({', '.join('?' for _ in states)})"

@@ -137,5 +137,6 @@ class MainLoop:
                 job.requested = 0
                 job.requests_served += 1
                 job.granted = tuple(decision.nodes)
+                s.persist(job)
                 s.event("evolving_grant", job.job_id, nodes=list(decision.nodes))
         return None

@@ -110,6 +110,7 @@ def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument:
             return refuse(f"the job holds {len(job.nodes)} nodes, its maximum")
         job.requested = 1
         job.requests += 1
+        state.persist(job)
         state.event("evolving_request", job_id, nodes=len(job.nodes))
         return True
     if kind == "Release":

@@ -1,6 +1,7 @@
 """PNG charts of simulation results, with matplotlib (imported only when a chart is drawn).
 
-* :func:`gantt`: nodes (rows) over time, one colour a job, for one run.
+* :func:`gantt`: nodes (rows) over time, one colour a job, for one run; every resize is
+  marked (a node added: a triangle up at its row, a node given back or taken: down).
 * :func:`usage`: busy nodes over time, one line an algorithm, for one batch.
 * :func:`makespan_vs_share`: mean makespan (and utilisation) against the malleable share.
 * :func:`priority_sweeps`: the priority study's four metrics against the submission gap and
@@ -19,7 +20,7 @@ from typing import Any
 from .algorithms.base import node_key
 from .simulate import SimResult
 
-__all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "usage"]
+__all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "resize_marks", "usage"]
 
 
 def _pyplot() -> Any:
@@ -35,8 +36,31 @@ def _pyplot() -> Any:
     return plt
 
 
+def resize_marks(result: SimResult) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """The resizes of a run, as :func:`gantt` marks them: ``(added, removed)``, each a list
+    of ``(time_s, node)`` sorted by time then node: a node a job gained after its start (a
+    grow order, an evolving request granted), or lost before its end (a shrink order, an
+    evolving job's release)."""
+    added: list[tuple[float, str]] = []
+    removed: list[tuple[float, str]] = []
+    for rec in result.records:
+        for (_, before), (t, after) in zip(rec.allotment, rec.allotment[1:-1], strict=False):
+            added += [(t, n) for n in set(after) - set(before)]
+            removed += [(t, n) for n in set(before) - set(after)]
+
+    def order(marks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        return sorted(marks, key=lambda m: (m[0], node_key(m[1])))
+
+    return order(added), order(removed)
+
+
 def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
-    """Draw one run's node occupation: x time (s), y node, a bar per job and node held."""
+    """Draw one run's node occupation: x time (s), y node, a bar per job and node held.
+
+    Every change of a job's nodes after its start is marked at the node concerned: a grow
+    (an order, or an evolving job's request granted) by a green triangle up, a shrink or an
+    evolving job's release by a red triangle down.  Writes ``path`` (PNG); returns it.
+    Raises ``RuntimeError`` without matplotlib."""
     plt = _pyplot()
     nodes = sorted(
         {n for rec in result.records for _, held in rec.allotment for n in held}, key=node_key
@@ -44,6 +68,9 @@ def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
     row = {n: i for i, n in enumerate(nodes)}
     cmap = plt.get_cmap("tab20")
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * len(nodes) + 1.5)))
+    added, removed = resize_marks(result)
+    grown = [(t, row[n]) for t, n in added]
+    shrunk = [(t, row[n]) for t, n in removed]
     for index, rec in enumerate(result.records):
         colour = cmap(index % 20)
         hatch = "//" if rec.job_class == "malleable" else None
@@ -63,6 +90,14 @@ def gantt(result: SimResult, path: str | Path, *, title: str = "") -> Path:
         if rec.allotment and rec.allotment[0][1]:
             first = min(rec.allotment[0][1], key=node_key)
             ax.text(rec.start_s + 2, row[first], str(rec.job_id), fontsize=6, va="center")
+    for points, marker, colour, label in ((grown, "^", "green", "node added"),
+                                          (shrunk, "v", "red", "node given back")):
+        if points:
+            ax.scatter([t for t, _ in points], [r for _, r in points], marker=marker,
+                       color=colour, edgecolors="black", linewidths=0.4, s=28, zorder=3,
+                       label=f"{label} ({len(points)})")
+    if grown or shrunk:
+        ax.legend(fontsize=7, loc="upper right")
     ax.set_yticks(range(len(nodes)), nodes, fontsize=6)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("node")

@@ -104,7 +104,9 @@ def _job(state: ServerState, row: JobRow) -> ServerJob:
                     shrinks=row.shrinks, grows=row.grows, ending=row.ending, user=row.user,
                     reason=row.reason, queue_seq=row.queue_seq,
                     due_s=None if row.due_wall is None else s(row.due_wall),
-                    pid_start=row.pid_start, spec_json=row.spec)
+                    pid_start=row.pid_start, spec_json=row.spec, requested=row.requested,
+                    requests=row.requests, requests_served=row.requests_served,
+                    releases=row.releases)
     job.allotment = [(state.from_wall(t), tuple(n)) for t, n in row.allotment]
     f = row.files
     for attr, key in (("stdout", "stdout"), ("stderr", "stderr"), ("node_file", "node_file"),

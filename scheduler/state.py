@@ -316,7 +316,8 @@ class ServerState:
             order_kind=order_kind, shrinks=job.shrinks, grows=job.grows, address=job.address,
             pid=pid, pid_start=job.pid_start if pid is not None else None,
             returncode=job.returncode, ending=job.ending, reason=job.reason, files=files,
-            rm=self.rm_info(job))
+            rm=self.rm_info(job), requested=job.requested, requests=job.requests,
+            requests_served=job.requests_served, releases=job.releases)
 
     def persist(self, *jobs: ServerJob) -> bool:
         """Write the jobs' rows to the journal (one transaction); nothing without one.

@@ -66,6 +66,14 @@ def test_policy_releases_the_least_loaded_place_never_place_0():
     assert (d.action, d.place) == ("release", 1)
     # between the thresholds, nothing
     assert decide({0: 50.0, 1: 20.0}, EvolvingState(0.0), 5.0, P).action == "wait"
+    # place 0 idle, the others busy (a sequential phase on place 1): the least loaded other
+    # place goes all the same, its work moves (Java keeps both)
+    assert decide({0: 0.0, 1: 100.0}, EvolvingState(0.0), 5.0, P) == \
+        Decision("release", 1, "place(0) is idle")
+    assert decide({0: 0.0, 1: 100.0, 2: 97.0}, EvolvingState(0.0), 5.0, P) == \
+        Decision("release", 2, "place(0) is idle")
+    # place 0 only short of the idle grace (0.01): nothing
+    assert decide({0: 0.01, 1: 100.0}, EvolvingState(0.0), 5.0, P).action == "wait"
 
 
 def test_policy_a_release_under_way_blocks_for_at_most_the_block():

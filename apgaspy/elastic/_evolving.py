@@ -4,7 +4,7 @@ Like APGAS for Java's ``EvolvingMonitor`` (v0.0.4): switched on by configuration
 (``APGAS_ELASTIC=evolving``, or ``ELASTIC=evolving`` in the environment as the Java
 ElasticJobScheduler sets it), it starts when the program defines its malleable handler and
 stops when the handler is disabled.  Every ``APGAS_EVOLVING_INTERVAL`` seconds place 0 asks
-each place for its load (an ``at`` per place) and lets the pure
+each place for its load and lets the pure
 :func:`~apgaspy.elastic._evolving_policy.decide` choose: request one host
 (:meth:`Malleability.request`) or release the least loaded place
 (:meth:`Malleability.release`, on a thread of its own so that a slow release blocks new
@@ -23,11 +23,17 @@ Loads, in % (0-100), by ``APGAS_EVOLVING_MODE``:
 Either way a place reads 0 only after ``APGAS_EVOLVING_IDLE_GRACE`` seconds below 1 %
 (:func:`place_load`).
 
+Sampling goes over the places' immediate pools (:func:`apgaspy.immediate_async_at`, as GLB's
+steal requests do), question and answer: an ``at`` would queue behind the place's worker,
+and a GLB worker does not return while it has work, so a busy place would never answer.  A
+place that has not answered within one interval is left out of that sample.
+
 The guide is docs/guides/evolving.md.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -121,6 +127,30 @@ def _raw_load(mode: str) -> float | None:
     return min(100.0, _process.cpu_percent(None) / setting("THREADS"))
 
 
+# answers awaited at place 0: token -> (event, {place id: load})
+_ANSWERS: dict[int, tuple[threading.Event, dict[int, float | None], int]] = {}
+_TOKENS = itertools.count()
+_answers_lock = threading.Lock()
+
+
+def _ask_load(mode: str, token: int, origin: int) -> None:
+    """At a sampled place, on its immediate pool: send this place's load to ``origin``."""
+    from .._api import here, immediate_async_at
+
+    immediate_async_at(origin, _take_load, token, here().id, place_load(mode))
+
+
+def _take_load(token: int, place: int, load: float | None) -> None:
+    """At place 0, on its immediate pool: one place's answer to sample ``token``."""
+    with _answers_lock:
+        slot = _ANSWERS.get(token)
+        if slot is None:  # the sample is over: a late answer is dropped
+            return
+        slot[1][place] = load
+        if len(slot[1]) >= slot[2]:
+            slot[0].set()
+
+
 def params_from_settings() -> EvolvingParams:
     """The monitor's :class:`EvolvingParams` from the ``APGAS_EVOLVING_*`` settings.
 
@@ -145,7 +175,8 @@ class EvolvingMonitor:
 
     Args:
         malleability: place 0's malleability state, which carries requests and releases out.
-        at: :func:`apgaspy.at` (handed in: this module does not import the API).
+        at: :func:`apgaspy.at` (handed in by the caller; unused since the loads travel over
+            the immediate pools, kept so that the constructor's signature stays).
         places: :func:`apgaspy.places`.
 
     Attributes:
@@ -182,23 +213,45 @@ class EvolvingMonitor:
             self._thread.join(timeout=self.params.interval + 5)
 
     def samples(self) -> dict[int, float] | None:
-        """Every place's load now (place id → %); places that cannot answer are left out.
-        ``None`` while an order or a release is under way: sampling holds the order lock, so
-        that no place leaves while it is asked for its load."""
+        """Every place's load now (place id → %); places that do not answer within one
+        interval are left out.  ``None`` while an order or a release is under way: sampling
+        holds the order lock, so that no place leaves while it is asked for its load.
+
+        The question and the answer travel over the immediate pools (module docstring), so
+        a place whose worker is busy answers at once."""
+        from .._api import here, immediate_async_at
+
         if not self.m.order_lock.acquire(timeout=self.params.interval):
             return None
         try:
+            me = here().id
+            others = [p.id for p in self._places() if p.id not in self.m.leaving and p.id != me]
             out: dict[int, float] = {}
-            for p in self._places():
-                if p.id in self.m.leaving:
-                    continue
-                try:
-                    load = self._at(p, place_load, self.mode)
-                except Exception as exc:  # noqa: BLE001 - a place may die meanwhile
-                    log.debug("evolving monitor: no load from place(%d): %s", p.id, exc)
-                    continue
-                if load is not None:
-                    out[p.id] = load
+            own = place_load(self.mode)
+            if own is not None:
+                out[me] = own
+            if not others:
+                return out
+            token = next(_TOKENS)
+            done = threading.Event()
+            answers: dict[int, float | None] = {}
+            with _answers_lock:
+                _ANSWERS[token] = (done, answers, len(others))
+            try:
+                for pid in others:
+                    try:
+                        immediate_async_at(pid, _ask_load, self.mode, token, me)
+                    except Exception as exc:  # noqa: BLE001 - a place may die meanwhile
+                        log.debug("evolving monitor: no load from place(%d): %s", pid, exc)
+                done.wait(self.params.interval)
+            finally:
+                with _answers_lock:
+                    del _ANSWERS[token]
+            missing = sorted(set(others) - set(answers))
+            if missing:
+                log.debug("evolving monitor: no load from places %s within %g s", missing,
+                          self.params.interval)
+            out.update({p: v for p, v in answers.items() if v is not None})
             return out
         finally:
             self.m.order_lock.release()

@@ -5,9 +5,14 @@ after a standby, on the average load of all places (itself included) and the low
 among the others.  An average above the high threshold asks the scheduler for one more node
 (one request open at a time); otherwise, when some other place is idle (load 0) or the
 average is below the low threshold, and there is more than one place, the least loaded place
-(never place 0) is released.  apgaspy adds one thing: a request the scheduler has not served
-within ``request_timeout`` seconds is given up (Java waits forever), so a scheduler that never
-answers does not stop the job from asking again later.  The monitor that samples the loads
+(never place 0) is released.  apgaspy adds two things.  A request the scheduler has not
+served within ``request_timeout`` seconds is given up (Java waits forever), so a scheduler
+that never answers does not stop the job from asking again later.  And place 0 idle counts
+like another place idle: the least loaded other place is released even when it is busy, and
+its work moves to a continuing place as in every release (Java looks at the other places
+only, so a job whose one busy place is not place 0, say GLB's sequential branch of the
+evotree on place 1, keeps an idle place 0 and the busy one for as long as that phase
+lasts).  The monitor that samples the loads
 and carries the actions out is :mod:`apgaspy.elastic._evolving`; the guide is
 docs/guides/evolving.md.
 """
@@ -103,8 +108,9 @@ def decide(samples: Mapping[int, float], state: EvolvingState, now: float,
 
     Returns:
         A :class:`Decision`.  A request is at most one open at a time; a release never names
-        place 0 and needs more than one place; the least loaded place is released, the
-        highest id among equals (the newest).
+        place 0 and needs more than one place; the least loaded place other than place 0 is
+        released, the highest id among equals (the newest), when some place is idle (load 0,
+        place 0 included) or the average is below ``low``.
 
     Raises:
         ValueError: a sample that is not a number in [0, 100].
@@ -134,9 +140,10 @@ def decide(samples: Mapping[int, float], state: EvolvingState, now: float,
                         expired=expired)
     if len(samples) > 1 and others:
         lowest = min(others.values())
-        if lowest == 0 or average < params.low:
+        if lowest == 0 or samples.get(0) == 0 or average < params.low:
             place = max(p for p, load in others.items() if load == lowest)
             why = (f"place({place}) is idle" if lowest == 0 else
+                   "place(0) is idle" if samples.get(0) == 0 else
                    f"average load {average:.1f} % < {params.low:g} %")
             return Decision("release", place=place, reason=why, expired=expired)
     return Decision("wait", reason=f"average load {average:.1f} %", expired=expired)

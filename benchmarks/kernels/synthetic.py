@@ -22,7 +22,12 @@ a subtree not expanded yet.  (The Java tree grows its children at random; the in
 give the same task count and CPU time with a shape that no place count can change.)  A task's
 duration comes from a hash of ``(seed, phase, index)``, so it is the same wherever it runs.
 Tasks burn wall-clock time in a busy loop on :func:`time.perf_counter` (the whole chunk of one
-``process`` call in one loop), so the phases keep their lengths on a loaded machine.
+``process`` call in one loop), so the phases keep their lengths on a loaded machine.  With
+``sleep`` (``--sleep``) a ``process`` call waits its tasks' time out in :func:`time.sleep`
+instead: this emulates the compute time of many nodes on one machine with few cores (ten
+logical nodes on two cores), where busy loops would share the cores and stretch every phase.
+GLB still counts the call's time as busy (its load source for the evolving monitor's
+``task`` mode), so the monitor sees the same load either way.
 
 One phase change, exactly once.  GLB has no barrier inside a computation, and a program is
 malleable only once (one computation), so the three phases run inside **one** computation.
@@ -97,6 +102,8 @@ class SynthParams:
         mode: ``"evotree"`` (tree, branch, tree) or ``"tree"`` (tree 1 only).
         ballast: ``-b``: bytes per pending range carried when a bag travels (≥ 0).
         seed: seeds the task durations (never the counts).
+        sleep: wait the tasks' time out in :func:`time.sleep` instead of a busy loop (the
+            emulation of many nodes on few cores, module docstring).
     """
 
     g_ms: float
@@ -107,6 +114,7 @@ class SynthParams:
     mode: str = "evotree"
     ballast: int = 0
     seed: int = 0
+    sleep: bool = False
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -386,8 +394,12 @@ class SynthBag(Bag[SynthResult]):
             if phase == TREE1 and self.p.mode == "evotree":
                 self.unreported += k
         end = start + burn
-        while time.perf_counter() < end:
-            pass
+        if self.p.sleep:
+            while (left := end - time.perf_counter()) > 0:
+                time.sleep(left)
+        else:
+            while time.perf_counter() < end:
+                pass
         result.tasks += done
         result.record(here().id, self.t0, start_wall, start_wall + burn)
         if branch_over:

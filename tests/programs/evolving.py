@@ -4,9 +4,13 @@ Prints JSON events.  Commands on stdin (one a line):
 
     request [n]   -> request_places(n); prints {"event": "requested"} or the error
     release <id>  -> release_places([id]); prints {"event": "released", ...} or the error
+    release_async <id> -> the same on a thread of its own (the next commands run meanwhile)
     busy / idle   -> start / stop a busy loop at place 0 (for the evolving monitor)
     shrinkorder   -> nothing (the test sends a shrink order itself)
     stop          -> disable the handler, print the final report and end
+
+``SLOW_RELEASE=<s>`` in the environment: ``pre_release`` prints ``{"event": "pre_release"}``
+and then takes that long, so that commands arrive while a release is under way.
 
 With the argument ``unsupported`` it only tries request_places/release_places once and ends.
 """
@@ -15,6 +19,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from apgaspy import (
     MalleabilityError,
@@ -46,6 +51,9 @@ class Recorder(MalleableHandler):
 
     def pre_release(self, chosen):
         self.calls.append(["pre_release", [p.id for p in chosen]])
+        if os.environ.get("SLOW_RELEASE"):
+            emit(event="pre_release", places=[p.id for p in chosen])
+            time.sleep(float(os.environ["SLOW_RELEASE"]))
         return chosen
 
     def post_shrink(self, n, removed):
@@ -71,6 +79,16 @@ def spin():
             BUSY.wait(0.1)
 
 
+def release(ids):
+    try:
+        report = release_places(ids)
+    except MalleabilityError as exc:
+        emit(event="error", error=str(exc))
+        return
+    emit(event="released", kind=report.kind, hosts=report.host_names,
+         places=[p.id for p in report.places])
+
+
 def main(mode):
     handler = Recorder()
     define_malleable_handler(handler)
@@ -94,9 +112,10 @@ def main(mode):
                 request_places(int(words[1]) if len(words) > 1 else 1)
                 emit(event="requested")
             elif words[0] == "release":
-                report = release_places([int(w) for w in words[1:]])
-                emit(event="released", kind=report.kind, hosts=report.host_names,
-                     places=[p.id for p in report.places])
+                release([int(w) for w in words[1:]])
+            elif words[0] == "release_async":
+                threading.Thread(target=release, args=([int(w) for w in words[1:]],),
+                                 daemon=True).start()
             elif words[0] == "busy":
                 BUSY.set()
                 emit(event="busy")
