@@ -3,8 +3,9 @@
     python -m benchmarks.grow_latency [--repeats 3] [--depth 14] [--cold] [--no-write]
 
 This script plays the scheduler (as :mod:`benchmarks.malleability` does): it starts a GLB UTS
-job (seed 19, ``--depth``) on two logical hosts, waits until the computation runs, sends
-``grow 1``, and measures, in wall-clock seconds from the moment the order is sent:
+job (seed 19, ``--depth``) on ``--places`` logical hosts (default 1), waits until the
+computation runs, sends ``grow 1``, and measures, in wall-clock seconds from the moment the
+order is sent:
 
 * ``grown_s``: until the job's ``growTimeAPGAS`` notification (the new place runs and GLB
   has made it a worker);
@@ -15,6 +16,11 @@ job (seed 19, ``--depth``) on two logical hosts, waits until the computation run
   time its threads waited for a CPU (Linux; ``None`` elsewhere).  On a shared machine the
   wall-clock figures mostly measure the neighbours; these two say how much of them was the
   place's own work.
+
+Places: on a cluster a grown place gets a node of its own.  On a machine with few cores, the
+job's places already fill them, so a new place also waits for a CPU: with the default of one
+place on a 2-core machine the new place has the second core; ``--places 2`` shows the
+contended case (the new place then shares two cores with two busy workers).
 
 Warm (the default): the job warms the kernels up at every place before the computation
 (:func:`benchmarks.kernels.warm_up`, as the benchmarks' command line does), so the compiled
@@ -39,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._cli import ENVIRONMENT_HELP
+from ._cli import ENVIRONMENT_HELP, positive_int
 from ._results import write_result
 from .kernels.uts import UTSBag
 
@@ -112,17 +118,19 @@ def _job(depth: int, warm: bool) -> None:
           flush=True)
 
 
-def one_run(depth: int, cold: bool, delay_s: float = 0.3) -> dict[str, Any]:
-    """One job, one grow order ``delay_s`` seconds into the computation; the timings (s)."""
+def one_run(depth: int, cold: bool, delay_s: float = 0.3, places: int = 1) -> dict[str, Any]:
+    """One job on ``places`` logical hosts, one grow order ``delay_s`` seconds into the
+    computation; the timings (s)."""
     from communicators.scheduler_side import SchedulerEndpoint
 
     sched = SchedulerEndpoint()
     with tempfile.TemporaryDirectory() as tmp:
         node_file = Path(tmp) / "nodes"
-        node_file.write_text("127.0.1.1\n127.0.1.2\n")
+        node_file.write_text("".join(f"127.0.1.{i}\n" for i in range(1, places + 1)))
         probe = Path(tmp) / "probe"
         probe.mkdir()
-        env = {**os.environ, **sched.env(), "NODE_FILE": str(node_file), "NODES": "2",
+        env = {**os.environ, **sched.env(), "NODE_FILE": str(node_file),
+               "NODES": str(places),
                "PYTHONUNBUFFERED": "1", _PROBE: str(probe)}
         env.pop("APGAS_PLACES", None)
         if cold:
@@ -140,7 +148,7 @@ def one_run(depth: int, cold: bool, delay_s: float = 0.3) -> dict[str, Any]:
                 raise RuntimeError(f"the job said {line!r}")
             time.sleep(delay_s)
             t_order = time.time()
-            reply = sched.order(("127.0.1.1", sched.port), "grow 1 127.0.1.3\n")
+            reply = sched.order(("127.0.1.1", sched.port), f"grow 1 127.0.1.{places + 1}\n")
             if reply:
                 raise RuntimeError(f"grow refused: {reply}")
             sched.wait_for("growTimeAPGAS", timeout=600,
@@ -159,7 +167,7 @@ def one_run(depth: int, cold: bool, delay_s: float = 0.3) -> dict[str, Any]:
             firsts[int(place)] = (float(stamp), float(cpu), float(delay))
     new = [p for grow in report["orders"] if grow[0] == "grow" for p in grow[1]]
     first = firsts.get(new[0]) if new else None
-    return {"cold": cold, "depth": depth, "correct": report["correct"],
+    return {"cold": cold, "depth": depth, "places": places, "correct": report["correct"],
             "kernels": report["kernels"], "grown_s": t_grown - t_order,
             "first_work_s": None if first is None else first[0] - t_order,
             "new_place_cpu_s": None if first is None else first[1],
@@ -183,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="UTS depth of the job (default 14 warm, 13 cold)")
     parser.add_argument("--cold", action="store_true",
                         help="empty kernel cache and no warm-up: the places compile")
+    parser.add_argument("--places", type=positive_int, default=1,
+                        help="places of the job before the grow (default 1: the new place "
+                             "has a core of its own on a 2-core machine)")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
     parser.add_argument("--job", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-warm-up", action="store_true", help=argparse.SUPPRESS)
@@ -197,9 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     depth = args.depth or (13 if args.cold else 14)
     runs = []
     for _ in range(args.repeats):
-        r = one_run(depth, args.cold)
+        r = one_run(depth, args.cold, places=args.places)
         runs.append(r)
-        print(f"{'cold' if args.cold else 'warm'} d={depth}: grown {r['grown_s']:.3f} s, "
+        print(f"{'cold' if args.cold else 'warm'} d={depth}, {args.places} -> "
+              f"{args.places + 1} places: grown {r['grown_s']:.3f} s, "
               f"first work {_s(r['first_work_s'])} s (new place: CPU "
               f"{_s(r['new_place_cpu_s'])} s, waited for a CPU "
               f"{_s(r['new_place_run_delay_s'])} s), correct {r['correct']}, "
@@ -210,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     median = {k: statistics.median(r[k] for r in runs) for k in ("grown_s", "first_work_s")}
     print(f"median: grown {median['grown_s']:.3f} s, first work {median['first_work_s']:.3f} s")
     if not args.no_write:
-        path = write_result("grow-latency" + ("-cold" if args.cold else ""),
+        suffix = ("-cold" if args.cold else "") + ("" if args.places == 1 else
+                                                    f"-{args.places}places")
+        path = write_result("grow-latency" + suffix,
                             {"params": vars(args), "median": median, "runs": runs,
                              "target_first_work_s": 1.0})
         print(f"wrote {path}")
