@@ -227,7 +227,7 @@ def run_real(policy: str, entries: list[Any], *, nodes: int, rescale_gap_s: floa
         "processes_left", "elapsed_s"}``.
     """
     from scheduler.algorithms import make
-    from scheduler.demo import job_report
+    from scheduler.demo import job_report, serve_batch
     from scheduler.metrics import priority_metrics
     from scheduler.nodes import LocalNodes
     from scheduler.serve_cli import format_event
@@ -244,18 +244,7 @@ def run_real(policy: str, entries: list[Any], *, nodes: int, rescale_gap_s: floa
                     log_path=out / "events.jsonl", interval_s=interval_s,
                     job_env={"APGAS_START_TIMEOUT": "120"}, on_event=show)
     started = time.monotonic()
-    server.start()
-    timed_out = False
-    try:
-        server.submit_batch(entries)
-        deadline = time.monotonic() + timeout_s
-        while not server.all_done():
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(0.25)
-    finally:
-        server.shutdown()
+    timed_out = serve_batch(server, entries, timeout_s=timeout_s, poll_s=0.25, quiet=True)
     left = server.leftover_pids()
     status = server.status()
     records = server.records()

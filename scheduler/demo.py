@@ -52,7 +52,7 @@ from .server import Server
 
 __all__ = ["DEMO_BATCH", "EVOLVING_DEMO_BATCH", "EVOLVING_JOB_ENV", "HELP", "UTS_DEPTH",
            "DemoJob", "add_arguments", "demo_batch", "demo_entries", "evotree_command",
-           "job_report", "run", "run_batch"]
+           "job_report", "run", "run_batch", "serve_batch"]
 
 HELP = ("run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm; "
         "--evolving: evotree jobs under an evolving policy)")
@@ -267,6 +267,42 @@ def _table(jobs: list[dict[str, Any]], *, evolving: bool = False) -> str:
     return "\n".join(lines)
 
 
+def serve_batch(server: Server, entries: list[BatchEntry], *, timeout_s: float,
+                poll_s: float = 0.5, quiet: bool = False) -> bool:
+    """Start ``server``, submit ``entries``, wait until every job has ended, shut it down.
+
+    Args:
+        server: a :class:`~scheduler.server.Server` not started yet.
+        entries: the batch (submission times in seconds from now).
+        timeout_s: seconds after which every job still running is ended.
+        poll_s: seconds between two looks at the jobs.
+        quiet: no message on stderr when the batch times out or is interrupted.
+
+    Returns ``True`` when the batch did not end by itself (time-out or Ctrl-C), else
+    ``False``.  The server is shut down in every case (its jobs ended, nothing left).
+    """
+    server.start()
+    timed_out = False
+    try:
+        server.submit_batch(entries)
+        deadline = time.monotonic() + timeout_s
+        while not server.all_done():
+            if time.monotonic() > deadline:
+                timed_out = True
+                if not quiet:
+                    print(f"error: the batch did not end within {timeout_s:g} s; ending it",
+                          file=sys.stderr)
+                break
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        if not quiet:
+            print("interrupted: ending every job", file=sys.stderr)
+        timed_out = True
+    finally:
+        server.shutdown()
+    return timed_out
+
+
 def run_batch(entries: list[BatchEntry], algorithm: str, *, nodes: int, out: Path,
               port: int = 0, cooldown_s: float = 10.0, interval_s: float = 5.0,
               timeout_s: float = 600.0, job_env: dict[str, str] | None = None,
@@ -298,23 +334,7 @@ def run_batch(entries: list[BatchEntry], algorithm: str, *, nodes: int, out: Pat
                     run_dir=out / "run", log_path=out / "events.jsonl", interval_s=interval_s,
                     job_env={"APGAS_START_TIMEOUT": "60", **(job_env or {})},
                     on_event=on_event)
-    server.start()
-    timed_out = False
-    try:
-        server.submit_batch(entries)
-        deadline = time.monotonic() + timeout_s
-        while not server.all_done():
-            if time.monotonic() > deadline:
-                timed_out = True
-                print(f"error: the batch did not end within {timeout_s:g} s; ending it",
-                      file=sys.stderr)
-                break
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        print("interrupted: ending every job", file=sys.stderr)
-        timed_out = True
-    finally:
-        server.shutdown()
+    timed_out = serve_batch(server, entries, timeout_s=timeout_s)
     left = server.leftover_pids()
     status = server.status()
     held = {r.job_id: list(r.allotment[-2][1]) if len(r.allotment) > 1 else []
