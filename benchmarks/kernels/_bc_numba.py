@@ -17,9 +17,10 @@ order").  Its layout differs:
 * The shortest-path (DAG) pairs are listed once, in the forward pass, as pairs of indices into
   the packed arrays, edge by edge in the adjacency's order and lanes ascending within an edge;
   ``sigma`` (forward) and ``psi`` (backward) each run over that list without a branch.
-* Backward, level by level from the deepest: ``1 / sigma`` once per entry of the level (kept
-  as ``inv``, and the start of ``psi``), the pairs into the next level, then the level's
-  dependencies ``sigma * (psi - inv)`` scattered into a dense ``(N, 64)`` matrix, whose rows
+* Backward, level by level from the deepest: ``psi = 1 / sigma`` once per entry of the level,
+  the pairs into the next level, then the level's dependencies ``sigma * (psi - 1 / sigma)``
+  (the reciprocal computed again, the same IEEE result) scattered into a dense ``(N, 64)``
+  matrix, whose rows
   are finally summed 32 lanes at a time in lane order into the result, reading only the
   lanes that reached the vertex in this batch (the matrix is never cleared).
 
@@ -35,8 +36,11 @@ alternating batch by batch, bit-identical results; 1.55-1.6x in all):
   each edge and at each edge's test (-9 %).  With a fast BMI2 ``pext`` (``_fast_pext``) the
   lanes' ranks come from ``pext`` and trailing-zero counts instead of two popcounts a lane
   (-5 %).
-* ``1 / sigma`` is computed once per entry in a loop LLVM vectorises (``error_model="numpy"``:
-  no zero-division check, the same IEEE results), not again in the dependency.
+* ``psi``'s start ``1 / sigma`` is computed in a loop LLVM vectorises (``error_model="numpy"``:
+  no zero-division check, the same IEEE results).  The dependency computes ``1 / sigma``
+  again instead of reading it from a third packed array: that array (up to 8 MB at scale 14) cost
+  more than the division (-3 to -6 % on one core at scale 14, CPU time, alternating with the
+  previous version).
 * The dependency matrix is read under the batch's lane masks instead of being cleared after
   every batch (-4 %), and its scatter finds the lanes by trailing-zero count (-2 %).
 
@@ -44,9 +48,12 @@ Tried and not kept (slower, or within the noise): computing ``sigma`` and ``psi`
 from the lane words, without a pair list (``psi`` then revisits every out-edge of a level,
 +17 %); adding ``sigma`` inside the pair writer, or right after a pulled vertex's pairs
 (+19 %); the dependency scatter four lanes a round; pairs packed in one ``uint64`` (+5 %);
-software prefetch in the pair loops (+5 %); push/pull thresholds of 4 and 16.
+software prefetch in the pair loops (+5 %); push/pull thresholds of 4 and 16; 32 lanes a
+batch (the workspace halved: two GLB places then spent 8-10 % more CPU in ``process`` than
+one instead of 16-17 %, but one place alone 11 % more, the BFS and level scans costing per
+batch, not per source).
 
-Memory: about 2 KB per vertex (four ``N x 64`` float64 arrays) plus 8 bytes per DAG pair of a
+Memory: about 1.5 KB per vertex (three ``N x 64`` float64 arrays) plus 8 bytes per DAG pair of a
 batch; ``Workspace`` holds it for one thread and grows the pair list when needed.  The
 functions release the GIL (``nogil``) and are cached on disk (``cache=True``).
 """
@@ -73,9 +80,9 @@ GROUP = 32
 """Sources whose dependencies are summed before they are added to the result: the numpy
 kernel's batch, so that both add the same partial sums in the same order."""
 _PUSH_RATIO = 8
+"""A level is pushed when its frontier has fewer than 1/8 of the edges as out-edges."""
 _SLACK = 4
 """Room past the last pair of the list that ``_emit`` may write to (four lanes a round)."""
-"""A level is pushed when its frontier has fewer than 1/8 of the edges as out-edges."""
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -393,8 +400,8 @@ def _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr, lofs, touched,
     return d, words, lv, pa, pb
 
 
-@njit(cache=True, nogil=True)
-def _dependencies(d, words, lv, lptr, lofs, sig, psi, inv, dep):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True, error_model="numpy")
+def _dependencies(d, words, lv, lptr, lofs, sig, psi, dep):  # type: ignore[no-untyped-def]
     """Scatter the dependencies ``sigma * (psi - 1 / sigma)`` of level ``d``'s packed entries
     into the dense ``(N, 64)`` matrix ``dep``."""
     p = lofs[d]
@@ -405,31 +412,29 @@ def _dependencies(d, words, lv, lptr, lofs, sig, psi, inv, dep):  # type: ignore
         row = v * LANES
         while word:
             q = _ix(p)
-            dep[_ix(row + _ctz(word))] = sig[q] * (psi[q] - inv[q])
+            dep[_ix(row + _ctz(word))] = sig[q] * (psi[q] - 1.0 / sig[q])
             p += 1
             word &= word - _U1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _reciprocal(sig, psi, inv):  # type: ignore[no-untyped-def]
-    """``inv = psi = 1 / sig`` elementwise (views of one level's packed entries)."""
+def _reciprocal(sig, psi):  # type: ignore[no-untyped-def]
+    """``psi = 1 / sig`` elementwise (views of one level's packed entries)."""
     for i in range(sig.shape[0]):
-        x = 1.0 / sig[i]
-        inv[i] = x
-        psi[i] = x
+        psi[i] = 1.0 / sig[i]
 
 
 @njit(cache=True, nogil=True)
-def _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, inv, pa, pb,  # type: ignore[no-untyped-def]
+def _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, pa, pb,  # type: ignore[no-untyped-def]
               dep):
     """Level by level from the deepest: ``psi = 1 / sigma`` on the level's entries, then
     ``psi[u] += psi[w]`` over the pairs into the next level, then the level's dependencies into
     ``dep``.  Level 0 holds each source's own entry, whose dependency is 0: it is skipped."""
     for d in range(depth, 0, -1):
-        _reciprocal(sig[lofs[d]:lofs[d + 1]], psi[lofs[d]:lofs[d + 1]], inv[lofs[d]:lofs[d + 1]])
+        _reciprocal(sig[lofs[d]:lofs[d + 1]], psi[lofs[d]:lofs[d + 1]])
         if d < depth:
             _psi(psi, pa, pb, plvl[d], plvl[d + 1])
-        _dependencies(d, words, lv, lptr, lofs, sig, psi, inv, dep)
+        _dependencies(d, words, lv, lptr, lofs, sig, psi, dep)
 
 
 @njit(cache=True, nogil=True)
@@ -464,11 +469,11 @@ def _accumulate(vis, own, dep, ns, perm, bc):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _batch(off, tgt, coff, csrc, sources, perm, words, vis, lv, lptr, lofs, touched, pos_a,
-           pos_b, sig, psi, inv, dep, pa, pb, plvl, bc):  # type: ignore[no-untyped-def]
+           pos_b, sig, psi, dep, pa, pb, plvl, bc):  # type: ignore[no-untyped-def]
     """One batch, start to end: the dependencies of ``sources`` added to ``bc``."""
     depth, words, lv, pa, pb = _forward(off, tgt, coff, csrc, sources, words, vis, lv, lptr,
                                         lofs, touched, pos_a, pos_b, sig, pa, pb, plvl)
-    _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, inv, pa, pb, dep)
+    _backward(depth, words, lv, lptr, lofs, plvl, sig, psi, pa, pb, dep)
     _accumulate(vis, words[0], dep, sources.shape[0], perm, bc)
     return words, lv, pa, pb
 
@@ -505,7 +510,6 @@ class Workspace:
         self.pos_b = np.zeros(n, dtype=np.int64)
         self.sig = np.zeros(n * LANES)
         self.psi = np.zeros(n * LANES)
-        self.inv = np.zeros(n * LANES)
         self.dep = np.zeros(n * LANES)
         self.pa = np.zeros(16 * n, dtype=np.int32)
         self.pb = np.zeros(16 * n, dtype=np.int32)
@@ -520,7 +524,7 @@ class Workspace:
         """Add the dependencies of ``sources`` (distinct, plan labels, at most 64) to ``bc``
         (original labels), 32 sources at a time."""
         self.words, self.lv, self.pa, self.pb = _batch(  # type: ignore[call-arg]
-            *graph, sources, perm, *self._scratch(), self.psi, self.inv, self.dep, self.pa, self.pb,
+            *graph, sources, perm, *self._scratch(), self.psi, self.dep, self.pa, self.pb,
             self.plvl, bc)
 
     def dag_edges(self, graph: tuple[np.ndarray, ...], sources: np.ndarray) -> int:
