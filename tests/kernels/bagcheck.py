@@ -1,15 +1,18 @@
-"""Driving bags as GLB would, for the kernel tests: random process/split/merge/pickle."""
+"""Helpers of the kernel tests: driving bags as GLB would (random process/split/merge/pickle),
+and running a function under one kernel backend."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks.kernels._backend import backend
 from glb import Bag, Fold, process_all
 
-__all__ = ["drive_randomly"]
+__all__ = ["drive_randomly", "with_backend"]
 
 
 def drive_randomly(bags: list[Bag], result: Fold, rng: random.Random, sizes: Sequence[int],
@@ -70,3 +73,18 @@ def drive_randomly(bags: list[Bag], result: Fold, rng: random.Random, sizes: Seq
     for b in bags:
         process_all(b, result, finish_n)
     return result
+
+
+def with_backend(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with ``APGAS_KERNELS`` set to ``name`` (restored afterwards); asserts that
+    the backend then in force is ``name``."""
+    saved = os.environ.get("APGAS_KERNELS")
+    os.environ["APGAS_KERNELS"] = name
+    try:
+        assert backend() == name
+        return fn(*args)
+    finally:
+        if saved is None:
+            del os.environ["APGAS_KERNELS"]
+        else:
+            os.environ["APGAS_KERNELS"] = saved

@@ -29,6 +29,8 @@ from benchmarks.kernels import bc as bcmod
 from benchmarks.kernels._backend import backend, numba_available
 from glb import ArraySum, process_all
 
+from .bagcheck import with_backend
+
 MASK = (1 << 64) - 1
 RTOL = 1e-9
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,20 +45,6 @@ def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("APGAS_KERNELS", request.param)
     assert backend() == request.param
     return request.param
-
-
-def with_backend(name: str, fn, *args):  # type: ignore[no-untyped-def]
-    """``fn(*args)`` with APGAS_KERNELS set to ``name`` (restored afterwards)."""
-    saved = os.environ.get("APGAS_KERNELS")
-    os.environ["APGAS_KERNELS"] = name
-    try:
-        assert backend() == name
-        return fn(*args)
-    finally:
-        if saved is None:
-            del os.environ["APGAS_KERNELS"]
-        else:
-            os.environ["APGAS_KERNELS"] = saved
 
 
 # ------------------------------------------------------------------------------------------

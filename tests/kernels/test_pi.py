@@ -8,7 +8,6 @@ must be continued exactly by the other."""
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import random
 from fractions import Fraction
@@ -29,7 +28,7 @@ from benchmarks.kernels.pi import (
 )
 from glb import LongSum, process_all
 
-from .bagcheck import drive_randomly
+from .bagcheck import drive_randomly, with_backend
 
 needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
 BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
@@ -276,27 +275,14 @@ def test_raw_words_of_the_benchmark_run() -> None:
 # -- the two backends ------------------------------------------------------------------------
 
 
-def _with(name: str, fn, *args):  # type: ignore[no-untyped-def]
-    saved = os.environ.get("APGAS_KERNELS")
-    os.environ["APGAS_KERNELS"] = name
-    try:
-        assert backend() == name
-        return fn(*args)
-    finally:
-        if saved is None:
-            del os.environ["APGAS_KERNELS"]
-        else:
-            os.environ["APGAS_KERNELS"] = saved
-
-
 @needs_numba
 @pytest.mark.parametrize("samples,seed,work_units", [
     (1, 0, 1), (98_305, 1, 7), (TASK_SAMPLES + 1, 2, 50_000),
     (5 * TASK_SAMPLES + 77_777, 9, 3 * TASK_SAMPLES + 5), (2 * 10**7, 123, DEFAULT_WORK_UNITS),
 ])
 def test_backends_give_identical_hits(samples: int, seed: int, work_units: int) -> None:
-    assert (_with("numpy", run_one_bag, samples, seed, work_units)
-            == _with("numba", run_one_bag, samples, seed, work_units))
+    assert (with_backend("numpy", run_one_bag, samples, seed, work_units)
+            == with_backend("numba", run_one_bag, samples, seed, work_units))
 
 
 @needs_numba
@@ -308,8 +294,8 @@ def test_a_bag_moves_between_backends_exactly() -> None:
     bags = {"numpy": PiBag(n, 6), "alternating": PiBag(n, 6)}
     totals = {name: LongSum() for name in bags}
     for i, size in enumerate(sizes):
-        _with("numpy", bags["numpy"].process, size, totals["numpy"])
-        _with(("numba", "numpy")[i % 2], bags["alternating"].process, size,
+        with_backend("numpy", bags["numpy"].process, size, totals["numpy"])
+        with_backend(("numba", "numpy")[i % 2], bags["alternating"].process, size,
               totals["alternating"])
         assert pickle.dumps(bags["numpy"]) == pickle.dumps(bags["alternating"])
         assert totals["numpy"].value() == totals["alternating"].value()
