@@ -173,6 +173,29 @@ def run_program(program: str | Path, places: int = 2, mode: str = "spawn", *args
     return Result(proc.returncode, out, err)
 
 
+
+def run_benchmark(name: str, args: list[str], places: int, mode: str = "spawn",
+                  env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+    """Run ``python -m benchmarks.<name> <args> --json`` (under ``mpiexec -n places`` when
+    ``mode`` is ``"mpiexec"``) and return its last stdout line parsed as JSON; fails the test
+    when it exits non-zero, and kills it with its descendants after ``timeout`` s."""
+    import json
+
+    cmd = [sys.executable, "-m", f"benchmarks.{name}", *args, "--json"]
+    if mode == "mpiexec":
+        cmd = [MPIEXEC, "-n", str(places), *cmd]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env or env_for(places), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} hung\n{err}")
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
 class Program:
     """A program running in the background, for tests that talk to it while it runs."""
 

@@ -3,30 +3,19 @@ places: exact task counts, malleable runs, and the load phases in the busy trace
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, env_for, kill_tree
+from conftest import ROOT, env_for, run_benchmark
 
 CMD = [sys.executable, "-m", "benchmarks.evotree"]
 
 
 def evotree(args, places, env=None, timeout=45):
-    """Run ``python -m benchmarks.evotree ... --json`` on ``places``; return the report."""
-    cmd = [*CMD, *args, "--places", str(places), "--json"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env or env_for(None), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} hung\n{err}")
-    assert proc.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])
+    """Run ``python -m benchmarks.evotree ... --places P --json``; return the report."""
+    return run_benchmark("evotree", [*args, "--places", str(places)], places,
+                         env=env or env_for(None), timeout=timeout)
 
 
 def branch_seconds(report):

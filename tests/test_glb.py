@@ -9,7 +9,7 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ROOT, env_for, run_program
+from conftest import ROOT, env_for, run_benchmark, run_program
 from oracles import py_brandes
 
 SMALL = {
@@ -20,31 +20,9 @@ SMALL = {
 }
 
 
-def bench(name, args, places, mode="spawn", env=None, timeout=120):
-    """Run ``python -m benchmarks.<name> --json``; return the parsed report."""
-    cmd = [sys.executable, "-m", f"benchmarks.{name}", *args, "--json"]
-    if mode == "mpiexec":
-        cmd = [MPIEXEC, "-n", str(places), *cmd]
-    import subprocess
-
-    from conftest import kill_tree
-
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env or env_for(places), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} hung\n{err}")
-    assert proc.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])
-
-
 @pytest.mark.parametrize("places", [1, 2, 3])
 def test_uts_exact(places):
-    r = bench("uts", ["--depth", "10"], places)
+    r = run_benchmark("uts", ["--depth", "10"], places)
     assert r["result"] == 4_130_071 and r["correct"] is True and r["places"] == places
     assert sum(s["process_calls"] for s in r["log"]) > 0
 
@@ -55,8 +33,8 @@ def test_every_place_accounts_its_time_and_cpu():
     process() than in its whole loop, nor more than its process; its first work starts
     before its last one ends; the CPU of the places' process() calls adds up to about the
     work a one-place run does; and (Linux) the workers' wait for a CPU is known."""
-    one = bench("uts", ["--depth", "11"], 1)
-    two = bench("uts", ["--depth", "11"], 2)
+    one = run_benchmark("uts", ["--depth", "11"], 1)
+    two = run_benchmark("uts", ["--depth", "11"], 2)
     assert one["result"] == two["result"] == 16_526_523
     for s in one["log"] + two["log"]:
         assert s["process_calls"] > 0, s
@@ -72,18 +50,18 @@ def test_every_place_accounts_its_time_and_cpu():
 
 @pytest.mark.parametrize("places", [1, 2, 3])
 def test_nqueens_exact(places):
-    r = bench("nqueens", ["-N", "12"], places)
+    r = run_benchmark("nqueens", ["-N", "12"], places)
     assert r["result"] == 14_200 and r["correct"] is True
 
 
 def test_uts_seed_29_under_mpiexec():
     # the reference UTS workload T1L (Olivier et al., LCPC 2006), every rank a place
-    r = bench("uts", ["--depth", "13", "--seed", "29"], 3, mode="mpiexec")
+    r = run_benchmark("uts", ["--depth", "13", "--seed", "29"], 3, mode="mpiexec")
     assert r["places"] == 3 and r["result"] == 102_181_082 and r["correct"] is True
 
 
 def test_work_is_shared_by_stealing():
-    r = bench("uts", ["--depth", "11", "--work-units", "16384"], 3)
+    r = run_benchmark("uts", ["--depth", "11", "--work-units", "16384"], 3)
     assert r["result"] == 16_526_523
     busy = [s for s in r["log"] if s["process_calls"] > 0]
     assert len(busy) == 3, r["log"]  # every place got work
@@ -96,7 +74,7 @@ def test_bc_against_independent_oracles(places):
 
     # the benchmark's R-MAT graph has duplicate edges, which networkx would merge: a plain
     # Brandes (tests/oracles.py) that counts each edge is the oracle there
-    r = bench("bc", ["--scale", "7"], places)
+    r = run_benchmark("bc", ["--scale", "7"], places)
     src, dst = rmat_edges(7, 2)
     np.testing.assert_allclose(np.array(r["result"]), py_brandes(128, src, dst), rtol=1e-9)
     # on a simple graph (no duplicate edge, no self-loop) networkx is the oracle of GLB's own
@@ -113,8 +91,8 @@ def test_bc_against_independent_oracles(places):
 
 
 def test_pi_reproducible_across_places():
-    runs = [bench("pi", ["--samples", "2e7", "--seed", "5"], p) for p in (1, 2, 3)]
-    runs.append(bench("pi", ["--samples", "2e7", "--seed", "5", "--static"], 3))
+    runs = [run_benchmark("pi", ["--samples", "2e7", "--seed", "5"], p) for p in (1, 2, 3)]
+    runs.append(run_benchmark("pi", ["--samples", "2e7", "--seed", "5", "--static"], 3))
     estimates = {r["result"] for r in runs}
     assert len(estimates) == 1, estimates
     (estimate,) = estimates
@@ -146,7 +124,7 @@ def _numba_missing() -> bool:
 def test_exact_with_shrinks_and_grows_during_the_run(name, args, kernels):
     env = env_for(3, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=SCHEDULE,
                   APGAS_KERNELS=kernels)
-    r = bench(name, args, 3, env=env, timeout=240)
+    r = run_benchmark(name, args, 3, env=env, timeout=240)
     assert r["correct"] is True, {k: v for k, v in r.items() if k != "result"}
     assert r["kernels"] == kernels
     kinds = [kind for kind, _ in r["orders"]]
@@ -219,11 +197,11 @@ def test_benchmark_is_a_malleable_job_under_a_scheduler(tmp_path):
 def test_short_options_are_the_java_benchmarks_problem_sizes():
     """A job script written for the Java GLB benchmarks (LifelineGLB) runs the same problem:
     ``-n 10`` is the board (it used to mean 10 work units with the default N=14)."""
-    assert bench("nqueens", ["-n", "10"], 1)["result"] == 724
-    assert bench("bc", ["-n", "6"], 1)["params"]["scale"] == 6
-    assert bench("pi", ["-n", "1e6"], 1)["params"]["samples"] == 10**6
-    r = bench("uts", ["-d", "6", "-s", "19", "-b", "4"], 1)
+    assert run_benchmark("nqueens", ["-n", "10"], 1)["result"] == 724
+    assert run_benchmark("bc", ["-n", "6"], 1)["params"]["scale"] == 6
+    assert run_benchmark("pi", ["-n", "1e6"], 1)["params"]["samples"] == 10**6
+    r = run_benchmark("uts", ["-d", "6", "-s", "19", "-b", "4"], 1)
     assert r["result"] == 16_000
-    r = bench("nqueens", ["-n", "10", "--work-units", "3", "--random-steals", "2",
+    r = run_benchmark("nqueens", ["-n", "10", "--work-units", "3", "--random-steals", "2",
                           "--lifeline-base", "3"], 2)
     assert r["result"] == 724 and r["glb"]["n"] == 3 and r["glb"]["w"] == 2 and r["glb"]["l"] == 3
