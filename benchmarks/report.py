@@ -159,6 +159,9 @@ def table() -> str:
             cell = e[str(p)]
             vs1 = cell.get("efficiency_vs_1_place")
             extra = f", {100 * vs1:.0f} % vs GLB on 1 place" if vs1 else ""
+            if cell.get("efficiency_vs_co_run"):
+                extra += (f", {100 * cell['efficiency_vs_co_run']:.0f} % vs {p} plain copies "
+                          f"at once (each {cell['co_run_slowdown']:.2f}x slower than alone)")
             size = int(float(e["args"][-1]))
             big = size >= two["sizes"].get(name, float("inf"))
             if p == 2 and big:

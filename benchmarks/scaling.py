@@ -33,6 +33,18 @@ caches, memory bandwidth, clock), which ``work_cpu_ratio`` shows: the CPU second
 ``Bag.process`` over all places divided by the sequential run's CPU seconds (1.0: no extra
 work).  The load averages (``os.getloadavg``) before and after are in the results file.
 
+What the cores cost each other is measured directly too, for every P up to the number of
+cores: P processes each run the whole sequential kernel at the same moment
+(:class:`CoRun`, no communication, no load balancing), interleaved with the other runs.
+With ``T_co`` the mean copy's time (median over the rounds)::
+
+    co_run_slowdown      = T_co / T_seq
+    efficiency_vs_co_run = T_co / (P · T_P)
+
+The first is the machine's own limit for this kernel (a P-place run cannot beat
+``1 / co_run_slowdown`` of the wall-clock efficiency however little GLB costs); the second
+is what GLB loses beyond it.
+
 With ``--resilient``, every GLB run is also made with ``--resilient`` (resilient GLB,
 ``glb._store`` and ``glb._recovery``), interleaved with the plain one, and the cost of
 resilience with no failure is reported per place count:
@@ -51,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -149,6 +162,76 @@ def _sequential_run(seq: Callable[[], Any]) -> Run:
     return Run(t, available, c)
 
 
+def _co_run_copy(name: str, size: int | None, conn: Any, barrier: Any) -> None:
+    """A :class:`CoRun` copy: warm the kernel up, then time one sequential run per ``"go"``,
+    all copies released together by ``barrier``, until told ``"stop"``."""
+    _, seq = _sequential(name, size)
+    seq()  # warm up (graph generation, compiled kernels), like measure()'s own
+    conn.send("ready")
+    while conn.recv() == "go":
+        barrier.wait()
+        conn.send(_sequential_run(seq))
+
+
+class CoRun:
+    """``copies`` processes, each with its own copy of a benchmark's sequential kernel, run
+    at the same moment: what the machine's cores cost each other for this kernel (shared
+    caches, memory bandwidth, clock) with no communication and no load balancing at all.
+
+    Each copy does the whole sequential problem, so a copy's time against one run alone
+    (``T_seq``) is the slowdown a place suffers from its neighbours on this machine, and
+    ``T_co / (P · T_P)`` the efficiency of the GLB run against that baseline.  It is
+    meaningful only with at most one copy per core.
+
+    Args:
+        name: benchmark (``uts``, ``nqueens``, ``bc``, ``pi``).
+        size: its problem size (``None``: :func:`default_size`).
+        copies: processes (>= 2).
+
+    Raises:
+        ValueError: ``copies`` < 2.
+        RuntimeError: a copy died before it was ready.
+    """
+
+    def __init__(self, name: str, size: int | None, copies: int) -> None:
+        if copies < 2:
+            raise ValueError(f"a co-run needs at least 2 copies, got {copies}")
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(copies)
+        self._conns = []
+        self._procs = []
+        for _ in range(copies):
+            ours, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_co_run_copy, args=(name, size, theirs, barrier),
+                               daemon=True)
+            proc.start()
+            self._conns.append(ours)
+            self._procs.append(proc)
+        for conn in self._conns:
+            if not conn.poll(600) or conn.recv() != "ready":
+                self.close()
+                raise RuntimeError(f"a co-run copy of {name} did not start")
+
+    def run(self) -> list[Run]:
+        """One round: every copy runs once, all at the same moment; their :class:`Run`."""
+        for conn in self._conns:
+            conn.send("go")
+        return [conn.recv() for conn in self._conns]
+
+    def close(self) -> None:
+        """End the copies (they exit on ``"stop"``; a copy that does not is terminated)."""
+        for conn in self._conns:
+            try:
+                conn.send("stop")
+            except OSError:
+                pass
+        for proc in self._procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+
+
 def _glb_run(args: list[str], places: int) -> Run:
     env = {**os.environ}
     env.pop("APGAS_PLACES", None)
@@ -194,14 +277,19 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
         seq()  # warm up (graph generation, caches)
         runs: dict[Any, list[Run]] = {"seq": [], **{p: [] for p in place_counts}}
         res_runs: dict[int, list[float]] = {p: [] for p in place_counts}
-        for i in range(repeats):
-            runs["seq"].append(_sequential_run(seq))
-            for p in place_counts:
-                if resilient and i % 2:  # alternate which of the two goes first
-                    res_runs[p].append(_glb_run([*args, "--resilient"], p).seconds)
-                runs[p].append(_glb_run(args, p))
-                if resilient and not i % 2:
-                    res_runs[p].append(_glb_run([*args, "--resilient"], p).seconds)
+        co_counts = [p for p in place_counts if 2 <= p <= (os.cpu_count() or 1)]
+        co_runs: dict[int, list[float]] = {p: [] for p in co_counts}
+        co = {p: CoRun(name, (sizes or {}).get(name), p) for p in co_counts}
+        try:
+            for i in range(repeats):
+                runs["seq"].append(_sequential_run(seq))
+                for p in place_counts:
+                    if p in co:  # the mean copy's time, this round
+                        co_runs[p].append(statistics.fmean(r.seconds for r in co[p].run()))
+                    _glb_point(args, p, i, resilient, runs, res_runs)
+        finally:
+            for c in co.values():
+                c.close()
         seq_runs = runs["seq"]
         t_seq = statistics.median(r.seconds for r in seq_runs)
         a_seq = _median([r.available_s for r in seq_runs])
@@ -221,6 +309,13 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
                 "efficiency_uncontended": a_seq / a_p if a_seq and a_p else None,
                 "work_cpu_ratio": statistics.median(r.work_cpu_s for r in runs[p]) / cpu_seq,
             }
+            if p in co_runs:
+                t_co = statistics.median(co_runs[p])
+                entry[str(p)].update({
+                    "co_run_s": t_co, "co_run_runs_s": co_runs[p],
+                    "co_run_slowdown": t_co / t_seq,
+                    "efficiency_vs_co_run": t_co / (p * t_p),
+                })
             if resilient:
                 t_r = statistics.median(res_runs[p])
                 entry[str(p)]["resilient"] = {"seconds": t_r, "runs_s": res_runs[p],
@@ -231,11 +326,24 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
     return out
 
 
+def _glb_point(args: list[str], p: int, i: int, resilient: bool, runs: dict[Any, list[Run]],
+               res_runs: dict[int, list[float]]) -> None:
+    """Round ``i``'s GLB run(s) on ``p`` places, appended to ``runs`` (and ``res_runs``)."""
+    if resilient and i % 2:  # alternate which of the two goes first
+        res_runs[p].append(_glb_run([*args, "--resilient"], p).seconds)
+    runs[p].append(_glb_run(args, p))
+    if resilient and not i % 2:
+        res_runs[p].append(_glb_run([*args, "--resilient"], p).seconds)
+
+
 def _summary(point: dict[str, Any], p: int, resilient: bool) -> str:
     """One place count's figures for the console."""
     unc = point["efficiency_uncontended"]
     text = (f"P={p}: {point['seconds']:.3f} s ({100 * point['efficiency']:.0f} %"
             + ("" if unc is None else f", uncontended {100 * unc:.0f} %")
+            + ("" if "efficiency_vs_co_run" not in point else
+               f", vs co-run {100 * point['efficiency_vs_co_run']:.0f} % (copies "
+               f"x{point['co_run_slowdown']:.3f})")
             + f", work CPU x{point['work_cpu_ratio']:.3f})")
     if resilient:
         text += (f" resilient {point['resilient']['seconds']:.3f} s "

@@ -42,3 +42,29 @@ def test_a_sequential_run_on_an_idle_thread_is_mostly_available_time():
     if thread_run_delay_s() is not None:
         # what the thread did not wait for a CPU it spent computing (or sleeping: here not)
         assert r.available_s == pytest.approx(r.work_cpu_s, abs=0.05)
+
+
+def test_a_co_run_needs_two_copies():
+    from benchmarks.scaling import CoRun
+
+    with pytest.raises(ValueError, match="at least 2 copies, got 1"):
+        CoRun("uts", 6, 1)
+
+
+@pytest.mark.timeout(120)
+def test_a_co_run_times_every_copy_each_round_and_leaves_no_process():
+    import psutil
+
+    from benchmarks.scaling import CoRun
+
+    co = CoRun("nqueens", 8, 2)
+    pids = [p.pid for p in co._procs]
+    try:
+        rounds = [co.run(), co.run()]
+    finally:
+        co.close()
+    for runs in rounds:
+        assert len(runs) == 2
+        assert all(isinstance(r, Run) and r.seconds > 0 and r.work_cpu_s > 0 for r in runs)
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                   for pid in pids)
