@@ -341,8 +341,9 @@ def test_the_cpu_monitor_requests_under_load_and_releases_when_idle(java, tmp_pa
 
 @pytest.mark.timeout(180)
 def test_a_glb_benchmark_in_task_mode_asks_for_a_place(java, tmp_path):
-    """UTS under the evolving monitor in task mode (GLB's busy share): busy at one place, it
-    asks for one, is grown, and still counts the tree exactly."""
+    """UTS under the evolving monitor in task mode (GLB's busy share on splittable work, a
+    tree's): busy at one place, it asks for one, is grown, and still counts the tree
+    exactly."""
     import subprocess
     import sys
 
