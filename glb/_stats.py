@@ -37,6 +37,10 @@ class PlaceStats:
         lifeline_answers: loot sent to lifeline thieves.
         random_answers: loot sent to random thieves.
         busy_s: seconds spent in ``process``; idle_s: the rest of the computation's time.
+        splittable_busy_s: the part of ``busy_s`` spent in ``process`` calls that started
+            while the bag was splittable (``Bag.is_splittable()``: another place could have
+            taken some of its work); the evolving monitor's ``task`` load is its share of
+            the time.
         busy_cpu_s: CPU seconds of the worker's thread inside ``process`` (``busy_s`` minus
             the time the thread was runnable but had no CPU, taken by other processes).
         worker_cpu_s: CPU seconds of the worker's thread in the worker loop (``process``,
@@ -67,6 +71,7 @@ class PlaceStats:
     random_answers: int = 0
     busy_s: float = 0.0
     idle_s: float = 0.0
+    splittable_busy_s: float = 0.0
     busy_cpu_s: float = 0.0
     worker_cpu_s: float = 0.0
     run_delay_s: float | None = 0.0

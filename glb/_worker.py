@@ -124,10 +124,17 @@ class Worker:
         set_load_source(self.load_percent)
 
     def load_percent(self) -> float:
-        """The share of time (%) this place's worker spent processing its bag since the
-        previous call (the first: since the worker was made); the evolving monitor's
-        ``task`` load."""
-        now, busy = time.perf_counter(), self.stats.busy_s
+        """The evolving monitor's ``task`` load of this place, in % (0-100): the share of
+        time since the previous call (the first: since the worker was made) that its worker
+        spent in ``Bag.process`` while its bag held work another place could take
+        (``Bag.is_splittable()`` true before the call; ``stats.splittable_busy_s``).
+
+        A worker busy on work nobody else can take (a sequential chain of tasks, the last
+        task of a tree) reads low: one more place would only sit idle.  APGAS for Java's
+        task mode, min(100, 100 × queued tasks ÷ workers of the place), reads such a single
+        task low as well, with its many workers a place (about 8 % with 12); the plain busy
+        share of our one worker would read it 100 %.  See docs/guides/evolving.md."""
+        now, busy = time.perf_counter(), self.stats.splittable_busy_s
         then, busy_then = self._load_mark
         self._load_mark = (now, busy)
         return 0.0 if now <= then else min(100.0, 100.0 * (busy - busy_then) / (now - then))
@@ -182,11 +189,14 @@ class Worker:
             bag = self.bag
             while bag is not None and not bag.is_empty() and not self.leaving \
                     and not self.halted:
+                splittable = bag.is_splittable()  # could another place take some of it?
                 t, c = clock(), thread_clock()
                 bag.process(params.n, self.result)
                 end = clock()
                 stats.busy_cpu_s += thread_clock() - c
                 stats.busy_s += end - t
+                if splittable:
+                    stats.splittable_busy_s += end - t
                 if stats.first_work_s is None:
                     stats.first_work_s = t - self.started
                 stats.last_work_s = end - self.started

@@ -341,8 +341,9 @@ def test_the_cpu_monitor_requests_under_load_and_releases_when_idle(java, tmp_pa
 
 @pytest.mark.timeout(180)
 def test_a_glb_benchmark_in_task_mode_asks_for_a_place(java, tmp_path):
-    """UTS under the evolving monitor in task mode (GLB's busy share): busy at one place, it
-    asks for one, is grown, and still counts the tree exactly."""
+    """UTS under the evolving monitor in task mode (GLB's busy share on splittable work, a
+    tree's): busy at one place, it asks for one, is grown, and still counts the tree
+    exactly."""
     import subprocess
     import sys
 
@@ -369,3 +370,142 @@ def test_a_glb_benchmark_in_task_mode_asks_for_a_place(java, tmp_path):
     assert "growTimeAPGAS;1;" in "".join(lines)
     assert java.granted["127.0.1.1"][:1] == ["127.0.1.2"] or \
         ("127.0.1.1", "127.0.1.2") in java.released
+
+
+#: One place runs a GLB bag of 10 ms tasks (2 s in all); a thread reads the place's task load
+#: (``place_load``, what the evolving monitor asks each place for) over one second of it.
+#: ``python PROGRAM yes|no``: the tasks can be shared with another place (a tree's pending
+#: tasks) or not (a sequential chain).
+LOAD_PROGRAM = '''
+import json, sys, threading, time
+
+from apgaspy import run
+from apgaspy.elastic._evolving import place_load
+from glb import Bag, LongSum, compute_dynamic
+from glb._worker import current_worker
+
+
+class Tasks(Bag):
+    def __init__(self, left, shareable):
+        self.left, self.shareable = left, shareable
+
+    def process(self, n, result):
+        time.sleep(0.01)
+        self.left -= 1
+        result.add(1)
+
+    def split(self, take_all):
+        if self.is_splittable():
+            half = self.left // 2
+            self.left -= half
+            return Tasks(half, True)
+        if take_all and self.left:
+            give, self.left = Tasks(self.left, self.shareable), 0
+            return give
+        return None
+
+    def merge(self, other):
+        self.left += other.left
+
+    def is_empty(self):
+        return self.left == 0
+
+    def is_splittable(self):
+        return self.shareable and self.left >= 2
+
+
+def sample(out):
+    while True:  # until the worker processes
+        try:
+            if current_worker().stats.process_calls:
+                break
+        except KeyError:
+            pass
+        time.sleep(0.01)
+    place_load("task")
+    time.sleep(1.0)
+    out.append(place_load("task"))
+
+
+def main(shareable):
+    out = []
+    sampler = threading.Thread(target=sample, args=(out,))
+    sampler.start()
+    res = compute_dynamic(Tasks(200, shareable == "yes"), LongSum)
+    sampler.join()
+    stats = res.log[0]
+    print(json.dumps({"count": res.result.value(), "load": out[0], "busy_s": stats.busy_s,
+                      "splittable_busy_s": stats.splittable_busy_s}))
+
+
+if __name__ == "__main__":
+    run(main, sys.argv[1])
+'''
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shareable", [True, False])
+def test_the_task_load_counts_only_work_another_place_could_take(tmp_path, shareable):
+    """A real GLB computation at one place, its worker busy for 2 s: on tasks another place
+    could take (a splittable bag) the place reads above 90 %; on a chain nobody else can take
+    (an unsplittable bag, the evotree's sequential branch) below 10 %, so that the monitor
+    does not ask for a host that would only sit idle (docs/guides/evolving.md)."""
+    program = tmp_path / "task_load.py"
+    program.write_text(LOAD_PROGRAM)
+    r = run_program(program, 1, "spawn", "yes" if shareable else "no", timeout=100,
+                    env=env_for(1, APGAS_EVOLVING_IDLE_GRACE="10"))
+    assert r.returncode == 0, r.stderr
+    (out,) = r.json_lines()
+    assert out["count"] == 200
+    assert out["busy_s"] >= 2.0
+    if shareable:
+        assert out["load"] > 90, out
+        # every task but the last one started while another remained to share
+        assert out["busy_s"] - out["splittable_busy_s"] < 0.1, out
+    else:
+        assert out["load"] < 10, out
+        assert out["splittable_busy_s"] == 0.0, out
+
+
+@pytest.mark.timeout(120)
+def test_a_one_place_evotree_job_does_not_request_in_its_branch(java, tmp_path):
+    """The evotree on one place under the evolving monitor in task mode, with no node to
+    grant and a request given up after 1 s, so that the job asks again whenever its load
+    stays above 90 %: it asks in tree 1 and in tree 2 (splittable bags), never inside the
+    sequential branch (one task at a time, nothing to share), which one place suffices for.
+
+    The arrival times of the request lines are compared with the evotree's phases, counted
+    from ``APGAS-Ready`` (sent when GLB defines its handler, just after the evotree's clock
+    starts); the window checked leaves 0.5 s at both ends of the branch for that offset."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, kill_tree
+
+    java.free_nodes.clear()
+    env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
+                   APGAS_EVOLVING_MODE="task", APGAS_EVOLVING_INTERVAL="0.5",
+                   APGAS_EVOLVING_STANDBY="0.5", APGAS_EVOLVING_REQUEST_TIMEOUT="1")
+    # tree 1 3 s, branch 6 s (30 tasks of 0.2 s), tree 2 3 s, all on the one place
+    cmd = [sys.executable, "-m", "benchmarks.evotree", "-g", "3000", "-t", "60", "-u", "20",
+           "-s", "1", "--branch", "30", "--sleep", "--json"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=100)
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert (report["result"], report["correct"], report["orders"]) == (2 * 60 + 30, True, [])
+    phases = report["evotree"]["phases"]
+    assert phases["branch_s"] > 4.0, phases  # the window below holds several samples
+    lines = list(java.notifications.queue)
+    (ready,) = [t for t, line in lines if line.startswith("APGAS-Ready")]
+    requests = [t - ready for t, line in lines if line.startswith("Evolving;Request;1")]
+    lo, hi = phases["tree1_end_s"] + 0.5, phases["branch_end_s"] - 0.5
+    assert [t for t in requests if lo < t < hi] == [], (requests, phases)
+    assert any(t <= lo for t in requests), (requests, phases)  # tree 1 asks
+    assert any(t >= hi for t in requests), (requests, phases)  # tree 2 asks

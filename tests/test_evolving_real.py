@@ -4,8 +4,9 @@ cases of a release (docs/guides/evolving.md, docs/guides/evolving-scheduling.md)
 * An evolving evotree job (GLB, the evolving monitor in ``task`` mode) submitted to
   ``python -m scheduler serve --algorithm evolving-easy`` on logical nodes, real TCP: busy
   in tree 1 it asks for a node and is grown by a real ``grow`` order once a rigid job frees
-  one; in the sequential branch its idle place is released; it ends with the exact task
-  count.  The scheduler's counters and the job's place lists are checked.
+  one; in the sequential branch its idle place is released, and it does not ask again
+  before tree 2; it ends with the exact task count.  The scheduler's counters, the times of
+  the job's requests and the job's place lists are checked.
 * A request made while a release is under way, and a release of a place already leaving,
   are refused with a clear error; the release goes on and completes, nothing is lost.
 * ``demo --evolving``'s batch and the real evaluation's batch are well formed.
@@ -13,6 +14,7 @@ cases of a release (docs/guides/evolving.md, docs/guides/evolving-scheduling.md)
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -51,9 +53,11 @@ def test_an_evolving_evotree_job_grows_releases_and_counts_exactly(tmp_path):
         st = serve.ask(op="status")
         job = st["jobs"][1]
         assert job["state"] == "done", job
-        # one request served when the rigid job ended; one place given back in the branch;
-        # the request sent in the branch (place 0 alone, busy) stays pending: the Java rule's
-        # cool-down (60 s) follows the grant
+        # one request served when the rigid job ended (a request sent at two places, at the
+        # maximum, is refused and not counted); one place given back at the start of the
+        # branch; the request sent in tree 2 (place 0 alone, busy) stays pending: the Java
+        # rule's cool-down (60 s) follows the grant.  None in the branch: a chain of tasks
+        # that no other place could take keeps place 0 busy, but its task load low
         assert (job["requests"], job["requests_served"], job["releases"]) == (2, 1, 1)
         assert [e["nodes"] for e in serve.events("start", evo)] == [["127.0.1.2"]]
         assert [e["nodes"] for e in serve.events("evolving_grant", evo)] == [["127.0.1.1"]]
@@ -69,9 +73,23 @@ def test_an_evolving_evotree_job_grows_releases_and_counts_exactly(tmp_path):
             EVOTREE_TASKS, EVOTREE_TASKS, True)
         assert (report["places"], report["places_at_end"]) == (1, 1)
         assert report["orders"] == [["grow", [1]], ["shrink", [1]]]
+        # the job's request lines (counted or refused) against its phases, counted from its
+        # APGAS-Ready (sent when GLB defines its handler, just after the evotree's clock
+        # starts): none inside the branch, 0.5 s left at both ends for that offset
+        (ready,) = [e["t"] for e in serve.events("ready", evo)]
+        asked = [e["t"] - ready for e in serve.events("evolving_request", evo)] + [
+            e["t"] - ready for e in serve.events("evolving_refused", evo)
+            if e["line"].startswith("Evolving;Request;")]
+        phases = report["evotree"]["phases"]
+        lo, hi = phases["tree1_end_s"] + 0.5, phases["branch_end_s"] - 0.5
+        assert hi - lo > 4.0 and [t for t in asked if lo < t < hi] == [], (asked, phases)
+        assert [e["nodes"] for e in serve.events("evolving_request", evo)] == [1, 1]
         err = (serve.run_dir / f"job-{evo}.err").read_text()
-        # the branch runs on the place that finished tree 1: the other one is idle
-        assert re.search(r"evolving monitor: release place\(1\) \(place\([01]\) is idle", err)
+        # in the branch neither place holds work another could take: both read below
+        # APGAS_EVOLVING_LOW (place 0 busy on the chain, place 1 idle), place 1 is released
+        (line,) = re.findall(r"evolving monitor: release place\(1\) .*; loads (\{.*\})\)", err)
+        loads = ast.literal_eval(line)
+        assert sorted(loads) == [0, 1] and max(loads.values()) < 10.0, loads
         sessions = job_pids(serve.state_dir)
         assert len(sessions) == 2
         # no process of either job is left (every process of their sessions has ended; a

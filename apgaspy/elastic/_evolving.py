@@ -17,8 +17,8 @@ Loads, in % (0-100), by ``APGAS_EVOLVING_MODE``:
   its worker threads (``APGAS_THREADS``), at most 100.  Java measures the host's CPU
   instead; a place is one process here, and several places may share a host.
 * ``task``: the value of the load source registered at the place
-  (:func:`set_load_source`; GLB registers the share of time its worker processed work); 0
-  where none is registered.
+  (:func:`set_load_source`; GLB registers the share of time its worker was busy on work
+  another place could take, a splittable bag); 0 where none is registered.
 
 Either way a place reads 0 only after ``APGAS_EVOLVING_IDLE_GRACE`` seconds below 1 %
 (:func:`place_load`).
@@ -61,8 +61,9 @@ _idle_since: float | None = None  # since when this place's load is below 1 %
 def set_load_source(source: Callable[[], float] | None) -> Callable[[], float] | None:
     """Register this place's load for the evolving monitor's ``task`` mode.
 
-    Call it at each place whose load a library knows (GLB registers its workers' busy
-    share while it computes, and ``None`` when it ends).
+    Call it at each place whose load a library knows (GLB registers, as it makes a place's
+    worker, the share of time that worker is busy on a splittable bag: work another place
+    could take).
 
     Args:
         source: a callable without arguments that returns the place's load in % (0-100),
