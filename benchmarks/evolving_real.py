@@ -31,12 +31,10 @@ costs measured in that real run, nothing fitted:
 * the time from a place going idle to its node's release: the monitor's idle grace plus the
   median release time the jobs reported (``shrinkTimeAPGAS``), the simulator's ``idle_s``.
 
-And the simulated monitor follows the real one's rule in the sequential branch
-(:class:`MonitoredJob`): with one worker a place, the branch keeps its one place at 100 %,
-so a job down to one place asks for a node, which idles and is given back after the grace,
-and so on while the branch lasts (the project's simulator assumes the ideal monitor, which
-asks for nothing in the branch).  A second simulation with neither the costs nor this rule
-(``simulated_ideal``, the simulator as it is) shows what they account for.
+A second simulation without these costs (``simulated_ideal``, the simulator as it is)
+shows what they account for.  In the sequential branch the real monitor asks for nothing, as
+the simulator assumes: its ``task`` load counts only the time a place's worker holds work
+another place could take (docs/guides/evolving.md).
 
 Metrics (:mod:`scheduler.metrics`, the simulator's definitions): ``makespan_s``,
 ``mean_turnaround_s``, ``mean_wait_s``, ``utilisation``; per job ``requests``,
@@ -74,7 +72,7 @@ from scheduler.jobs import BatchEntry, JobClass
 from ._cli import non_negative_int, percent, positive_int, positive_seconds, seconds
 from ._results import RESULTS_DIR, write_result
 
-__all__ = ["METRICS", "MonitoredJob", "StartedTree", "as_monitored", "batch", "compare", "main",
+__all__ = ["METRICS", "StartedTree", "batch", "compare", "main",
            "real_costs", "summarise", "to_entries", "with_startup"]
 
 METRICS = ("makespan_s", "mean_turnaround_s", "mean_wait_s", "utilisation")
@@ -103,26 +101,6 @@ class StartedTree(EvoTree):
         """``[("start-up", startup_s)]`` (when > 0) and the evotree's three phases."""
         head = [("start-up", self.startup_s)] if self.startup_s > 0 else []
         return head + super().phases()
-
-
-class MonitoredJob(EvolvingJob):
-    """An :class:`~scheduler.evolving.EvolvingJob` whose demand in the sequential branch is
-    what apgaspy's evolving monitor in ``task`` mode makes of it with one worker a place
-    (docs/guides/evolving.md): on one place the branch reads 100 %, above the 90 % threshold,
-    so the job asks for a second node (demand 2); on more places the average is at most
-    50 % and the idle ones are given back (demand 1).  Elsewhere as the base class."""
-
-    def demand(self) -> int:
-        """Nodes the job's monitor asks for now (within its range)."""
-        if self.tree.phases()[self.phase][0] == "branch":
-            want = 2 if len(self.nodes) == 1 else 1
-            return max(self.spec.lo, min(self.spec.hi, want))
-        return super().demand()
-
-
-def as_monitored(jobs: list[EvolvingJob]) -> list[EvolvingJob]:
-    """The same jobs as :class:`MonitoredJob` objects (fresh; the originals are untouched)."""
-    return [MonitoredJob(j.job_id, j.spec, j.tree, j.submit_s) for j in jobs]
 
 
 def with_startup(jobs: list[EvolvingJob], startup_s: float) -> list[EvolvingJob]:
@@ -310,8 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         costs = real_costs(run_dir / "events.jsonl", report["jobs"])
         startup = costs["overhead_s"]["median"] or 0.0
         idle = grace + (costs["release_s"]["median"] or 0.0)
-        sim = simulate_evolving(as_monitored(with_startup(batch(seed, share, **shape),
-                                                          startup)), policy,
+        sim = simulate_evolving(with_startup(batch(seed, share, **shape), startup), policy,
                                 total_nodes=args.nodes, interval_s=args.interval,
                                 monitor=MonitorConfig(standby_s=3.0, decide_s=1.0, idle_s=idle),
                                 cooldown_s=args.cooldown)

@@ -230,28 +230,6 @@ def test_the_gantt_chart_marks_every_grant_and_release(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_simulated_monitor_asks_in_the_branch_as_the_real_one():
-    """One place in the sequential branch reads 100 %: the job asks for a second node, and
-    gives it back once idle; from two places on it asks for nothing more."""
-    from scheduler.evolving import EvoTree
-    from scheduler.jobs import JobSpec
-
-    spec = JobSpec(name="e", job_class="evolving", min_nodes=1, max_nodes=4)
-    job = evolving_real.MonitoredJob(0, spec, EvoTree(2, 8.0), 0.0)
-    job.nodes = ["n1"]
-    assert job.demand() == 4  # tree 1: the maximum
-    job.phase = 1  # the branch
-    assert job.demand() == 2
-    job.nodes = ["n1", "n2"]
-    assert job.demand() == 1
-    wide = evolving_real.MonitoredJob(
-        0, JobSpec(name="w", job_class="evolving", min_nodes=2, max_nodes=8), EvoTree(4, 8.0),
-        0.0, phase=1, nodes=["n1", "n2"])
-    assert wide.demand() == 2  # never below the minimum
-    (copy,) = evolving_real.as_monitored([job])
-    assert isinstance(copy, evolving_real.MonitoredJob) and copy.nodes == [] and job.phase == 1
-
-
 def test_the_summary_averages_over_the_seeds():
     def row(seed, real_ms, sim_ms):
         real = {"makespan_s": real_ms, "mean_turnaround_s": 10.0, "mean_wait_s": 2.0,
