@@ -13,7 +13,7 @@ see :func:`demo_batch`.
 ``demo --evolving`` runs :data:`EVOLVING_DEMO_BATCH` instead: LifelineGLB's evotree (tree,
 sequential branch, tree; docs/guides/evotree.md) as rigid, moldable, malleable and evolving
 jobs under an evolving policy (``--algorithm``, default ``evolving-smallest``).  The evolving
-jobs run apgaspy's evolving monitor in ``task`` mode (GLB's busy share,
+jobs run apgaspy's evolving monitor in ``task`` mode (GLB's busy share on splittable work,
 docs/guides/evolving.md): they ask for a node in the trees and give nodes back in the branch.
 Their tasks wait their time out (``--sleep``): a logical node stands for a node's compute
 time, which two cores could not give to several busy loops at once.  Each job's line also
@@ -118,9 +118,9 @@ EVOLVING_DEMO_BATCH: tuple[DemoJob, ...] = (
 
 EVOLVING_JOB_ENV = {"APGAS_EVOLVING_MODE": "task", "APGAS_EVOLVING_IDLE_GRACE": "2"}
 """The evolving monitor's settings for the demo's and the real evaluation's evotree jobs
-(docs/guides/evolving.md): the load is GLB's busy share (the Java evaluation's ``task``
-mode); a place reads idle after 2 s without work (Java's 10 s, scaled with the jobs: their
-branch lasts 20 s, not 100 s)."""
+(docs/guides/evolving.md): the load is GLB's busy share on splittable work (the Java
+evaluation's ``task`` mode); a place reads idle after 2 s without work (Java's 10 s, scaled
+with the jobs: their branch lasts 20 s, not 100 s)."""
 
 
 UTS_DEPTH = {"numpy": 13, "numba": 15}
