@@ -1,7 +1,8 @@
-"""Evolving jobs for real, beside the simulator: one batch, three policies, real and simulated.
+"""Evolving jobs for real, beside the simulator: one batch, several policies, real and simulated.
 
     python -m benchmarks.evolving_real [--nodes 10] [--jobs 16] [-g 8] [--share 50]
-        [--algorithms all-rigid,evolving-easy,evolving-smallest] [--seed 42] [--quick]
+        [--algorithms all-rigid,evolving-easy,evolving-smallest,evolving-elastic]
+        [--seeds 42] [--quick]
 
 The batch is the evolving evaluation's (:func:`scheduler.evolving.evolving_batch`: the Java
 ElasticJobScheduler's set-up, evotree jobs of 1, 2, 4 or 8 nodes, some submitted at 0 and
@@ -226,9 +227,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="42",
                    help="comma-separated batch seeds: each batch runs under every policy, "
                         "and the summary gives the means over the batches (42)")
-    p.add_argument("--algorithms", default="all-rigid,evolving-easy,evolving-smallest",
+    p.add_argument("--algorithms", default="all-rigid,evolving-easy,evolving-smallest,"
+                                          "evolving-elastic",
                    help="comma-separated: all-rigid and evolving policies "
-                        "(default all-rigid,evolving-easy,evolving-smallest)")
+                        "(default all-rigid,evolving-easy,evolving-smallest,evolving-elastic)")
     p.add_argument("--cooldown", type=seconds, default=10.0,
                    help="evolving-easy's cool-down in s (10: Java's 60 s scaled with g)")
     p.add_argument("--interval", type=positive_seconds, default=1.0,
