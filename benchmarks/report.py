@@ -161,7 +161,7 @@ def table() -> str:
             extra = f", {100 * vs1:.0f} % vs GLB on 1 place" if vs1 else ""
             if cell.get("efficiency_vs_co_run"):
                 extra += (f", {100 * cell['efficiency_vs_co_run']:.0f} % vs {p} plain copies "
-                          f"at once (each {cell['co_run_slowdown']:.2f}x slower than alone)")
+                          f"at once (each {cell['co_run_slowdown']:.2f}x its time alone)")
             size = int(float(e["args"][-1]))
             big = size >= two["sizes"].get(name, float("inf"))
             if p == 2 and big:
