@@ -344,25 +344,12 @@ def test_a_glb_benchmark_in_task_mode_asks_for_a_place(java, tmp_path):
     """UTS under the evolving monitor in task mode (GLB's busy share on splittable work, a
     tree's): busy at one place, it asks for one, is grown, and still counts the tree
     exactly."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT, kill_tree
+    from conftest import run_benchmark
 
     env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
                    APGAS_EVOLVING_MODE="task", APGAS_EVOLVING_INTERVAL="0.5",
                    APGAS_EVOLVING_STANDBY="0.5", APGAS_EVOLVING_HIGH="50")
-    cmd = [sys.executable, "-m", "benchmarks.uts", "--depth", "14", "--json"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=150)
-    finally:
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-            proc.communicate()
-    assert proc.returncode == 0, err
-    report = json.loads(out.strip().splitlines()[-1])
+    report = run_benchmark("uts", ["--depth", "14"], 1, env=env, timeout=150)
     assert report["correct"] is True and report["result"] == 1_057_675_516
     assert report["orders"][0] == ["grow", [1]]
     lines = [line for _, line in list(java.notifications.queue)]
@@ -477,28 +464,15 @@ def test_a_one_place_evotree_job_does_not_request_in_its_branch(java, tmp_path):
     The arrival times of the request lines are compared with the evotree's phases, counted
     from ``APGAS-Ready`` (sent when GLB defines its handler, just after the evotree's clock
     starts); the window checked leaves 0.5 s at both ends of the branch for that offset."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT, kill_tree
+    from conftest import run_benchmark
 
     java.free_nodes.clear()
     env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
                    APGAS_EVOLVING_MODE="task", APGAS_EVOLVING_INTERVAL="0.5",
                    APGAS_EVOLVING_STANDBY="0.5", APGAS_EVOLVING_REQUEST_TIMEOUT="1")
     # tree 1 3 s, branch 6 s (30 tasks of 0.2 s), tree 2 3 s, all on the one place
-    cmd = [sys.executable, "-m", "benchmarks.evotree", "-g", "3000", "-t", "60", "-u", "20",
-           "-s", "1", "--branch", "30", "--sleep", "--json"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=100)
-    finally:
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-            proc.communicate()
-    assert proc.returncode == 0, err
-    report = json.loads(out.strip().splitlines()[-1])
+    report = run_benchmark("evotree", ["-g", "3000", "-t", "60", "-u", "20", "-s", "1",
+                                       "--branch", "30", "--sleep"], 1, env=env, timeout=100)
     assert (report["result"], report["correct"], report["orders"]) == (2 * 60 + 30, True, [])
     phases = report["evotree"]["phases"]
     assert phases["branch_s"] > 4.0, phases  # the window below holds several samples
