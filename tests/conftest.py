@@ -184,17 +184,23 @@ def run_benchmark(name: str, args: list[str], places: int, mode: str = "spawn",
     cmd = [sys.executable, "-m", f"benchmarks.{name}", *args, "--json"]
     if mode == "mpiexec":
         cmd = [MPIEXEC, "-n", str(places), *cmd]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env or env_for(places), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    rc, out, err = run_command(cmd, env or env_for(places), timeout)
+    assert rc == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_command(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+    """Run ``cmd`` in the repository root in a session of its own and return its exit status,
+    stdout and stderr; after ``timeout`` s kill it with its descendants and fail the test."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)
         out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} hung\n{err}")
-    assert proc.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])
+        pytest.fail(f"{' '.join(cmd)} did not end within {timeout} s\n{out}\n{err}")
+    return proc.returncode, out, err
 
 class Program:
     """A program running in the background, for tests that talk to it while it runs."""

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ROOT, env_for, kill_tree
+from conftest import MPIEXEC, ROOT, env_for, kill_tree, run_command
 
 from benchmarks.jacobi import check_params
 from benchmarks.kernels.jacobi import advance, checksum, initial_rows, partition, solve
@@ -83,16 +83,7 @@ CMD = [sys.executable, "-m", "benchmarks.jacobi"]
 
 
 def _run(args, env=None, timeout=60, prefix=()):
-    proc = subprocess.Popen([*prefix, *CMD, *args], cwd=ROOT, env=env or env_for(None),
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        out, err = proc.communicate()
-        pytest.fail(f"jacobi {args} did not end within {timeout} s\n{out}\n{err}")
-    return proc.returncode, out, err
+    return run_command([*prefix, *CMD, *args], env or env_for(None), timeout)
 
 
 def _report(args, **kw):
