@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 from conftest import ROOT, wait_until
-from test_scheduler_durable import PY, Serve, job_pids, kill_jobs
+from test_scheduler_durable import PY, Serve, stop_all
 from test_scheduler_real import FAKE_JOB
 
 from scheduler.journal import Journal
@@ -77,11 +77,7 @@ def test_the_evolving_counters_survive_a_restart(tmp_path):
         (row,) = json.loads(out.stdout)
         assert (row["requests"], row["requests_served"], row["releases"]) == (2, 2, 2)
     finally:
-        sessions = job_pids(serve.state_dir)
-        for s in (second, serve):
-            if s is not None:
-                s.stop()
-        kill_jobs(sessions)
+        stop_all(serve, second)
 
 
 def test_a_journal_without_the_counters_gets_them(tmp_path):

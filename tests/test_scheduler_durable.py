@@ -132,6 +132,16 @@ def kill_jobs(sessions: set[int]) -> None:
                 os.kill(proc.pid, signal.SIGKILL)
 
 
+def stop_all(serve: Serve, *restarted: Serve | None) -> None:
+    """End a test's scheduler sessions (``restarted`` ones first, ``None`` skipped) and then
+    SIGKILL whatever is left of the jobs ``serve``'s journal knows."""
+    sessions = job_pids(serve.state_dir)
+    for s in (*restarted, serve):
+        if s is not None:
+            s.stop()
+    kill_jobs(sessions)
+
+
 def rows(state_dir: Path) -> dict[int, Any]:
     j = Journal(state_dir, readonly=True)
     try:
@@ -209,11 +219,7 @@ def test_kill_after_submissions_and_just_after_a_start(tmp_path):
             [(i, "done", 0, 2) for i in ids]
         assert all(r["wait_s"] >= 0 and r["turnaround_s"] >= r["run_s"] > 0 for r in h)
     finally:
-        sessions = job_pids(serve.state_dir)
-        for s in (second, serve):
-            if s is not None:
-                s.stop()
-        kill_jobs(sessions)
+        stop_all(serve, second)
 
 
 @pytest.mark.timeout(60)
@@ -247,11 +253,7 @@ def test_kill_during_shutdown_then_restart_accounts_for_every_job(tmp_path):
         assert [j["reason"] for j in st["jobs"][2:]] == ["the scheduler was shut down"] * 2
         assert_no_double_booking(second.state_dir)
     finally:
-        sessions = job_pids(serve.state_dir)
-        for s in (second, serve):
-            if s is not None:
-                s.stop()
-        kill_jobs(sessions)
+        stop_all(serve, second)
 
 
 @pytest.mark.timeout(60)
@@ -437,11 +439,7 @@ def test_kill_during_a_grow(tmp_path):
         assert out and out[0]["result"] == UTS_D12 and out[0]["correct"] is True
         assert_no_double_booking(second.state_dir)
     finally:
-        sessions = job_pids(serve.state_dir)
-        for s in (second, serve):
-            if s is not None:
-                s.stop()
-        kill_jobs(sessions)
+        stop_all(serve, second)
 
 
 @pytest.mark.timeout(60)
@@ -482,11 +480,7 @@ def test_kill_between_the_journal_and_the_launch(tmp_path):
             assert uts_count(second.run_dir / f"job-{i}.out") == UTS_D8
         assert_no_double_booking(second.state_dir)
     finally:
-        sessions = job_pids(serve.state_dir)
-        for s in (second, serve):
-            if s is not None:
-                s.stop()
-        kill_jobs(sessions)
+        stop_all(serve, second)
 
 
 @pytest.mark.timeout(120)
@@ -631,11 +625,7 @@ def test_kill_with_ssh_hosts(netns_cluster, tmp_path):
         for i in ids:
             assert uts_count(second.run_dir / f"job-{i}.out") == UTS_D8
     finally:
-        sessions = job_pids(serve.state_dir)
-        for s in (second, serve):
-            if s is not None:
-                s.stop()
-        kill_jobs(sessions)
+        stop_all(serve, second)
         deadline = time.monotonic() + 15
         while any(h.pids() for h in cluster.hosts) and time.monotonic() < deadline:
             time.sleep(0.1)
