@@ -31,11 +31,13 @@ Results: ``benchmarks/results/jacobi_scaling[-LABEL].json`` (every run) and
 Jacobi job for the scheduler's simulator, one entry per grid::
 
     {"grid": N, "steps": K, "nodes": [1, 2, 4], "seconds": [t1, t2, t4],
-     "rescale_s": r, "grow_s": g, "shrink_s": s}
+     "rescale_s": r, "grow_s": g, "shrink_s": s, "grow_pause_s": gp, "shrink_pause_s": sp}
 
 ``seconds[i]`` is the median ``compute_s`` of K iterations on ``nodes[i]`` places (interpolate
 linearly between node counts, and scale linearly in K); ``grow_s`` and ``shrink_s`` are the
-median ``resume_s`` of the grows and shrinks, ``rescale_s`` their mean.
+median ``resume_s`` of the grows and shrinks, ``rescale_s`` their mean; ``grow_pause_s`` and
+``shrink_pause_s`` the median ``resume_s - wait_s``: the time the iterations stand still,
+what a resize costs the job (while it waits for the step under way it still computes).
 """
 
 from __future__ import annotations
@@ -128,8 +130,8 @@ def rescale_cost(grid: int, repeats: int, steps: int = 140, pause: float = 0.05,
     so that both orders land mid-run whatever the grid.
 
     Returns:
-        ``{"grid", "runs": [orders of each run], "grow_s", "shrink_s"}``: the medians of the
-        orders' ``resume_s`` (``None`` where no such order completed mid-run).
+        ``{"grid", "runs": [orders of each run], "grow_s", "shrink_s", "grow_pause_s",
+        "shrink_pause_s"}``: the medians of :func:`order_medians`.
     """
     env = dict(os.environ, APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=SCHEDULE)
     runs = []
@@ -145,12 +147,30 @@ def rescale_cost(grid: int, repeats: int, steps: int = 140, pause: float = 0.05,
             f"{o['kind']} {o.get('resume_s', float('nan')):.3f} s" for o in rep["orders"]),
             flush=True)
 
-    def med(kind: str) -> float | None:
-        got = [o["resume_s"] for r in runs for o in r if o["kind"] == kind and "resume_s" in o]
-        return statistics.median(got) if got else None
+    return {"grid": grid, "schedule": SCHEDULE, "runs": runs, **order_medians(runs)}
 
-    return {"grid": grid, "schedule": SCHEDULE, "runs": runs, "grow_s": med("grow"),
-            "shrink_s": med("shrink")}
+
+def order_medians(runs: list[list[dict[str, Any]]]) -> dict[str, float | None]:
+    """The medians of a rescale measurement's orders, per kind (``None``: no such order
+    completed mid-run).
+
+    Args:
+        runs: per run, its orders as the benchmark reports them (``kind``, ``resume_s``,
+            ``wait_s``: seconds).
+
+    Returns:
+        ``grow_s``/``shrink_s``: the median ``resume_s`` (from the order's arrival to the
+        first step after it); ``grow_pause_s``/``shrink_pause_s``: the median of
+        ``resume_s - wait_s``, the time the iterations stand still (during the wait for the
+        step under way the job still computes), which is what a resize costs the job.
+    """
+    out: dict[str, float | None] = {}
+    for kind in ("grow", "shrink"):
+        done = [o for r in runs for o in r if o["kind"] == kind and "resume_s" in o]
+        out[f"{kind}_s"] = statistics.median(o["resume_s"] for o in done) if done else None
+        out[f"{kind}_pause_s"] = (statistics.median(o["resume_s"] - o["wait_s"] for o in done)
+                                  if done else None)
+    return out
 
 
 def model(scaling: dict[str, Any], rescale: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +182,9 @@ def model(scaling: dict[str, Any], rescale: dict[str, Any]) -> dict[str, Any]:
             "overhead_s": [scaling["median_overhead_s"][p] for p in nodes],
             "node_rate": scaling["node_rate"],
             "rescale_s": statistics.mean(costs) if costs else None,
-            "grow_s": rescale["grow_s"], "shrink_s": rescale["shrink_s"]}
+            "grow_s": rescale["grow_s"], "shrink_s": rescale["shrink_s"],
+            "grow_pause_s": rescale.get("grow_pause_s"),
+            "shrink_pause_s": rescale.get("shrink_pause_s")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                            args.node_rate)
         r = (rescale_cost(g, args.rescale_repeats, node_rate=args.node_rate)
              if args.rescale_repeats > 0
-             else {"grid": g, "runs": [], "grow_s": None, "shrink_s": None})
+             else {"grid": g, "runs": [], **order_medians([])})
         scaling.append(s)
         rescale.append(r)
         models.append(model(s, r))
@@ -235,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
                   "(start-up, set-up, gathering, exit) on nodes[i] places; node_rate = the "
                   "emulated node speed in grid points/s (0: none); "
                   "grow_s/shrink_s = median time from an order's arrival to the resumed "
-                  "iterations; rescale_s = their mean",
+                  "iterations; rescale_s = their mean; grow_pause_s/shrink_pause_s = median "
+                  "time the iterations stand still (grow_s/shrink_s less the wait for the "
+                  "step under way)",
         "note": note, "models": models})
     print(p1)
     print(p2)

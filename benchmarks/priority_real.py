@@ -167,15 +167,22 @@ def scaled_model(path: str | Path, sizes: dict[str, ScaledJob], node_rate: float
 
     (start-up, set-up, gathering and exit measured, plus the iterations, linear in ``K``),
     joined piecewise linearly (:class:`~scheduler.model.PiecewiseLinearCurve`).  A grow and
-    a shrink cost the means over the entries of their measured ``grow_s`` and ``shrink_s``
-    (the simulator has one cost for all jobs).
+    a shrink of a job cost what the same entry measured
+    (:func:`scheduler.model.pause_costs`: the time the iterations stand still); the model's
+    common costs, for a size the entry lacks a figure for, are the means over the entries.
 
     Raises:
         OSError: the file cannot be read.  ValueError: no usable entry (the message names
             the file), or an entry without ``overhead_s`` or ``node_rate`` (measured without
             emulated nodes: rerun ``benchmarks.jacobi_scaling --node-rate``).
     """
-    from scheduler.model import JacobiModel, PiecewiseLinearCurve, ResizeCostModel, _flat
+    from scheduler.model import (
+        JacobiModel,
+        PiecewiseLinearCurve,
+        ResizeCostModel,
+        _flat,
+        pause_costs,
+    )
 
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     entries = data.get("models") if isinstance(data, dict) else None
@@ -186,21 +193,29 @@ def scaled_model(path: str | Path, sizes: dict[str, ScaledJob], node_rate: float
             raise ValueError(f"{path}: grid {e.get('grid')} was measured without emulated "
                              f"nodes (no overhead_s/node_rate); rerun benchmarks.jacobi_scaling "
                              f"with --node-rate")
-    curves = {}
+    measured = [pause_costs(e) for e in entries]
+    grows = [g for g, _ in measured if g is not None]
+    shrinks = [s for _, s in measured if s is not None]
+    grow = statistics.fmean(grows) if grows else 1.0
+    shrink = statistics.fmean(shrinks) if shrinks else 1.0
+    costs = _flat(ResizeCostModel(grow_points=((1, grow),), shrink_points=((1, shrink),)))
+    curves, size_costs, said = {}, {}, []
     for label, job in sizes.items():
-        e = min(entries, key=lambda e: (abs(math.log(e["grid"] / job.grid)), e["grid"]))
+        i = min(range(len(entries)),
+                key=lambda i: (abs(math.log(entries[i]["grid"] / job.grid)), entries[i]["grid"]))
+        e = entries[i]
         points = (job.grid - 2) * job.grid / ((e["grid"] - 2) * e["grid"])
         scale = points * job.iterations / e["steps"] * e["node_rate"] / node_rate
         curves[label] = PiecewiseLinearCurve(
             {int(p): round(o + s * scale, 3)
              for p, s, o in zip(e["nodes"], e["seconds"], e["overhead_s"], strict=True)})
-    grows = [e["grow_s"] for e in entries if e.get("grow_s") is not None]
-    shrinks = [e["shrink_s"] for e in entries if e.get("shrink_s") is not None]
-    grow = statistics.fmean(grows) if grows else 1.0
-    shrink = statistics.fmean(shrinks) if shrinks else 1.0
-    costs = _flat(ResizeCostModel(grow_points=((1, grow),), shrink_points=((1, shrink),)))
-    return JacobiModel(curves, costs, f"{path}: paced scaling at {node_rate:g} points/s, "
-                                      f"grow {grow:.2f} s, shrink {shrink:.2f} s")
+        g, s = measured[i]
+        size_costs[label] = _flat(ResizeCostModel(grow_points=((1, grow if g is None else g),),
+                                                  shrink_points=((1, shrink if s is None else s),)))
+        said.append(f"{label} grow {size_costs[label].grow_s(1):.2f} s, shrink "
+                    f"{size_costs[label].shrink_s(1):.2f} s")
+    return JacobiModel(curves, costs, f"{path}: paced scaling at {node_rate:g} points/s; "
+                                      + "; ".join(said), size_costs)
 
 
 def reference_checksums(sizes: dict[str, ScaledJob]) -> dict[str, str]:
@@ -275,7 +290,8 @@ def run_sim(policy: str, entries: list[Any], model: Any, *, nodes: int,
     from scheduler.metrics import priority_metrics
     from scheduler.simulate import SimConfig, Simulator
 
-    config = SimConfig(total_nodes=nodes, interval_s=interval_s, costs=model.costs)
+    config = SimConfig(total_nodes=nodes, interval_s=interval_s, costs=model.costs,
+                       job_costs=model.sim_costs())
     algorithm = make(policy, rescale_gap_s=rescale_gap_s, keep_free=keep_free)
     result = Simulator(algorithm, entries, config, model=model.runtime_model()).run()
     return {"policy": policy, "metrics": priority_metrics(result.records, nodes),

@@ -57,6 +57,7 @@ __all__ = [
     "ScalingCurve",
     "jacobi_placeholder",
     "load_jacobi_model",
+    "pause_costs",
 ]
 
 #: Median run times (seconds) of the paper's Java jobs (Finnerty et al. 2024) at the given
@@ -328,27 +329,51 @@ class JacobiModel:
 
     Attributes:
         curves: size label (``"small"`` …) -> run time in seconds at any node count.
-        costs: resize durations (seconds) of a grow or shrink.
+        costs: resize durations (seconds) of a grow or shrink, for every size not in
+            ``size_costs``.
         source: where the numbers come from (a sentence, shown in reports).
+        size_costs: size label -> resize durations of that size (measured per grid: moving
+            a large grid costs more than moving a small one); empty by default.
     """
 
     curves: Mapping[str, PiecewiseLinearCurve]
     costs: ResizeCostModel
     source: str
+    size_costs: Mapping[str, ResizeCostModel] = field(default_factory=dict)
 
     def runtime_model(self) -> RuntimeModel:
         """The curves as a :class:`RuntimeModel` keyed ``("jacobi", label)``."""
         return RuntimeModel({("jacobi", k): v for k, v in self.curves.items()})  # type: ignore[misc]
 
+    def sim_costs(self) -> dict[tuple[str | None, int | str | None], ResizeCostModel]:
+        """``size_costs`` keyed ``("jacobi", label)``, as
+        :attr:`scheduler.simulate.SimConfig.job_costs` takes them."""
+        return {("jacobi", k): v for k, v in self.size_costs.items()}
+
     def to_json(self) -> dict[str, object]:
         """The JSON form :func:`load_jacobi_model` reads."""
-        return {
-            "source": self.source,
-            "jobs": {k: {"points": {str(n): t for n, t in c.points.items()}}
-                     for k, c in self.curves.items()},
-            "rescale": {"grow_points": [list(p) for p in self.costs.grow_points],
-                        "shrink_points": [list(p) for p in self.costs.shrink_points]},
-        }
+        jobs: dict[str, dict[str, object]] = {
+            k: {"points": {str(n): t for n, t in c.points.items()}}
+            for k, c in self.curves.items()}
+        for k, costs in self.size_costs.items():
+            jobs[k]["rescale"] = _costs_json(costs)
+        return {"source": self.source, "jobs": jobs, "rescale": _costs_json(self.costs)}
+
+
+def _costs_json(costs: ResizeCostModel) -> dict[str, list[list[float]]]:
+    return {"grow_points": [list(p) for p in costs.grow_points],
+            "shrink_points": [list(p) for p in costs.shrink_points]}
+
+
+def _costs_from_json(path: str, where: str, r: Any, default: ResizeCostModel) -> ResizeCostModel:
+    """A ``{"grow_points", "shrink_points"}`` object (either may be missing: ``default``'s)."""
+    try:
+        return _flat(ResizeCostModel(
+            grow_points=tuple(tuple(p) for p in r.get("grow_points", default.grow_points)),
+            shrink_points=tuple(tuple(p) for p in r.get("shrink_points",
+                                                           default.shrink_points))))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: {where}: {exc}") from None
 
 
 #: Placeholder constants (module doc of :func:`jacobi_placeholder`).
@@ -419,13 +444,16 @@ def load_jacobi_model(path: str) -> JacobiModel:
 
     ``jobs`` needs the four labels of :data:`JACOBI_SIZES` (node counts as keys, seconds as
     values, joined piecewise linearly); ``rescale`` is optional (default: the placeholder's
-    3 s) and gives seconds by nodes added/removed (one point: the same at every count).
+    3 s) and gives seconds by nodes added/removed (one point: the same at every count); a
+    job may have a ``rescale`` of its own (``jobs.large.rescale``), which replaces the
+    common one for that size.
 
     The file of our Jacobi benchmark's measurements (``{"benchmark": "jacobi_model",
     "models": [{"grid", "steps", "nodes", "seconds", "grow_s", "shrink_s"}, ...]}``) is read
     too: measured on a machine too small to show strong scaling up to 64 nodes, it gives
     the cost of one grid point a step on one place (the median over its grids) and the grow
-    and shrink times (means), and :func:`jacobi_placeholder`'s halo term gives the scaling.
+    and shrink times (means of :func:`pause_costs`), and :func:`jacobi_placeholder`'s halo
+    term gives the scaling.
     Entries measured on emulated nodes (a ``node_rate`` > 0, docs/guides/jacobi.md) give no
     cost per point (their speed was chosen, not measured) and are skipped for it.
 
@@ -455,15 +483,34 @@ def load_jacobi_model(path: str) -> JacobiModel:
             raise ValueError(f"{path}: jobs.{label}: {exc}") from None
     costs = jacobi_placeholder().costs
     if "rescale" in data:
-        r = data["rescale"]
-        try:
-            costs = _flat(ResizeCostModel(
-                grow_points=tuple(tuple(p) for p in r.get("grow_points", costs.grow_points)),
-                shrink_points=tuple(tuple(p) for p in r.get("shrink_points",
-                                                               costs.shrink_points))))
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"{path}: rescale: {exc}") from None
-    return JacobiModel(curves, costs, str(data.get("source", path)))
+        costs = _costs_from_json(path, "rescale", data["rescale"], costs)
+    size_costs = {label: _costs_from_json(path, f"jobs.{label}.rescale",
+                                          data["jobs"][label]["rescale"], costs)
+                  for label in JACOBI_SIZES if "rescale" in data["jobs"][label]}
+    return JacobiModel(curves, costs, str(data.get("source", path)), size_costs)
+
+
+def pause_costs(entry: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The grow and shrink cost (seconds) of one entry of the Jacobi benchmark's model file.
+
+    A resize costs a job the time its iterations stand still: ``grow_pause_s`` and
+    ``shrink_pause_s`` (the order's time less the wait for the step under way, during which
+    the job still computes; docs/guides/jacobi.md).  Files written before those fields
+    existed give only ``grow_s`` and ``shrink_s`` (the wait included), used then.
+
+    Returns:
+        ``(grow, shrink)``, each ``None`` where the entry has no such figure.
+
+    Raises:
+        ValueError: a figure that is not a number (``float`` fails on it).
+    """
+    def pick(kind: str) -> float | None:
+        for key in (f"{kind}_pause_s", f"{kind}_s"):
+            if entry.get(key) is not None:
+                return float(entry[key])
+        return None
+
+    return pick("grow"), pick("shrink")
 
 
 def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
@@ -477,10 +524,11 @@ def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
             if 1 in nodes and not entry.get("node_rate"):  # emulated nodes: not a cost
                 points = float(entry["grid"]) ** 2 * float(entry["steps"])
                 rates.append(float(seconds[nodes.index(1)]) / points)
-            if "grow_s" in entry:
-                grows.append(float(entry["grow_s"]))
-            if "shrink_s" in entry:
-                shrinks.append(float(entry["shrink_s"]))
+            grow, shrink = pause_costs(entry)
+            if grow is not None:
+                grows.append(grow)
+            if shrink is not None:
+                shrinks.append(shrink)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: a measurement entry lacks or mangles {exc}") from None
     if not rates:

@@ -121,7 +121,12 @@ class SimConfig:
         interval_s: period of the algorithm's runs (seconds; the Java scheduler's 5 s).
         ready_s: delay from a malleable job's start to its ``APGAS-Ready`` (seconds).
         cooldown_s: per-job order cool-down given to algorithms that take one (seconds).
-        costs: resize durations.
+        costs: resize durations (seconds the job makes no progress), for every job not in
+            ``job_costs``.
+        job_costs: resize durations of particular programs: ``(program, size)`` (the
+            labels of :attr:`~scheduler.jobs.JobSpec.program` and ``size``) -> costs; a
+            rescale that moves a large grid costs more than one that moves a small grid, as
+            Bhosale et al. (2024) measure it per job.
         bsld_threshold_s: bounded-slowdown threshold (seconds).
         run_on_events: also run the algorithm on events, not only on ticks.
         node_names: explicit node names (length ``total_nodes``).
@@ -135,6 +140,8 @@ class SimConfig:
     ready_s: float = 0.4
     cooldown_s: float = DEFAULT_COOLDOWN_S
     costs: ResizeCostModel = field(default_factory=ResizeCostModel)
+    job_costs: Mapping[tuple[str | None, int | str | None], ResizeCostModel] = field(
+        default_factory=dict)
     bsld_threshold_s: float = 10.0
     run_on_events: bool = True
     node_names: tuple[str, ...] | None = None
@@ -153,6 +160,11 @@ class SimConfig:
     def nodes(self) -> tuple[str, ...]:
         """The node names."""
         return self.node_names or tuple(f"n{i}" for i in range(1, self.total_nodes + 1))
+
+    def costs_of(self, spec: JobSpec) -> ResizeCostModel:
+        """The resize costs of a job: ``job_costs`` for its ``(program, size)``, else
+        ``costs``."""
+        return self.job_costs.get((spec.program, spec.size), self.costs)
 
 
 @dataclass(frozen=True)
@@ -592,7 +604,7 @@ class Simulator:
         elif isinstance(decision, Shrink):
             count = decision.count
             self._advance(job, now)
-            cost = cfg.costs.shrink_s(count)
+            cost = cfg.costs_of(job.spec).shrink_s(count)
             job.progress_from = now + cost
             job.pending_release = tuple(job.nodes[-count:])  # latest added first; never nodes[0]
             job.busy = True
@@ -604,7 +616,7 @@ class Simulator:
         else:  # Grow: decision_problem accepts nothing else
             nodes = tuple(decision.nodes)
             self._advance(job, now)
-            cost = cfg.costs.grow_s(len(nodes))
+            cost = cfg.costs_of(job.spec).grow_s(len(nodes))
             job.progress_from = now + cost
             self._free.difference_update(nodes)
             self._free_changed()
@@ -911,7 +923,7 @@ def priority_study(
     if batches < 1:
         raise ValueError(f"batches must be >= 1, got {batches}")
     model = model or jacobi_placeholder()
-    config = SimConfig(total_nodes=total_nodes, costs=model.costs)
+    config = SimConfig(total_nodes=total_nodes, costs=model.costs, job_costs=model.sim_costs())
     options: dict[str, Any] = {"keep_free": keep_free}
     if aging_s is not None:
         options["aging_s"] = aging_s

@@ -76,6 +76,21 @@ def test_check_params_names_the_bad_value():
     assert "--node-rate nan" in check_params(10, 5, 8, float("nan"))
 
 
+def test_rescale_cost_is_the_time_the_iterations_stand_still():
+    """``order_medians``: an order's cost to the job leaves out the wait for the step under
+    way (the job computes meanwhile); a kind with no completed order gives ``None``."""
+    from benchmarks.jacobi_scaling import order_medians
+
+    runs = [[{"kind": "grow", "wait_s": 1.5, "resume_s": 2.5},
+             {"kind": "shrink", "wait_s": 0.25, "resume_s": 0.5}],
+            [{"kind": "grow", "wait_s": 0.5, "resume_s": 2.0},
+             {"kind": "shrink", "wait_s": 0.0}]]  # this shrink never resumed mid-run
+    assert order_medians(runs) == {"grow_s": 2.25, "grow_pause_s": 1.25,
+                                   "shrink_s": 0.5, "shrink_pause_s": 0.25}
+    assert order_medians([]) == dict.fromkeys(
+        ("grow_s", "grow_pause_s", "shrink_s", "shrink_pause_s"))
+
+
 # ------------------------------------------------------------------------------------------
 # the benchmark, on real places
 

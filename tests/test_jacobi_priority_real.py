@@ -51,6 +51,17 @@ def test_scaled_model_comes_from_the_paced_measurements(tmp_path):
     assert dict(model.curves["medium"].points) == {1: 2.0 + 1.5, 2: 2.5 + 0.875}
     assert model.costs.grow_s(1) == pytest.approx(1.5)
     assert model.costs.shrink_s(3) == pytest.approx(0.3)
+    # each size resizes at its own grid's cost: the time the iterations stand still where
+    # measured, else the order's whole time
+    data["models"][0].update(grow_pause_s=0.5, shrink_pause_s=0.05)
+    path.write_text(json.dumps(data))
+    model = scaled_model(path, sizes, 2e6)
+    costs = model.sim_costs()
+    assert (costs[("jacobi", "small")].grow_s(1), costs[("jacobi", "small")].shrink_s(2)) == \
+        (0.5, 0.05)
+    assert (costs[("jacobi", "xlarge")].grow_s(1), costs[("jacobi", "xlarge")].shrink_s(2)) \
+        == (2.0, 0.4)
+    assert model.costs.grow_s(1) == pytest.approx(1.25)
     del data["models"][0]["overhead_s"]
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="grid 64 was measured without emulated nodes"):

@@ -134,6 +134,21 @@ def test_elastic_priority_simulated_exact_times():
     assert (a.end_s, b.start_s) == (12.5, 12.5)
 
 
+def test_resize_costs_per_program_size_in_the_simulator():
+    """A job's own resize costs (``SimConfig.job_costs``) replace the common ones: A's
+    shrink for B takes A's 2 s, so B starts at 5 s; costs given to B's size leave A's
+    shrink free."""
+    work = _curve_workload([BatchEntry(spec("A", 2, 8, 1), 0.0),
+                            BatchEntry(spec("B", 4, 8, 5), 3.0)])
+    slow = ResizeCostModel(grow_points=((1, 2.0), (2, 2.0)), shrink_points=((1, 2.0), (2, 2.0)))
+    for key, b_start in ((("p", "A"), 5.0), (("p", "B"), 3.0)):
+        cfg = SimConfig(total_nodes=8, costs=ResizeCostModel.free(), ready_s=0.0,
+                        job_costs={key: slow})
+        a, b = Simulator(make("elastic-priority", rescale_gap_s=0), work, cfg).run().records
+        assert (a.start_s, b.start_s) == (0.0, b_start)
+        assert [len(n) for _, n in a.allotment][:2] == [8, 2]
+
+
 def test_aging_orders_and_smith_rank():
     """Priority order with aging: a priority-1 job submitted more than 4 aging steps before
     a priority-5 one outranks it.  Smith order: a short job passes a long one of higher
@@ -362,6 +377,20 @@ def test_piecewise_linear_model_and_its_json(tmp_path):
     model = load_jacobi_model(str(path))
     assert model.runtime_model().run_time_s("jacobi", "small", 3) == 31.0
     assert (model.costs.grow_s(7), model.costs.shrink_s(2)) == (2.0, 2.0)
+    assert model.sim_costs() == {}
+    data["jobs"]["large"]["rescale"] = {"grow_points": [[1, 7.0]]}
+    path.write_text(json.dumps(data))
+    model = load_jacobi_model(str(path))
+    large = model.sim_costs()[("jacobi", "large")]
+    assert (large.grow_s(3), large.shrink_s(2)) == (7.0, 2.0)  # shrink: the common one
+    assert load_jacobi_model(str(path)).to_json() == model.to_json()
+    path.write_text(json.dumps(model.to_json()))
+    assert load_jacobi_model(str(path)).sim_costs() == model.sim_costs()
+    data["jobs"]["large"]["rescale"] = {"grow_points": [[0, 7.0]]}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="jobs.large.rescale"):
+        load_jacobi_model(str(path))
+    del data["jobs"]["large"]["rescale"]
     del data["jobs"]["xlarge"]
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="jobs.xlarge.points"):
@@ -385,6 +414,15 @@ def test_jacobi_model_from_the_benchmark_measurements(tmp_path):
     # rates 2, 3 and 4 ns a point: the median is 3 ns
     assert model.curves == jacobi_placeholder(seconds_per_point=3e-9).curves
     assert (model.costs.grow_s(4), model.costs.shrink_s(4)) == (1.5, 1.0)
+    # where measured, the time the iterations stand still is the cost
+    path.write_text(json.dumps({"benchmark": "jacobi_model", "models": [
+        {"grid": 1000, "steps": 100, "nodes": [1, 2], "seconds": [0.2, 0.15],
+         "grow_s": 1.0, "shrink_s": 0.5, "grow_pause_s": 0.4, "shrink_pause_s": 0.1},
+        {"grid": 2000, "steps": 100, "nodes": [1, 2], "seconds": [1.2, 0.9],
+         "grow_s": 2.0, "shrink_s": 1.5},
+    ]}))
+    model = load_jacobi_model(str(path))
+    assert (model.costs.grow_s(4), model.costs.shrink_s(4)) == (1.2, 0.8)
     path.write_text(json.dumps({"models": [{"grid": 10, "steps": 1, "nodes": [2],
                                             "seconds": [1.0]}]}))
     with pytest.raises(ValueError, match="no measurement on 1 place"):
