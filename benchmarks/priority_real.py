@@ -176,13 +176,7 @@ def scaled_model(path: str | Path, sizes: dict[str, ScaledJob], node_rate: float
             the file), or an entry without ``overhead_s`` or ``node_rate`` (measured without
             emulated nodes: rerun ``benchmarks.jacobi_scaling --node-rate``).
     """
-    from scheduler.model import (
-        JacobiModel,
-        PiecewiseLinearCurve,
-        ResizeCostModel,
-        _flat,
-        pause_costs,
-    )
+    from scheduler.model import JacobiModel, PiecewiseLinearCurve, ResizeCostModel, pause_costs
 
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     entries = data.get("models") if isinstance(data, dict) else None
@@ -198,7 +192,7 @@ def scaled_model(path: str | Path, sizes: dict[str, ScaledJob], node_rate: float
     shrinks = [s for _, s in measured if s is not None]
     grow = statistics.fmean(grows) if grows else 1.0
     shrink = statistics.fmean(shrinks) if shrinks else 1.0
-    costs = _flat(ResizeCostModel(grow_points=((1, grow),), shrink_points=((1, shrink),)))
+    costs = ResizeCostModel.constant(grow, shrink)
     curves, size_costs, said = {}, {}, []
     for label, job in sizes.items():
         i = min(range(len(entries)),
@@ -210,8 +204,8 @@ def scaled_model(path: str | Path, sizes: dict[str, ScaledJob], node_rate: float
             {int(p): round(o + s * scale, 3)
              for p, s, o in zip(e["nodes"], e["seconds"], e["overhead_s"], strict=True)})
         g, s = measured[i]
-        size_costs[label] = _flat(ResizeCostModel(grow_points=((1, grow if g is None else g),),
-                                                  shrink_points=((1, shrink if s is None else s),)))
+        size_costs[label] = ResizeCostModel.constant(grow if g is None else g,
+                                                     shrink if s is None else s)
         said.append(f"{label} grow {size_costs[label].grow_s(1):.2f} s, shrink "
                     f"{size_costs[label].shrink_s(1):.2f} s")
     return JacobiModel(curves, costs, f"{path}: paced scaling at {node_rate:g} points/s; "

@@ -250,7 +250,14 @@ class ResizeCostModel:
     def java(cls) -> ResizeCostModel:
         """The Java APGAS figures (Finnerty et al. 2024): 14.55 s a grow, 7.41 s a shrink (any
         size)."""
-        return cls(grow_points=((1, 14.55), (2, 14.55)), shrink_points=((1, 7.41), (2, 7.41)))
+        return cls.constant(14.55, 7.41)
+
+    @classmethod
+    def constant(cls, grow_s: float, shrink_s: float) -> ResizeCostModel:
+        """A grow costs ``grow_s`` and a shrink ``shrink_s`` seconds, whatever the number of
+        nodes (``ValueError`` for a negative cost)."""
+        return cls(grow_points=((1, grow_s), (2, grow_s)),
+                   shrink_points=((1, shrink_s), (2, shrink_s)))
 
     @classmethod
     def free(cls) -> ResizeCostModel:
@@ -420,8 +427,7 @@ def jacobi_placeholder(*, seconds_per_point: float = _SECONDS_PER_POINT,
             return steps * (compute + halo)
 
         curves[label] = PiecewiseLinearCurve({n: round(seconds(n), 3) for n in counts})
-    costs = ResizeCostModel(grow_points=((1, rescale_s),), shrink_points=((1, rescale_s),))
-    costs = _flat(costs)
+    costs = ResizeCostModel.constant(rescale_s, rescale_s)
     return JacobiModel(curves, costs,
                        "placeholder: numpy step 4 ns/point, 50 us + 1 GB/s halo, 3 s rescale")
 
@@ -538,7 +544,7 @@ def _from_measurements(path: str, data: Mapping[str, Any]) -> JacobiModel:
     grow = statistics.fmean(grows) if grows else _RESCALE_S
     shrink = statistics.fmean(shrinks) if shrinks else _RESCALE_S
     base = jacobi_placeholder(seconds_per_point=rate)
-    costs = _flat(ResizeCostModel(grow_points=((1, grow),), shrink_points=((1, shrink),)))
+    costs = ResizeCostModel.constant(grow, shrink)
     return JacobiModel(base.curves, costs,
                        f"{path}: {rate * 1e9:.2f} ns/point a step on one place (median of "
                        f"{len(rates)} grids), grow {grow:.2f} s, shrink {shrink:.2f} s, "

@@ -83,6 +83,11 @@ def test_resize_costs():
     assert ResizeCostModel.java().grow_s(4) == pytest.approx(14.55)
     assert ResizeCostModel.java().shrink_s(3) == pytest.approx(7.41)
     assert FREE.grow_s(5) == FREE.shrink_s(5) == 0.0
+    flat = ResizeCostModel.constant(2.5, 0.5)
+    assert [flat.grow_s(n) for n in (1, 2, 7)] == [2.5] * 3
+    assert [flat.shrink_s(n) for n in (1, 3)] == [0.5] * 2
+    with pytest.raises(ValueError, match="grow_points"):
+        ResizeCostModel.constant(-1.0, 0.5)
 
 
 # --------------------------------------------------------------- hand-computed runs
