@@ -125,8 +125,9 @@ class SimConfig:
             ``job_costs``.
         job_costs: resize durations of particular programs: ``(program, size)`` (the
             labels of :attr:`~scheduler.jobs.JobSpec.program` and ``size``) -> costs; a
-            rescale that moves a large grid costs more than one that moves a small grid, as
-            Bhosale et al. (2024) measure it per job.
+            rescale that moves a large grid costs more than one that moves a small grid
+            (Bhosale et al. 2024 model rescale overhead from their jobs' measurements, like
+            their run times).
         bsld_threshold_s: bounded-slowdown threshold (seconds).
         run_on_events: also run the algorithm on events, not only on ticks.
         node_names: explicit node names (length ``total_nodes``).
