@@ -279,8 +279,10 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
         res_runs: dict[int, list[float]] = {p: [] for p in place_counts}
         co_counts = [p for p in place_counts if 2 <= p <= (os.cpu_count() or 1)]
         co_runs: dict[int, list[float]] = {p: [] for p in co_counts}
-        co = {p: CoRun(name, (sizes or {}).get(name), p) for p in co_counts}
-        try:
+        co: dict[int, CoRun] = {}
+        try:  # started inside: a copy that fails to start ends the ones started before it
+            for p in co_counts:
+                co[p] = CoRun(name, (sizes or {}).get(name), p)
             for i in range(repeats):
                 runs["seq"].append(_sequential_run(seq))
                 for p in place_counts:
