@@ -275,6 +275,20 @@ def test_study_json_fields_on_a_tiny_run():
     assert rows[0]["requests"] == 0 and rows[1]["requests_served"] > 0
 
 
+def test_study_table_on_a_tiny_run():
+    """The default output, a table: one line per row and the count of simulations run
+    (all-rigid's 2 batches and evolving-elastic's 2)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "scheduler", "simulate", "--study", "evolving",
+         "--batches", "2", "--shares", "100", "--algorithms", "evolving-elastic", "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["algorithm", "mix", "evolving%"]
+    assert [line.split()[:3] for line in lines[1:3]] == [
+        ["all-rigid", "all-rigid", "0"], ["evolving-elastic", "mixed", "100"]]
+    assert lines[3].startswith("4 simulations in ")
+
+
 def test_study_mixed_rows_resize_malleable_jobs():
     rows = evolving_study(batches=2, shares=(40,), algorithms=("evolving-easy-malleable",
                                                                 "evolving-elastic"))
