@@ -187,14 +187,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="comma-separated (default: fcfs,backfilling,easy,malleable; "
                             "--study priority: the five priority policies)")
     sweep.add_argument("--shares", type=_floats, default=None,
-                       help="malleable shares in %% (default: 0,20,40,60,80,100)")
+                       help="malleable shares in %% (default: 0,20,40,60,80,100); --study "
+                            "evolving: evolving shares (default 20,40,60,80,100)")
     sweep.add_argument("--batches", type=positive_int, default=None,
-                       help="seeded batches (default 10; 1 with --swf; 100 with --study)")
+                       help="seeded batches (default 10; 1 with --swf; 100 with --study "
+                            "priority; 20 with --study evolving)")
     sweep.add_argument("--seed", type=int, default=None,
                        help="seed of the first batch; batch i uses seed+i (default 43; "
-                            "1 with --study)")
+                            "1 with --study priority; 42 with --study evolving)")
     sweep.add_argument("--nodes", type=positive_int, default=None,
-                       help="cluster size in nodes (default 32; 64 with --study)")
+                       help="cluster size in nodes (default 32; 64 with --study priority; 10 "
+                            "with --study evolving)")
 
     mix = p.add_argument_group("paper job mix (Table 2 of Finnerty et al. 2024)")
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
