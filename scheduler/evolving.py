@@ -9,9 +9,11 @@ tree.  The runtime's monitor (APGAS v0.0.4 ``EvolvingMonitor``) turns that deman
 * it decides every ``decide_s`` (1 s), after a standby of ``standby_s`` (3 s) from the start;
 * allotment below the demand, and no request open → one request for **one** node (one open
   request at a time, no time-out: it clears when the node arrives);
-* allotment above the demand (never below the minimum) and the extra places idle for
-  ``idle_s`` (10 s: a place reports load 0 after 10 s without work) → it releases one node
-  per decision; a release also drops the job's pending request.
+* allotment above the demand and the extra places idle for ``idle_s`` (10 s: a place
+  reports load 0 after 10 s without work) → it releases one node per decision; a release
+  also drops the job's pending request.  The demand of a sequential phase is one node,
+  below the job's minimum where that is higher: the monitor sees loads, not the job
+  script's minimum, and the scheduler takes such releases (the minimum bounds the start).
 
 Work model (``evotree -s s -g g``): a tree is ``s × g`` node-seconds of perfectly divisible
 work (it runs ``s × g / n`` seconds on ``n`` nodes); the branch lasts ``2g`` seconds on any
@@ -159,10 +161,15 @@ class EvolvingJob:
     pause_s: float = 0.0
 
     def demand(self) -> int:
-        """Nodes the job can keep busy now (its phase's parallelism, within its range)."""
+        """Nodes the job can keep busy now: its maximum in a tree, one in a sequential phase.
+
+        Not bounded below by the job's minimum: the runtime's monitor (APGAS for Java's and
+        apgaspy's) knows the places' loads, not the job script's ``#MIN_NODES``, and gives
+        back every idle place but place 0; the scheduler takes those releases (the
+        minimum bounds the start only).
+        """
         kind = self.tree.phases()[self.phase][0]
-        want = self.spec.hi if kind == "tree" else 1
-        return max(self.spec.lo, min(self.spec.hi, want))
+        return self.spec.hi if kind == "tree" else 1
 
 
 def _pause(job: EvolvingJob, seconds: float) -> None:

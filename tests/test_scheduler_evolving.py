@@ -142,6 +142,24 @@ def test_evotree_demand_model_and_monitor_timeline():
     assert job.end_s == 41.0 and job.node_seconds == 71.0
 
 
+def test_evolving_job_gives_back_nodes_below_its_minimum_in_the_branch():
+    """The monitor sees loads, not the job's minimum: an evolving job of 2-4 nodes holds
+    one node through its sequential branch, as the runtime's monitor and the real scheduler
+    do (docs/guides/evolving-scheduling.md)."""
+    spec = JobSpec(name="e", job_class="evolving", min_nodes=2, max_nodes=4,
+                   required_time_s=100)
+    job = EvolvingJob(0, spec, EvoTree(size=2, g_s=10.0), 0.0)
+    simulate_evolving([job], "evolving-easy", total_nodes=2, cooldown_s=0.0,
+                      costs=ResizeCostModel.free())
+    # starts on both nodes (its minimum) and asks for a third at 3 s (none free: pending);
+    # tree 0-10 s; in the branch one node is idle from 10 s and released at 20 s (below the
+    # minimum; the pending request is dropped); tree 2 asks at 30 s and is served at once,
+    # then asks for a third node again at 31 s
+    assert (job.releases, job.requests, job.requests_served) == (1, 3, 1)
+    assert job.start_s == 0.0 and job.end_s == 40.0
+    assert job.node_seconds == 70.0  # 20 + 20 + 10 + 20: one node held from 20 s to 30 s
+
+
 def test_evolving_batch_shares_and_ranges():
     batch = evolving_batch(42, 50)
     assert len(batch) == 20 and sum(j.spec.job_class is JobClass.EVOLVING for j in batch) == 10
@@ -310,17 +328,18 @@ def _send(port: int, line: str) -> None:
 
 @pytest.mark.timeout(40)
 def test_server_takes_requests_and_releases_over_tcp(tmp_path):
-    """An evolving job (1-3 nodes, a plain sleep, started with ELASTIC=evolving) on 4
+    """An evolving job (2-3 nodes, a plain sleep, started with ELASTIC=evolving) on 4
     logical nodes: a request at its
     maximum, a release of a node it does not hold or of its first node, a malformed line and
     a line from no job's address are refused (logged, nothing changes); a release frees the
     node at once; a request becomes pending (not served: the job never announced
-    APGAS-Ready); a second release drops it."""
+    APGAS-Ready); a second release drops it and takes the job below its minimum (accepted:
+    the runtime's monitor knows loads, not the minimum)."""
     server = Server(LocalNodes(4), make("evolving-easy"), port=0, run_dir=tmp_path / "run",
                     log_path=tmp_path / "events.jsonl", interval_s=0.5, grace_s=1.0)
     server.start()
     try:
-        a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=3,
+        a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=2, max_nodes=3,
                                   command=("sh", "-c", "echo ELASTIC=$ELASTIC; exec sleep 30"),
                                   required_time_s=60))
         wait_until(lambda: job_of(server.status(), a)["state"] == "running", 15, "the start")
