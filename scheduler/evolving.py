@@ -161,7 +161,8 @@ class EvolvingJob:
     pause_s: float = 0.0
 
     def demand(self) -> int:
-        """Nodes the job can keep busy now: its maximum in a tree, one in a sequential phase.
+        """Nodes the job can keep busy now: its maximum in a tree, one in the sequential
+        branch, what it holds in a phase of another kind (a start-up: no monitor yet).
 
         Not bounded below by the job's minimum: the runtime's monitor (APGAS for Java's and
         apgaspy's) knows the places' loads, not the job script's ``#MIN_NODES``, and gives
@@ -169,7 +170,9 @@ class EvolvingJob:
         minimum bounds the start only).
         """
         kind = self.tree.phases()[self.phase][0]
-        return self.spec.hi if kind == "tree" else 1
+        if kind == "tree":
+            return self.spec.hi
+        return 1 if kind == "branch" else len(self.nodes)
 
 
 def _pause(job: EvolvingJob, seconds: float) -> None:

@@ -37,7 +37,9 @@ no ``MAX_NODES`` means the minimum; no ``JOB_CLASS`` means rigid.
 (:attr:`JobClass.EVOLVING`): it starts like a moldable job, with as many free nodes as its
 range allows; while it runs it asks for one more node at a time (``Evolving;Request;1``), which
 the evolving policies may grant up to its maximum, and it gives nodes back by itself
-(``Evolving;Release;<host>``) down to its minimum (docs/guides/evolving-scheduling.md).  Under
+(``Evolving;Release;<host>``), every node but its first: the minimum bounds its start, not
+its releases, since the runtime's monitor sees loads, not the job script
+(docs/guides/evolving-scheduling.md).  Under
 the policies that do not serve requests it behaves exactly as a moldable job: it keeps the
 nodes it started with, minus those it gives back.
 ``JobSpec.declared_class`` keeps the word that was written.
@@ -140,7 +142,7 @@ class JobClass(enum.Enum):
       range while it runs (only after it announced ``APGAS-Ready``, docs/reference/protocol.md).
     * ``EVOLVING``: like moldable at start; while it runs the job itself asks for one more
       node at a time (the scheduler may grant it, up to the maximum) and gives nodes back
-      (down to its minimum).  The scheduler never shrinks it (Posner et al. 2024, evolving
+      (any but its first, below its minimum too).  The scheduler never shrinks it (Posner et al. 2024, evolving
       APGAS programs; docs/guides/evolving-scheduling.md).
     """
 

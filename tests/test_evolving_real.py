@@ -211,6 +211,24 @@ def test_a_start_up_phase_in_the_simulator():
         evolving_real.StartedTree(1, 4.0, -1.0)
 
 
+def test_an_evolving_job_neither_asks_nor_gives_back_during_its_start_up():
+    """The simulated monitor's demand per phase of a started-up evotree: what the job
+    holds while it starts up (no monitor yet), its maximum in a tree, one node in the
+    branch (below its minimum of 2)."""
+    from scheduler.evolving import EvolvingJob
+    from scheduler.jobs import JobSpec
+
+    spec = JobSpec(name="e", job_class="evolving", min_nodes=2, max_nodes=8,
+                   required_time_s=100)
+    job = EvolvingJob(0, spec, evolving_real.StartedTree(4, 4.0, 5.0), 0.0,
+                      nodes=["n1", "n2", "n3"])
+    demands = []
+    for phase in range(4):
+        job.phase = phase
+        demands.append(job.demand())
+    assert demands == [3, 8, 1, 8]
+
+
 def test_the_gantt_chart_marks_every_grant_and_release(tmp_path):
     """An evolving job's record: started on n1, granted n2 then n3, gave n2 back, ended; a
     rigid job beside it: two marks up, one down, none for the rigid job."""
