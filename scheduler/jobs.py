@@ -142,8 +142,8 @@ class JobClass(enum.Enum):
       range while it runs (only after it announced ``APGAS-Ready``, docs/reference/protocol.md).
     * ``EVOLVING``: like moldable at start; while it runs the job itself asks for one more
       node at a time (the scheduler may grant it, up to the maximum) and gives nodes back
-      (any but its first, below its minimum too).  The scheduler never shrinks it (Posner et al. 2024, evolving
-      APGAS programs; docs/guides/evolving-scheduling.md).
+      (any but its first, below its minimum too).  The scheduler never shrinks it (Posner
+      et al. 2024, evolving APGAS programs; docs/guides/evolving-scheduling.md).
     """
 
     RIGID = "rigid"
