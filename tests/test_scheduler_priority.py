@@ -140,7 +140,7 @@ def test_resize_costs_per_program_size_in_the_simulator():
     shrink free."""
     work = _curve_workload([BatchEntry(spec("A", 2, 8, 1), 0.0),
                             BatchEntry(spec("B", 4, 8, 5), 3.0)])
-    slow = ResizeCostModel(grow_points=((1, 2.0), (2, 2.0)), shrink_points=((1, 2.0), (2, 2.0)))
+    slow = ResizeCostModel.constant(2.0, 2.0)
     for key, b_start in ((("p", "A"), 5.0), (("p", "B"), 3.0)):
         cfg = SimConfig(total_nodes=8, costs=ResizeCostModel.free(), ready_s=0.0,
                         job_costs={key: slow})
