@@ -19,6 +19,7 @@ from ._place import Place
 from ._pool import current_pool
 from ._runtime import runtime
 from ._serialization import loads
+from .elastic._select import check_communicator
 
 __all__ = [
     "places",
@@ -303,6 +304,7 @@ def session(places: int | None = None) -> Iterator[bool]:
         ApgasError: a runtime already runs in this process.
         ConfigurationError: a setting is invalid.
     """
+    check_communicator()  # a bad communicator setting fails here, before places start
     rt, is_main = _launch.start(places)
     configure_logging(rt.here)
     if not is_main:

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apgaspy import async_at, finish, places, run
+from apgaspy import ConfigurationError, MultipleException, async_at, finish, places, run
+from apgaspy.config import setting
 
-from .kernels._backend import backend, warm_up, warm_up_modules
+from .kernels._backend import KERNEL_SETTINGS, backend, warm_up, warm_up_modules
 
 __all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int",
            "non_negative_int", "positive_ms", "percent", "seconds", "positive_seconds",
@@ -227,8 +228,23 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
     }
 
 
+def _setting_error(exc: BaseException) -> str | None:
+    """The message of a bad setting (``APGAS_SCHEDULE``, ``APGAS_KERNELS`` ...), also when
+    it comes wrapped in a ``MultipleException`` from place 0's main; ``None`` for any other
+    error, which keeps its traceback."""
+    if isinstance(exc, ConfigurationError):
+        return " ".join(str(exc).split())
+    if isinstance(exc, MultipleException):
+        inner = [_setting_error(e) for e in exc.exceptions]
+        if inner and all(m is not None for m in inner):
+            return "; ".join(dict.fromkeys(m for m in inner if m is not None))
+    return None
+
+
 def main(bench: Benchmark, argv: list[str] | None = None) -> int:
-    """Parse ``argv``, run ``bench``, print, and return the exit status (1: wrong answer)."""
+    """Parse ``argv``, run ``bench``, print, and return the exit status (1: wrong answer;
+    2: a usage error, or a bad setting such as an ``APGAS_SCHEDULE`` entry that does not
+    parse, reported in one line)."""
     parser = _parser(bench)
     args = parser.parse_args(argv)
     params = bench.params(args)
@@ -236,7 +252,15 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient")}
-    report = run(_job, bench, params, glb_kwargs, places=args.places)
+    try:
+        setting("KERNELS", table=KERNEL_SETTINGS)  # a bad APGAS_KERNELS: before places start
+        report = run(_job, bench, params, glb_kwargs, places=args.places)
+    except (ConfigurationError, MultipleException) as exc:
+        message = _setting_error(exc)
+        if message is None:
+            raise
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(report))
     else:
@@ -247,6 +271,10 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
             print(f"expected: {report['expected']} ({verdict})")
         else:
             print(f"check: {verdict}")
+        for kind, ids in report["orders"]:  # a malleable run: what the scheduler did
+            what = "added" if kind == "grow" else "released"
+            print(f"{kind}: {what} place{'s' if len(ids) > 1 else ''} "
+                  f"{', '.join(map(str, ids))}")
         shrink_grow = "" if report["places"] == report["places_at_end"] else \
             f" (ended on {report['places_at_end']})"
         print(f"places: {report['places']}{shrink_grow}, time: {report['seconds']:.3f} s, "

@@ -80,13 +80,28 @@ class ScheduleMalleableCommunicator(MalleableCommunicator):
     """
 
     def __init__(self) -> None:
-        text = setting("SCHEDULE")
-        if not text:
-            raise ConfigurationError("the schedule communicator needs APGAS_SCHEDULE")
-        self.schedule = parse_schedule(text)
+        self.schedule = self._read_schedule()
         self.results: list[tuple[ScheduledOrder, object]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _read_schedule() -> list[ScheduledOrder]:
+        text = setting("SCHEDULE")
+        if not text:
+            raise ConfigurationError("APGAS_COMMUNICATOR=schedule needs APGAS_SCHEDULE, e.g. "
+                                     "'after 1 s grow 2 on localhost localhost; "
+                                     "after 3 s shrink 1'")
+        return parse_schedule(text)
+
+    @classmethod
+    def check_configuration(cls) -> None:
+        """Parse ``APGAS_SCHEDULE`` before any place starts.
+
+        Raises:
+            ConfigurationError: it is missing or an entry does not parse.
+        """
+        cls._read_schedule()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._play, name="apgaspy-schedule",

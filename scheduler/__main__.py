@@ -3,8 +3,16 @@
 Each command is one :class:`Command` in :data:`COMMANDS`: a help line, a function that adds
 its options to an ``argparse`` parser, and a function that runs it and returns the exit
 status.  Adding a command (``serve``, ``submit``, ``status`` …) is one module with those two
-functions and one line in :data:`COMMANDS`.  An unknown command is an argparse error (exit
-status 2) that lists the known ones.
+functions and one line in :data:`COMMANDS`.
+
+Errors, the same for every command:
+
+* a usage error (an unknown command, an unknown option, a bad value) prints the usage of
+  the command it concerns and one line naming the value, exit status 2;
+* a file that cannot be read or does not parse (``simulate --swf nope.swf``, a bad batch
+  file, a bad mix file) prints one line ``python -m scheduler CMD: error: ...`` naming the
+  file and what was expected, exit status 1;
+* ``--debug`` (before or after the command) shows the traceback of such an error instead.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from dataclasses import dataclass
 
 from . import client_cli, demo, serve_cli, simulate_cli
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "describe_error", "main"]
 
 
 @dataclass(frozen=True)
@@ -46,24 +54,61 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+_DEBUG_HELP = "show the traceback of an error instead of one line"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m scheduler`` with every command of :data:`COMMANDS`."""
+    """The parser of ``python -m scheduler`` with every command of :data:`COMMANDS`.
+
+    Each command's parser is kept in its namespace as ``_parser``, so that :func:`main` can
+    report an option the command does not know with the command's own usage.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m scheduler",
         description="Elastic batch job scheduler for apgaspy jobs.",
     )
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
         p = sub.add_parser(name, help=command.help, description=command.help)
         command.add_arguments(p)
-        p.set_defaults(_run=command.run)
+        # SUPPRESS: a --debug given before the command is not reset by the command's default
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=_DEBUG_HELP)
+        p.set_defaults(_run=command.run, _parser=p)
     return parser
 
 
+def describe_error(exc: BaseException) -> str:
+    """One line for an error a user can fix: a file that is missing or unreadable names the
+    file and the reason (``nope.swf: No such file or directory``); any other error is its
+    message, whose text names the value and what was expected."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())  # one line, whatever the message's own line breaks
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status."""
-    args = build_parser().parse_args(argv)
-    return int(args._run(args))
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status.
+
+    Exit status 2 for a usage error (with the command's usage), 1 when the command fails on
+    a file or a value it was given (one line on stderr; ``--debug`` raises the error
+    instead, with its traceback), else the command's own status.
+    """
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # argparse would report these with the top-level usage
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return int(args._run(args))
+    except (OSError, ValueError) as exc:
+        # bad input (a missing trace, a malformed file, an impossible setting); a bug
+        # elsewhere keeps its traceback
+        if args.debug:
+            raise
+        print(f"python -m scheduler {args.command}: error: {describe_error(exc)}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,28 @@ def _control(p: argparse.ArgumentParser) -> None:
 def _error(exc: Exception) -> int:
     print(f"error: {exc}", file=sys.stderr)
     return 1
+
+
+#: Seconds a client command waits for the scheduler's reply before it says that it waits.
+NOTICE_AFTER_S = 2.0
+
+
+def _request(path: Path, message: dict[str, Any], *, timeout_s: float = 60.0,
+             waiting: str = "the scheduler to answer") -> dict[str, Any]:
+    """:func:`scheduler.control.request`, with one line on stderr (``waiting for ...``) when
+    the reply takes longer than :data:`NOTICE_AFTER_S` seconds, so that a busy scheduler is
+    not mistaken for a hung command.  Raises as ``request`` does."""
+    def notice() -> None:
+        print(f"waiting for {waiting} ({path}; up to {timeout_s:g} s) ...", file=sys.stderr,
+              flush=True)
+
+    timer = threading.Timer(NOTICE_AFTER_S, notice)
+    timer.daemon = True
+    timer.start()
+    try:
+        return request(path, message, timeout_s=timeout_s)
+    finally:
+        timer.cancel()
 
 
 # ------------------------------------------------------------------------------ submit
@@ -121,7 +144,7 @@ def run_submit(args: argparse.Namespace) -> int:
     for req in requests:
         what = req.get("script") or req.get("batch") or "<stdin>"
         try:
-            reply = request(path, req)
+            reply = _request(path, req)
         except ControlError as exc:
             print(f"error: {exc}" if str(what) in str(exc) else f"error: {what}: {exc}",
                   file=sys.stderr)
@@ -163,18 +186,27 @@ def format_status(st: dict[str, Any]) -> str:
         job = node["job"]
         lines.append(f"{node['name']:<18}" + ("-" if job is None else f"{job} {names[job]}"))
     lines += ["", f"{'ID':>4}  {'NAME':<16}{'CLASS':<10}{'RANGE':<7}{'STATE':<10}{'NODES':>5}  "
-                  f"{'SUBMIT_S':>8}{'START_S':>9}{'RUN_S':>8}  {'ORDERS':<8}NODE LIST"]
+                  f"{'SUBMIT_S':>8}{'START_S':>9}{'RUN_S':>8}  {'ORDERS':<8}{'ASKED':<8}"
+                  "NODE LIST"]
     for j in st["jobs"]:
         rng = f"{j['min_nodes']}-{j['max_nodes']}" if j["min_nodes"] != j["max_nodes"] \
             else str(j["min_nodes"])
         orders = f"-{j['shrinks']}/+{j['grows']}" + ("*" if j["order_in_flight"] else "")
+        asked = "-"
+        if j["class"] == "evolving" or j.get("requests") or j.get("releases"):
+            # the job's own activity: requests (granted) and nodes it gave back
+            asked = f"+{j.get('requests', 0)}({j.get('requests_served', 0)})/" \
+                    f"-{j.get('releases', 0)}"
         lines.append(
             f"{j['id']:>4}  {j['name'][:15]:<16}{j['class']:<10}{rng:<7}{j['state']:<10}"
             f"{len(j['nodes']):>5}  {j['submit_s']:>8.1f}{_seconds(j['start_s']):>9}"
-            f"{_seconds(j['run_s']):>8}  {orders:<8}"
+            f"{_seconds(j['run_s']):>8}  {orders:<8}{asked:<8}"
             f"{','.join(j['nodes'])}")
     if not st["jobs"]:
         lines.append("   (no jobs)")
+    elif any(j["class"] == "evolving" for j in st["jobs"]):
+        lines.append("ORDERS: -shrinks/+grows the scheduler ordered (*: one in flight); "
+                     "ASKED: +requests (granted)/-nodes given back by an evolving job")
     for name, reason in st.get("refused", []):
         lines.append(f"refused: {name}: {reason}")
     return "\n".join(lines)
@@ -183,7 +215,7 @@ def format_status(st: dict[str, Any]) -> str:
 def run_status(args: argparse.Namespace) -> int:
     """Print the status (table or JSON)."""
     try:
-        st = request(control_path(args.control), {"op": "status"})
+        st = _request(control_path(args.control), {"op": "status"})
     except ControlError as exc:
         return _error(exc)
     st.pop("ok", None)
@@ -213,7 +245,8 @@ def add_cancel_arguments(p: argparse.ArgumentParser) -> None:
 def run_cancel(args: argparse.Namespace) -> int:
     """Cancel one job."""
     try:
-        reply = request(control_path(args.control), {"op": "cancel", "job": args.job})
+        reply = _request(control_path(args.control), {"op": "cancel", "job": args.job},
+                         waiting=f"the scheduler to end job {args.job}")
     except ControlError as exc:
         return _error(exc)
     print(f"cancelled job {reply['job']} (was {reply['was']})")
@@ -231,7 +264,8 @@ def add_shutdown_arguments(p: argparse.ArgumentParser) -> None:
 def run_shutdown(args: argparse.Namespace) -> int:
     """Stop the scheduler; returns once its jobs have ended."""
     try:
-        reply = request(control_path(args.control), {"op": "shutdown"}, timeout_s=120)
+        reply = _request(control_path(args.control), {"op": "shutdown"}, timeout_s=120,
+                         waiting="the scheduler to end its jobs and stop")
     except ControlError as exc:
         return _error(exc)
     ended = reply.get("ended", [])

@@ -482,12 +482,16 @@ class BatchEntry:
 
 _SPEC_FIELDS = {f.name for f in fields(JobSpec)}
 _INT_FIELDS = ("nodes", "min_nodes", "max_nodes")
+#: The fields of a batch entry, as the module docstring documents them.
+BATCH_FIELDS = ("name", "job_class", "nodes", "min_nodes", "max_nodes", "required_time_s",
+                "command", "program", "size", "job_type", "priority", "submit_s")
 
 
 def _entry_from_mapping(raw: Mapping[str, Any], *, from_csv: bool) -> BatchEntry:
     unknown = set(raw) - _SPEC_FIELDS - {"submit_s"}
     if unknown:
-        raise ValueError(f"unknown field(s) {sorted(unknown)}; known: {sorted(_SPEC_FIELDS)}")
+        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(BATCH_FIELDS)}")
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         if value is None or (from_csv and isinstance(value, str) and value.strip() == ""):

@@ -206,7 +206,9 @@ def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> 
     state.persist(job)
     state.free.update(held)
     state.event("end", job.job_id, state=job.state, returncode=code, nodes=held,
-                run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows)
+                run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows,
+                requests=job.requests, requests_served=job.requests_served,
+                releases=job.releases)
     if state.rm is not None:
         state.rm.ended(job.job_id)  # e.g. scancel its Slurm jobs
     if job.tree is not None:

@@ -178,6 +178,15 @@ def _format_event(ev: dict[str, Any]) -> str | None:
     if kind in ("shrink_failed", "grow_failed", "algorithm_error", "invalid_decision",
                 "shrink_unknown_node"):
         return f"{head} {kind.replace('_', ' ')}: {ev.get('error')}"
+    if kind == "evolving_request":
+        return f"{head} asks for one more node (holds {ev['nodes']})"
+    if kind == "evolving_grant":
+        return f"{head} request granted: grow onto {','.join(ev['nodes'])}"
+    if kind == "evolving_release":
+        return (f"{head} gave back {ev['node']} (holds {len(ev['nodes'])}: "
+                f"{','.join(ev['nodes'])})")
+    if kind == "evolving_refused":
+        return f"{head} evolving message refused ({ev['reason']}): {ev['line']}"
     if kind == "rigid":
         return f"{head} runs on as rigid: {ev['line']}"
     if kind == "overrun":
@@ -185,8 +194,13 @@ def _format_event(ev: dict[str, Any]) -> str | None:
     if kind == "cancel":
         return f"{head} cancelled ({ev['state']})"
     if kind == "end":
+        evolving = ""
+        if ev.get("requests") or ev.get("releases"):  # an evolving job's own activity
+            evolving = (f", {ev['requests']} requests ({ev.get('requests_served', 0)} "
+                        f"granted), {ev['releases']} releases")
         return (f"{head} ended: {ev['state']} (exit {ev['returncode']}) after "
-                f"{ev['run_s']:.1f} s, {ev['shrinks']} shrinks, {ev['grows']} grows")
+                f"{ev['run_s']:.1f} s, {ev['shrinks']} shrinks, {ev['grows']} grows"
+                f"{evolving}")
     if kind in ("sigkill", "leftover_killed"):
         return f"{head} SIGKILL to {ev['pids']}"
     if kind == "shutdown":

@@ -44,6 +44,19 @@ class MalleableCommunicator(ABC):
     #: own requests, docs/guides/evolving.md); a subclass that implements them sets it.
     EVOLVING: bool = False
 
+    @classmethod  # noqa: B027 - optional, empty by default
+    def check_configuration(cls) -> None:
+        """Check the settings this communicator will read, before any place starts.
+
+        :func:`apgaspy.run` and :func:`apgaspy.session` call it for the configured
+        communicator, so that a bad setting (an ``APGAS_SCHEDULE`` entry that does not parse,
+        say) ends the program at once with one clear error instead of when the handler is
+        defined, after the places have started.  The default checks nothing.
+
+        Raises:
+            ConfigurationError: a setting is missing or malformed (the message names it).
+        """
+
     @abstractmethod
     def start(self) -> None:
         """Begin accepting orders (and tell the scheduler so).

@@ -18,7 +18,7 @@ from typing import Any
 from .._config import setting
 from .._exceptions import ConfigurationError
 
-__all__ = ["make_communicator", "load_communicator_class"]
+__all__ = ["check_communicator", "make_communicator", "load_communicator_class"]
 
 log = logging.getLogger("apgaspy")
 
@@ -53,6 +53,30 @@ def load_communicator_class(spec: str) -> type:
         raise ConfigurationError(
             f"APGAS_COMMUNICATOR={spec!r}: {target} is not a MalleableCommunicator subclass")
     return cls
+
+
+def _configured() -> str | None:
+    """The communicator's name as configured (``APGAS_COMMUNICATOR``, else ``socket`` when
+    ``SCHEDULER_PORT`` is set), or ``None`` for none (also for a job run as rigid)."""
+    if os.environ.get("ELASTIC", "").strip().lower() == "rigid":
+        return None
+    spec = setting("COMMUNICATOR")
+    if spec is None and os.environ.get("SCHEDULER_PORT"):
+        spec = "socket"
+    return spec  # type: ignore[no-any-return]
+
+
+def check_communicator() -> None:
+    """Load the configured communicator's class and check its settings
+    (:meth:`~apgaspy.elastic.MalleableCommunicator.check_configuration`), without starting
+    it; nothing when none is configured.
+
+    Raises:
+        ConfigurationError: no such communicator, or one of its settings is bad.
+    """
+    spec = _configured()
+    if spec is not None:
+        load_communicator_class(spec).check_configuration()
 
 
 def make_communicator() -> Any:

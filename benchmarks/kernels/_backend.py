@@ -40,7 +40,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -234,11 +235,48 @@ def warm_up(modules: list[str] | tuple[str, ...] = ()) -> dict[str, float]:
     """
     if backend() != "numba":
         return {}
-    for name in modules:
-        importlib.import_module(name)
-    took: dict[str, float] = {}
-    for name, fn in list(_warm_ups.items()):
-        t = time.perf_counter()
-        fn()
-        took[name] = time.perf_counter() - t
+    with _announced_if_slow():
+        for name in modules:
+            importlib.import_module(name)
+        took: dict[str, float] = {}
+        for name, fn in list(_warm_ups.items()):
+            t = time.perf_counter()
+            fn()
+            took[name] = time.perf_counter() - t
     return took
+
+
+#: Seconds a warm-up may take before :func:`warm_up` says on stderr that it compiles.
+ANNOUNCE_AFTER_S = 1.0
+_announced = threading.Event()
+
+
+@contextmanager
+def _announced_if_slow() -> Iterator[None]:
+    """While the block runs longer than :data:`ANNOUNCE_AFTER_S`, say once per process on
+    stderr what the wait is (numba compiling into its cache) and, at the end, how long it
+    took: a first run otherwise sits silent for tens of seconds."""
+    t0 = time.perf_counter()
+    said = threading.Event()
+
+    def say() -> None:
+        if _announced.is_set():
+            return
+        _announced.set()
+        said.set()
+        print(f"compiling the numba kernels (first use on this machine, up to a minute; "
+              f"cached in {os.environ.get('NUMBA_CACHE_DIR') or cache_dir()}, later runs "
+              f"load them in under a second; APGAS_KERNELS=numpy skips them) ...",
+              file=sys.stderr, flush=True)
+
+    timer = threading.Timer(ANNOUNCE_AFTER_S, say)
+    timer.daemon = True
+    if not _announced.is_set():
+        timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            print(f"kernels compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
