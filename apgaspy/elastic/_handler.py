@@ -21,11 +21,27 @@ class MalleableHandler(ABC):
     scheduler may order the program to release places (shrink) or to add places (grow).
     Orders count hosts; with ``APGAS_PLACES_PER_HOST`` = k the handler is asked for k
     places per host.
+
+    The contract (docs/concepts/malleability.md says the same):
+
+    * ``n`` in ``pre_grow`` and ``pre_shrink`` is the number of places the order adds or
+      releases; ``n`` in ``post_grow`` and ``post_shrink`` is the number of places now.
+    * An order refused before the handler is asked (malformed, no handler, a grow naming a
+      host that cannot run a place, a shrink of more hosts than the job holds besides place
+      0's) calls no method at all.
+    * Once ``pre_grow`` or ``pre_shrink`` has returned, the matching ``post_*`` runs exactly
+      once: ``post_grow`` with the places that did start (maybe none), ``post_shrink`` with
+      an empty ``removed`` when ``pre_shrink``'s answer was refused.
+    * A method that raises ends the order with that exception; the matching ``post_*`` is
+      then not called.
     """
 
     @abstractmethod
     def pre_shrink(self, n: int) -> list[Place]:
         """Choose the ``n`` places to release and move their work and data off them.
+
+        Called once the order is checked: a shrink of more hosts than the job holds
+        besides place 0's is refused before, and calls no method.
 
         Args:
             n: the number of places to release (hosts in the order × places per host).
@@ -39,10 +55,11 @@ class MalleableHandler(ABC):
 
     @abstractmethod
     def post_shrink(self, n: int, removed: list[Place]) -> None:
-        """Called after the released places are gone and their hosts went back.
+        """Called after the released places are gone and their hosts went back, or after
+        :meth:`pre_shrink`'s answer was refused (then with an empty ``removed``).
 
         Args:
-            n: the number of places now.
+            n: the number of places now (the released ones no longer counted).
             removed: the places that were released (empty if the order was refused).  A
                 released place that died on its way out is here too (it counts as released;
                 its unfinished tasks are lost); a place that died otherwise during the order
@@ -68,14 +85,21 @@ class MalleableHandler(ABC):
 
     @abstractmethod
     def pre_grow(self, n: int) -> None:
-        """Called before ``n`` places are started (hosts in the order × places per host)."""
+        """Called before the new places are started, once every host of the order was found
+        able to run a place (an order refused before calls no method).
+
+        Args:
+            n: the number of places about to be added (hosts in the order × places per
+                host).
+        """
 
     @abstractmethod
     def post_grow(self, n: int, continued: list[Place], added: list[Place]) -> None:
-        """Called after the new places are running and every place sees them.
+        """Called after the new places are running and every place sees them; also when
+        some or all of them failed to start (the order is reported as failed afterwards).
 
         Args:
-            n: the number of places now.
+            n: the number of places now (the added ones included).
             continued: the places that were there before the grow (one that died during the
                 grow is listed but no longer in ``places()``).
             added: the new places that started (empty if the grow failed); a new place that
