@@ -1,10 +1,12 @@
 """Send one order to a running malleable job, by hand.
 
     python -m communicators.order shrink 2 --job 127.0.1.1:5000
-    python -m communicators.order grow 2 127.0.1.5 127.0.1.6 --job 127.0.1.1:5000
+    python -m communicators.order grow 2 127.0.1.5 127.0.1.6 --job 127.0.1.1:5000 --wait 60
 
 Prints the job's reply (the released hosts of a shrink) and exits 0; exits 1 when the job
 refuses the order (``ERROR ...``), 3 when the job cannot be reached, 2 on a usage error.
+``--wait S`` keeps trying for up to S seconds while nothing listens at the job's address
+yet (a job just started accepts orders once its handler is defined), and says so.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+import time
 
 from .protocol import Order, OrderError, format_order, is_refusal, parse_order
 
@@ -21,6 +24,28 @@ def _job(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return host, int(port)
+
+
+def _connect(job: tuple[str, int], wait_s: float) -> socket.socket:
+    """A connection to the job's order socket; while it refuses, retry every 0.2 s for up to
+    ``wait_s`` seconds, saying once on stderr what it waits for.
+
+    Raises:
+        OSError: still no connection after ``wait_s`` seconds (or another socket error).
+    """
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        try:
+            return socket.create_connection(job, timeout=10)
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                print(f"waiting for the job at {job[0]}:{job[1]} to accept orders "
+                      f"(up to {wait_s:g} s) ...", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,13 +59,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the job's order address HOST:PORT (its first host, SCHEDULER_PORT)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for the job to carry the order out (default 600)")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="S",
+                        help="keep trying for up to S seconds while the job does not accept "
+                             "orders yet (default 0: try once)")
     args = parser.parse_args(argv)
     try:
         order: Order = parse_order(" ".join([args.kind, args.n, *args.hosts]))
     except OrderError as exc:
         parser.error(str(exc))
     try:
-        with socket.create_connection(args.job, timeout=10) as conn:
+        with _connect(args.job, args.wait) as conn:
             conn.sendall(format_order(order).encode("ascii"))
             conn.settimeout(args.timeout)
             reply = b""

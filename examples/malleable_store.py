@@ -4,9 +4,10 @@ Each place keeps a part of the keys (a PlaceLocalObject).  Before a shrink the h
 the leaving places' keys to the places that stay; after a grow it creates the store on the new
 places and hands them a share of the keys.  The totals stay exact whatever the orders.
 
-The handler runs on its own thread, so it holds ``PAUSE`` from pre_* to post_* (the runtime
-always calls them in pairs) and the main loop takes it for each round: main never sees a
-place without its store, nor sends to a place being released.
+The handler runs on its own thread, so it holds ``PAUSE`` from pre_* to post_* (once pre_*
+has returned, the runtime calls the matching post_* exactly once; an order refused before
+calls neither) and the main loop takes it for each round: main never sees a place without
+its store, nor sends to a place being released.
 
     APGAS_PLACES=2 APGAS_COMMUNICATOR=schedule \\
     APGAS_SCHEDULE="after 1 s grow 2 on localhost localhost; after 3 s shrink 1" \\
