@@ -189,10 +189,12 @@ def run_benchmark(name: str, args: list[str], places: int, mode: str = "spawn",
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_command(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
-    """Run ``cmd`` in the repository root in a session of its own and return its exit status,
-    stdout and stderr; after ``timeout`` s kill it with its descendants and fail the test."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+def run_command(cmd: list[str], env: dict[str, str], timeout: float,
+                cwd: Path = ROOT) -> tuple[int, str, str]:
+    """Run ``cmd`` in ``cwd`` (default the repository root) in a session of its own and return
+    its exit status, stdout and stderr; after ``timeout`` s kill it with its descendants and
+    fail the test."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)

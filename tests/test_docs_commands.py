@@ -17,12 +17,11 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import kill_tree
+from conftest import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("README.md", "docs/getting-started.md")
@@ -93,17 +92,9 @@ def test_command_runs_as_written(page, block, tmp_path):
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # python, mpiexec: this venv's
     env["PYTHONPATH"] = f"{ROOT}:{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(ROOT)
     script = adapted(block)
-    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        out, err = proc.communicate()
-        pytest.fail(f"{page}: block did not end within {TIMEOUT_S} s\n{script}\n{out}\n{err}")
+    rc, out, err = run_command(["bash", "-c", script], env, TIMEOUT_S, cwd=tmp_path)
     report = f"{page}:\n{script}\n--- stdout\n{out}\n--- stderr\n{err}"
-    assert proc.returncode == 0, report
+    assert rc == 0, report
     assert "Traceback" not in out + err, report
     if "python examples/hello.py" in block:
         assert "Hello from place(3)" in out and "Bye" in out, report
