@@ -181,7 +181,7 @@ def _format_event(ev: dict[str, Any]) -> str | None:
     if kind == "evolving_request":
         return f"{head} asks for one more node (holds {ev['nodes']})"
     if kind == "evolving_grant":
-        return f"{head} request granted: grow onto {','.join(ev['nodes'])}"
+        return f"{head} request granted: {','.join(ev['nodes'])}"
     if kind == "evolving_release":
         return (f"{head} gave back {ev['node']} (holds {len(ev['nodes'])}: "
                 f"{','.join(ev['nodes'])})")

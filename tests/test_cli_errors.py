@@ -174,7 +174,7 @@ def test_serve_prints_an_evolving_jobs_requests_grants_and_releases():
     ]]
     assert lines == [
         "[    1.00s] job 3 asks for one more node (holds 1)",
-        "[    2.00s] job 3 request granted: grow onto 127.0.1.2",
+        "[    2.00s] job 3 request granted: 127.0.1.2",
         "[    9.00s] job 3 gave back 127.0.1.2 (holds 1: 127.0.1.1)",
         "[   12.00s] job 3 ended: done (exit 0) after 11.0 s, 0 shrinks, 1 grows, "
         "1 requests (1 granted), 1 releases",
