@@ -13,10 +13,13 @@ import importlib
 import logging
 import os
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._config import setting
 from .._exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from ._communicator import MalleableCommunicator
 
 __all__ = ["check_communicator", "make_communicator", "load_communicator_class"]
 
@@ -25,7 +28,7 @@ log = logging.getLogger("apgaspy")
 GROUP = "apgaspy.communicators"
 
 
-def load_communicator_class(spec: str) -> type:
+def load_communicator_class(spec: str) -> type[MalleableCommunicator]:
     """The communicator class named by ``spec`` (``module:Class`` or an entry point name).
 
     Raises:
