@@ -221,3 +221,35 @@ def test_check_communicator_reads_the_schedule(monkeypatch):
         check_communicator()
     monkeypatch.setenv("ELASTIC", "rigid")  # a job run as rigid gets no communicator
     check_communicator()
+
+
+# ------------------------------------------------------------------ compiling kernels
+
+
+def test_a_slow_warm_up_is_announced_once(monkeypatch, capsys):
+    """numba compiling into its cache is the one long silent wait of a first run: a warm-up
+    longer than ANNOUNCE_AFTER_S says what it does, then how long it took, once."""
+    from benchmarks.kernels import _backend
+
+    monkeypatch.setattr(_backend, "ANNOUNCE_AFTER_S", 0.05)
+    monkeypatch.setattr(_backend, "_announced", threading.Event())
+    with _backend._announced_if_slow():
+        time.sleep(0.5)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith("compiling the numba kernels into ") and "once" in err[0]
+    assert err[1].startswith("kernels ready in ")
+    with _backend._announced_if_slow():  # a second slow warm-up in the process: silent
+        time.sleep(0.3)
+    with _backend._announced_if_slow():
+        pass
+    assert capsys.readouterr().err == ""
+
+
+def test_a_quick_warm_up_is_silent(monkeypatch, capsys):
+    from benchmarks.kernels import _backend
+
+    monkeypatch.setattr(_backend, "_announced", threading.Event())
+    with _backend._announced_if_slow():  # loading from the cache: well under a second
+        pass
+    assert capsys.readouterr().err == ""

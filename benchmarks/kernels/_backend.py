@@ -227,6 +227,10 @@ def warm_up(modules: list[str] | tuple[str, ...] = ()) -> dict[str, float]:
     :func:`register_warm_up`; does nothing when the backend is numpy.  Cheap when already done
     in this process (each kernel is compiled or loaded once per process).
 
+    A warm-up that takes longer than :data:`ANNOUNCE_AFTER_S` seconds at place 0 (numba
+    compiling into its cache, on a machine's first run) says so on stderr, once per process,
+    and how long it took.
+
     Returns:
         ``{registered name: seconds}``, the time each function took (empty under numpy).
 
@@ -251,6 +255,17 @@ ANNOUNCE_AFTER_S = 1.0
 _announced = threading.Event()
 
 
+def _at_place_zero() -> bool:
+    """Whether this process is place 0, or runs no apgaspy place: the other places warm up
+    after place 0 has filled the cache, so only place 0 announces a compilation."""
+    try:
+        from apgaspy import here  # noqa: PLC0415 - only when a warm-up is slow
+
+        return here().id == 0
+    except Exception:  # noqa: BLE001 - no runtime in this process
+        return True
+
+
 @contextmanager
 def _announced_if_slow() -> Iterator[None]:
     """While the block runs longer than :data:`ANNOUNCE_AFTER_S`, say once per process on
@@ -264,19 +279,19 @@ def _announced_if_slow() -> Iterator[None]:
             return
         _announced.set()
         said.set()
-        print(f"compiling the numba kernels (first use on this machine, up to a minute; "
-              f"cached in {os.environ.get('NUMBA_CACHE_DIR') or cache_dir()}, later runs "
+        print(f"compiling the numba kernels into {os.environ.get('NUMBA_CACHE_DIR') or cache_dir()}"
+              f" (the first run on a machine compiles them: up to a minute, once; later runs "
               f"load them in under a second; APGAS_KERNELS=numpy skips them) ...",
               file=sys.stderr, flush=True)
 
     timer = threading.Timer(ANNOUNCE_AFTER_S, say)
     timer.daemon = True
-    if not _announced.is_set():
+    if not _announced.is_set() and _at_place_zero():
         timer.start()
     try:
         yield
     finally:
         timer.cancel()
         if said.is_set():
-            print(f"kernels compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+            print(f"kernels ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
                   flush=True)
