@@ -58,26 +58,18 @@ def load_communicator_class(spec: str) -> type[MalleableCommunicator]:
     return cls
 
 
-def _configured() -> str | None:
-    """The communicator's name as configured (``APGAS_COMMUNICATOR``, else ``socket`` when
-    ``SCHEDULER_PORT`` is set), or ``None`` for none (also for a job run as rigid)."""
-    if os.environ.get("ELASTIC", "").strip().lower() == "rigid":
-        return None
-    spec = setting("COMMUNICATOR")
-    if spec is None and os.environ.get("SCHEDULER_PORT"):
-        spec = "socket"
-    return spec  # type: ignore[no-any-return]
-
-
 def check_communicator() -> None:
-    """Load the configured communicator's class and check its settings
+    """Load the communicator that ``APGAS_COMMUNICATOR`` names and check its settings
     (:meth:`~apgaspy.elastic.MalleableCommunicator.check_configuration`), without starting
-    it; nothing when none is configured.
+    it; nothing when the variable is unset (the default socket communicator has nothing to
+    check) or the job runs as rigid.
 
     Raises:
         ConfigurationError: no such communicator, or one of its settings is bad.
     """
-    spec = _configured()
+    if os.environ.get("ELASTIC", "").strip().lower() == "rigid":
+        return
+    spec = setting("COMMUNICATOR")
     if spec is not None:
         load_communicator_class(spec).check_configuration()
 
