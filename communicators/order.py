@@ -5,6 +5,10 @@
 
 Prints the job's reply (the released hosts of a shrink) and exits 0; exits 1 when the job
 refuses the order (``ERROR ...``), 3 when the job cannot be reached, 2 on a usage error.
+
+A job started with a line key refuses unsigned orders: give this tool the same key, by
+``SCHEDULER_KEY`` or ``SCHEDULER_KEY_FILE`` in its environment and the job's id by
+``--job-id`` (its ``JOBNAME``), and it signs the order (:mod:`communicators.auth`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import socket
 import sys
 
+from .auth import ORDER, Counter, load_key, sign_line
 from .protocol import Order, OrderError, format_order, is_refusal, parse_order
 
 
@@ -32,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("hosts", nargs="*", help="for grow: the n host names")
     parser.add_argument("--job", type=_job, required=True,
                         help="the job's order address HOST:PORT (its first host, SCHEDULER_PORT)")
+    parser.add_argument("--job-id", default="",
+                        help="the job's JOBNAME, for a signed order (with SCHEDULER_KEY)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for the job to carry the order out (default 600)")
     args = parser.parse_args(argv)
@@ -40,8 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     except OrderError as exc:
         parser.error(str(exc))
     try:
+        key = load_key()
+    except ValueError as exc:
+        parser.error(str(exc))
+    line = format_order(order)
+    if key is not None:
+        line = sign_line(key, ORDER, args.job_id, line, Counter().next()) + "\n"
+    try:
         with socket.create_connection(args.job, timeout=10) as conn:
-            conn.sendall(format_order(order).encode("ascii"))
+            conn.sendall(line.encode("ascii"))
             conn.settimeout(args.timeout)
             reply = b""
             while chunk := conn.recv(4096):

@@ -263,7 +263,8 @@ def test_refusals_and_odd_replies_of_a_job(tmp_path):
                     log_path=tmp_path / "events.jsonl", interval_s=1.0, grace_s=1.0,
                     job_env={"FAKE_SECONDS": "7",
                              "FAKE_REPLIES": "ERROR no room;ok;names:127.0.1.9,127.0.1.3;"
-                                             "ERROR busy"})
+                                             "ERROR busy"},
+                    plain_lines=["fak?"])  # the stand-in speaks plain Java lines
     server.start()
     try:
         a = server.submit(JobSpec(name="fake", job_class="malleable", min_nodes=1, max_nodes=3,
