@@ -34,6 +34,7 @@ notifications of an adopted job only from its own restart on.
 
 from __future__ import annotations
 
+import heapq
 import hmac
 import os
 import secrets
@@ -215,7 +216,8 @@ class ReplayGuard:
         keep: the most counters remembered; beyond it the oldest are forgotten and the
             floor raised to them (older lines are then refused).
 
-    Thread-safe.
+    The counters inside the window are kept in a set and a min-heap, so that a check costs
+    O(log n).  Thread-safe.
     """
 
     def __init__(self, floor: int = 0, *, window_ns: int = WINDOW_NS, keep: int = 4096) -> None:
@@ -224,7 +226,12 @@ class ReplayGuard:
         self.keep = keep
         self._highest = 0
         self._seen: set[int] = set()
+        self._heap: list[int] = []
         self._lock = threading.Lock()
+
+    def _forget_below(self, low: int) -> None:
+        while self._heap and self._heap[0] <= low:
+            self._seen.discard(heapq.heappop(self._heap))
 
     def accept(self, counter: int) -> bool:
         """Whether ``counter`` is new and recent enough (then it is remembered)."""
@@ -233,14 +240,14 @@ class ReplayGuard:
             if counter <= low or counter in self._seen:
                 return False
             self._seen.add(counter)
+            heapq.heappush(self._heap, counter)
             if counter > self._highest:
                 self._highest = counter
-                low = max(self.floor, counter - self.window_ns)
-                self._seen = {c for c in self._seen if c > low}
-            if len(self._seen) > self.keep:
-                oldest = sorted(self._seen)[: len(self._seen) - self.keep]
-                self.floor = max(self.floor, oldest[-1])
-                self._seen.difference_update(oldest)
+                self._forget_below(max(self.floor, counter - self.window_ns))
+            while len(self._heap) > self.keep:
+                oldest = heapq.heappop(self._heap)
+                self._seen.discard(oldest)
+                self.floor = max(self.floor, oldest)
             return True
 
 
