@@ -36,7 +36,7 @@ from functools import cache
 
 import psutil
 
-from communicators.auth import LineAuthError, split_mac, verify_line
+from communicators.auth import LineAuthError, split_mac
 from communicators.protocol import (
     NotificationKind,
     classify_notification,
@@ -97,10 +97,9 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
         job = matches[-1] if matches else None
         job_id = job.job_id if job else None
         if job is not None:
-            check = job.verify_args()
-            if check is not None:
+            if job.key is not None:
                 try:
-                    verify_line(*check[:3], line, check[3])
+                    job.check_notification(line)
                 except LineAuthError as exc:
                     _refuse_line(state, job, line, peer, f"authentication failed: {exc}")
                     return

@@ -32,7 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from communicators.auth import NOTIFICATION, ORDER, Counter, RefusalLog, ReplayGuard, sign_line
+from communicators.auth import (
+    NOTIFICATION,
+    ORDER,
+    Counter,
+    LineAuthError,
+    RefusalLog,
+    ReplayGuard,
+    sign_line,
+    verify_line,
+)
 
 from .algorithms import RESIZING_ALGORITHMS, Algorithm
 from .jobs import JobSpec
@@ -136,12 +145,16 @@ class ServerJob:
         job = str(self.job_id)
         return lambda line: sign_line(key, ORDER, job, line, self.order_counter.next())
 
-    def verify_args(self) -> tuple[bytes, str, str, ReplayGuard] | None:
-        """``(key, direction, job id, guard)`` for checking one of its notifications with
-        :func:`communicators.auth.verify_line`, or None (a keyless job)."""
+    def check_notification(self, line: str) -> str:
+        """The Java line of one of its authenticated notification lines.
+
+        Raises:
+            LineAuthError: the line fails :func:`communicators.auth.verify_line` (no MAC, a
+                malformed or wrong one, a replay), or the job has no key.
+        """
         if self.key is None:
-            return None
-        return self.key, NOTIFICATION, str(self.job_id), self.notify_guard
+            raise LineAuthError("the job has no key")
+        return verify_line(self.key, NOTIFICATION, str(self.job_id), line, self.notify_guard)
 
     def info(self, now_s: float) -> dict[str, Any]:
         """The job as JSON data (one entry of ``status``); ``now_s`` gives a running job's

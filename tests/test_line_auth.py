@@ -14,7 +14,8 @@
 * a second (non-root) user can neither use the control socket to cancel another's job nor
   the notification path to take its nodes, nor read its key;
 * a job started through ssh gets its key from an owner-only file, never on a command line
-  (``ps`` does not show it).
+  (``ps`` does not show it);
+* a job without a key takes notifications from its first node's address only.
 """
 
 from __future__ import annotations
@@ -452,6 +453,37 @@ def test_an_ssh_job_gets_its_key_from_a_file_and_ps_never_shows_it(tmp_path):
                                                       "SCHEDULER_KEY_FILE": "/run/k"}))
         assert key not in line and "SCHEDULER_KEY_FILE=/run/k" in line
         wait_until(server.all_done, 20, "the probe's end")
+    finally:
+        server.shutdown()
+    assert server.leftover_pids() == []
+
+
+@pytest.mark.timeout(30)
+def test_a_keyless_jobs_lines_from_another_address_are_refused(tmp_path):
+    """A job without a key (``#AUTH plain``) on a host that is not this machine (TEST-NET
+    192.0.2.1; the ssh stand-in starts it here): a plain ``APGAS-Ready`` from this machine
+    is refused (not the job's first node's address) and the job stays not ready."""
+    ssh = tmp_path / "ssh"
+    ssh.write_text(SSH_STAND_IN)
+    ssh.chmod(0o755)
+    server = Server(SshHosts(["192.0.2.1"], ssh=str(ssh), listen="127.0.0.1", tty=False),
+                    make("malleable"), port=0, run_dir=tmp_path / "run", interval_s=0.5,
+                    grace_s=1.0)
+    server.start()
+    try:
+        a = server.submit(JobSpec(name="java", job_class="malleable", min_nodes=1,
+                                  max_nodes=1, command=("sleep", "20"), required_time_s=30,
+                                  auth="plain"))
+        wait_until(lambda: job_of(server.status(), a)["state"] == "running", 15, "the start")
+        assert not (server.run_dir / f"job-{a}.key").exists()
+        _send(server.port, "APGAS-Ready:192.0.2.1")
+        wait_until(lambda: server.status()["refused_lines"] == 1, 10, "the refusal")
+        (ev,) = [e for e in list(server.events) if e["event"] == "line_refused"]
+        assert ev["peer"] == "127.0.0.1" and "192.0.2.1" in ev["reason"] and ev["job"] == a
+        job = job_of(server.status(), a)
+        assert not job["ready"] and not job["authenticated"]
+        server.cancel(a)
+        wait_until(server.all_done, 15, "the cancel")
     finally:
         server.shutdown()
     assert server.leftover_pids() == []
