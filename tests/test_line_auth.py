@@ -184,6 +184,13 @@ def test_a_keyed_job_signs_its_lines_and_refuses_bad_and_replayed_orders(tmp_pat
             reply = sched.order(job, payload, timeout=30)
             assert len(reply) == 1 and "authentication failed" in reply[0] \
                 and words in reply[0], reply
+        # the order tool signs with the key of its environment: the job reads the order
+        # (and refuses it for what it asks, not for its MAC)
+        tool = subprocess.run(
+            [PY, "-m", "communicators.order", "shrink", "5", "--job", f"127.0.1.1:{sched.port}",
+             "--job-id", "7"], cwd=ROOT, capture_output=True, text=True, timeout=30,
+            env=dict(os.environ, SCHEDULER_KEY=encode_key(key)))
+        assert tool.returncode == 1 and "cannot release 5 hosts" in tool.stdout, tool
         valid = sign_line(key, ORDER, "7", "shrink 1", c.next()) + "\n"
         assert sched.order(job, valid) == ["127.0.1.2"]
         assert _event(prog, "post_shrink")["removed"] == [1]
@@ -487,3 +494,47 @@ def test_a_keyless_jobs_lines_from_another_address_are_refused(tmp_path):
     finally:
         server.shutdown()
     assert server.leftover_pids() == []
+
+
+@pytest.mark.timeout(60)
+def test_a_restarted_scheduler_reads_the_key_back_and_refuses_older_lines(tmp_path):
+    """A scheduler with a journal is detached (its evolving job runs on) and a second one
+    adopts the job: it has read the key back from the job's file; a line signed before the
+    restart (captured, never sent) is refused as too old, one signed after is taken."""
+    def server() -> Server:
+        return Server(LocalNodes(3), make("evolving-easy"), port=0, run_dir=tmp_path / "run",
+                      state_dir=tmp_path / "state", interval_s=0.5, grace_s=1.0)
+
+    first = server()
+    first.start()
+    second = None
+    try:
+        a = first.submit(JobSpec(name="evo", job_class="evolving", min_nodes=2, max_nodes=3,
+                                 command=("sleep", "30"), required_time_s=60))
+        wait_until(lambda: job_of(first.status(), a)["state"] == "running", 15, "the start")
+        key = load_key({"SCHEDULER_KEY_FILE": str(first.run_dir / f"job-{a}.key")})
+        assert key is not None
+        c = Counter()
+        old = sign_line(key, NOTIFICATION, str(a), "Evolving;Release;127.0.1.3:127.0.1.1",
+                        c.next())
+        port = first.port
+        first.detach()
+        second = Server(LocalNodes(3), make("evolving-easy"), port=port,
+                        run_dir=tmp_path / "run", state_dir=tmp_path / "state",
+                        interval_s=0.5, grace_s=1.0)
+        second.start()
+        job = job_of(second.status(), a)
+        assert job["adopted"] and job["authenticated"] and len(job["nodes"]) == 3
+        _send(second.port, old)
+        wait_until(lambda: second.status()["refused_lines"] == 1, 10, "the old line refused")
+        _send(second.port, sign_line(key, NOTIFICATION, str(a),
+                                     "Evolving;Release;127.0.1.3:127.0.1.1", c.next()))
+        wait_until(lambda: second.status()["free"] == 1, 10, "the new line taken")
+        assert job_of(second.status(), a)["nodes"] == ["127.0.1.1", "127.0.1.2"]
+        second.cancel(a)
+        wait_until(second.all_done, 20, "the cancel")
+    finally:
+        if second is not None:
+            second.shutdown()
+        first.shutdown()
+    assert second is not None and second.leftover_pids() == []
