@@ -2,6 +2,8 @@
 
 * :mod:`communicators.protocol`: the scheduler wire protocol (every message, its format,
   who sends it); pure, shared by the job side here and the scheduler (:mod:`scheduler`).
+* :mod:`communicators.auth`: a job's line key, and signing and checking lines with it
+  (both ends; docs/reference/security.md).
 * :mod:`communicators.framing`: reading the protocol's lines off a connection (both ends).
 * :class:`SocketMalleableCommunicator` (``APGAS_COMMUNICATOR=socket``, the default when
   ``SCHEDULER_PORT`` is set): the job side of that protocol over TCP

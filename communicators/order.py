@@ -7,6 +7,10 @@ Prints the job's reply (the released hosts of a shrink) and exits 0; exits 1 whe
 refuses the order (``ERROR ...``), 3 when the job cannot be reached, 2 on a usage error.
 ``--wait S`` keeps trying for up to S seconds while nothing listens at the job's address
 yet (a job just started accepts orders once its handler is defined), and says so.
+
+A job started with a line key refuses unsigned orders: give this tool the same key, by
+``SCHEDULER_KEY`` or ``SCHEDULER_KEY_FILE`` in its environment and the job's id by
+``--job-id`` (its ``JOBNAME``), and it signs the order (:mod:`communicators.auth`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import socket
 import sys
 import time
 
+from .auth import ORDER, Counter, load_key, sign_line
 from .protocol import Order, OrderError, format_order, is_refusal, parse_order
 
 
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("hosts", nargs="*", help="for grow: the n host names")
     parser.add_argument("--job", type=_job, required=True,
                         help="the job's order address HOST:PORT (its first host, SCHEDULER_PORT)")
+    parser.add_argument("--job-id", default="",
+                        help="the job's JOBNAME, for a signed order (with SCHEDULER_KEY)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for the job to carry the order out (default 600)")
     parser.add_argument("--wait", type=float, default=0.0, metavar="S",
@@ -68,8 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     except OrderError as exc:
         parser.error(str(exc))
     try:
+        key = load_key()
+    except ValueError as exc:
+        parser.error(str(exc))
+    line = format_order(order)
+    if key is not None:
+        line = sign_line(key, ORDER, args.job_id, line, Counter().next()) + "\n"
+    try:
         with _connect(args.job, args.wait) as conn:
-            conn.sendall(format_order(order).encode("ascii"))
+            conn.sendall(line.encode("ascii"))
             conn.settimeout(args.timeout)
             reply = b""
             while chunk := conn.recv(4096):

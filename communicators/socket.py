@@ -7,6 +7,13 @@ Configured from the environment the scheduler gives a job (docs/reference/protoc
 ``SCHEDULER_PORT``, and nowhere else.  One order per connection; orders run one at a time.
 Only the scheduler's address may send orders unless ``APGAS_ORDERS_FROM`` says otherwise.
 
+With a key from the scheduler (``SCHEDULER_KEY``, or the owner-only file
+``SCHEDULER_KEY_FILE`` names; :mod:`communicators.auth`), every notification is signed and
+every order must carry a valid MAC with a new counter: an order that does not (no MAC, a
+wrong one, a replayed line) is refused (``ERROR authentication failed: ...``), counted and
+logged with its peer address (at most 10 lines every 10 s), and changes nothing.  Without a
+key the lines are the plain Java ones (docs/reference/security.md).
+
 Anything malformed (``shrink x``, ``grow 2 onlyonehost``, ``shrink 99``, bytes that are not
 ASCII, a connection that sends nothing for ``APGAS_ORDER_TIMEOUT`` seconds) is logged and
 answered ``ERROR <reason>`` where a reply is possible; the program runs on unharmed.
@@ -35,6 +42,17 @@ from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator, evolving_mode
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 
+from .auth import (
+    NOTIFICATION,
+    ORDER,
+    Counter,
+    LineAuthError,
+    RefusalLog,
+    ReplayGuard,
+    load_key,
+    sign_line,
+    verify_line,
+)
 from .framing import LineReader, LineTimeoutError, LineTooLongError
 from .protocol import (
     DISABLED,
@@ -135,8 +153,12 @@ def scheduler_host_addresses(ip: str) -> set[str]:
 class SocketMalleableCommunicator(MalleableCommunicator):
     """Receives orders on ``<job address>:SCHEDULER_PORT``, notifies ``SCHEDULER_IP``.
 
+    Attributes:
+        refused_orders: order connections refused for failed authentication (count).
+
     Raises:
-        ConfigurationError: ``SCHEDULER_IP`` or ``SCHEDULER_PORT`` is missing or invalid.
+        ConfigurationError: ``SCHEDULER_IP`` or ``SCHEDULER_PORT`` is missing or invalid, or
+            the key (``SCHEDULER_KEY``, ``SCHEDULER_KEY_FILE``) is malformed or unreadable.
     """
 
     EVOLVING = True
@@ -167,6 +189,15 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self.notify_timeout = setting("NOTIFY_TIMEOUT")
         self.shrink_reply_timeout = setting("SHRINK_REPLY_TIMEOUT")
         self.evolving = evolving_mode()
+        try:
+            self._key = load_key()
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._job = os.environ.get("JOBNAME", "").strip()
+        self._counter = Counter()
+        self._guard = ReplayGuard()
+        self._refusals = RefusalLog()
+        self._send_lock = threading.Lock()
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -215,11 +246,27 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             log.warning("could not notify the scheduler at %s:%d of %r: %s",
                         *self.scheduler, message, exc)
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether the scheduler gave this job a key (lines are signed and checked)."""
+        return self._key is not None
+
+    @property
+    def refused_orders(self) -> int:
+        """Order connections refused for failed authentication so far."""
+        return self._refusals.total
+
     def _send(self, message: str) -> None:
-        """Send one notification line; raises OSError when the scheduler cannot be reached."""
-        line = format_notification(message, self.address).encode("ascii")
-        with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
-            s.sendall(line)
+        """Send one notification line (signed when the job has a key); raises OSError when
+        the scheduler cannot be reached.  Notifications go out one at a time, so that their
+        counters arrive in order."""
+        line = format_notification(message, self.address)
+        with self._send_lock:
+            if self._key is not None:
+                line = sign_line(self._key, NOTIFICATION, self._job, line,
+                                 self._counter.next()) + "\n"
+            with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
+                s.sendall(line.encode("ascii"))
 
     # ---------------------------------------------------------------- evolving
     def request(self, n: int) -> None:
@@ -279,6 +326,17 @@ class SocketMalleableCommunicator(MalleableCommunicator):
                 text = raw.decode("ascii")
             except UnicodeDecodeError:
                 raise OrderError(f"an order is ASCII text, got {raw[:60]!r}") from None
+            if self._key is not None:
+                try:
+                    text = verify_line(self._key, ORDER, self._job, text, self._guard)
+                except LineAuthError as exc:
+                    skipped = self._refusals.refuse()
+                    if skipped is not None:
+                        log.error("refused an order from %s: authentication failed: %s%s",
+                                  peer, exc, f" ({skipped} more refused, not logged)"
+                                  if skipped else "")
+                    self._reply(conn, [refusal(f"authentication failed: {exc}")])
+                    return
             order = parse_order(text)
         except OrderError as exc:
             log.error("malformed order from %s: %s", peer, exc)

@@ -23,6 +23,10 @@ with ``#`` is a candidate; its first word after the ``#`` is the key.  Known key
 ``PRIORITY``      1 (lowest) … 5 (highest), default 3; read by the priority policies
                   (docs/guides/priorities.md).  The Java scheduler ignores the key, so a
                   script that states it still runs there.
+``AUTH``          ``key`` (default) | ``plain``: ``plain`` starts the job without a line
+                  key, for a program that speaks the plain Java lines (a Java APGAS job);
+                  its notifications are then checked by peer address only
+                  (docs/reference/security.md).  The Java scheduler ignores the key.
 ================  =====================================================================
 
 Keys are upper case, as in Java.  Unknown keys and ordinary comments (``#!/bin/bash``,
@@ -191,11 +195,15 @@ class JobSpec:
         priority: 1 (lowest) … 5 (highest), default 3 (:data:`DEFAULT_PRIORITY`); only the
             priority policies read it (docs/guides/priorities.md).  Equal priorities are
             ordered by submission time.
+        auth: ``"key"`` (default: the real scheduler gives the job a line key and requires
+            its lines signed) or ``"plain"`` (no key; plain Java lines, checked by peer
+            address only: docs/reference/security.md).
 
     Raises:
         ValueError: a count below 1, ``min_nodes > max_nodes``, a rigid job without a node
             count or with a range, ``nodes`` outside the range, a non-positive or non-finite
-            required time, an empty name, a priority that is not a whole number in 1-5.
+            required time, an empty name, a priority that is not a whole number in 1-5,
+            an ``auth`` other than ``"key"`` or ``"plain"``.
     """
 
     name: str = "job"
@@ -210,8 +218,12 @@ class JobSpec:
     job_type: str | None = None
     declared_class: str = field(default="", compare=False)
     priority: int = DEFAULT_PRIORITY
+    auth: str = "key"
 
     def __post_init__(self) -> None:
+        if self.auth not in AUTH_MODES:
+            raise ValueError(f"job {self.name!r}: auth must be 'key' or 'plain', "
+                             f"got {self.auth!r}")
         try:
             object.__setattr__(self, "priority", parse_priority(self.priority))
         except ValueError as exc:
@@ -319,6 +331,9 @@ class JobSpec:
         return JobSpec(**values)
 
 
+#: The values of ``#AUTH`` / ``JobSpec.auth``.
+AUTH_MODES = ("key", "plain")
+
 _HEADER_KEYS = (
     "JOB_CLASS",
     "JOB_TYPE",
@@ -328,6 +343,7 @@ _HEADER_KEYS = (
     "JOB_NAME",
     "REQUIRED_TIME",
     "PRIORITY",
+    "AUTH",
 )
 
 _TIME_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)$")
@@ -424,6 +440,10 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
                 values["job_type"] = value
             elif key == "PRIORITY":
                 values["priority"] = parse_priority(value)
+            elif key == "AUTH":
+                if value.lower() not in AUTH_MODES:
+                    raise ValueError("#AUTH is 'key' or 'plain'")
+                values["auth"] = value.lower()
         except ValueError as exc:
             raise JobScriptError(f"line {lineno}: {exc}: {raw.strip()!r}") from None
         where[key] = (lineno, raw.strip())
@@ -447,6 +467,7 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
             job_type=values.get("job_type"),
             declared_class=values.get("declared_class", ""),
             priority=values.get("priority", DEFAULT_PRIORITY),
+            auth=values.get("auth", "key"),
             **kwargs,
         )
     except ValueError as exc:

@@ -18,16 +18,25 @@ job's first node: the run directory is on a shared file system there anyway.) Th
 journaled as ``starting`` with its nodes before the launch and as ``running`` with its pid
 after it.
 
+Every job gets a fresh random key (:mod:`communicators.auth`), unless its script says
+``#AUTH plain`` or its name matches ``serve --plain-lines``: the key is written to the
+owner-only file ``job-<id>.key`` in the run directory (mode 0600; a restarted scheduler reads
+it back for an adopted job; removed when the job ends) and given to the job as
+``SCHEDULER_KEY`` (hex) and ``SCHEDULER_KEY_FILE`` (the file's path).  Backends that would
+put the environment on a command line (ssh) pass the path only (docs/reference/security.md).
+
 Every function here is called with the state's lock held.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import math
 import shlex
 import signal
 
+from communicators.auth import KEY_ENV, KEY_FILE_ENV, encode_key, new_key, write_key_file
 from communicators.protocol import job_environment
 
 from .jobs import JobClass
@@ -35,7 +44,8 @@ from .nodes import JobLaunch
 from .procs import AdoptedProcess, ProcessTree, proc_table, start_time
 from .state import ServerJob, ServerState
 
-__all__ = ["WRAPPER", "end_job", "finish", "job_env", "police", "reap", "scan",
+__all__ = ["WRAPPER", "drop_key_file", "end_job", "finish", "job_env", "keyed", "police",
+           "reap", "scan",
            "set_final_state", "start_job", "wrapped"]
 
 #: The launcher wrapper (``sh -c WRAPPER sh PIDFILE STATUSFILE COMMAND…``): writes its pid,
@@ -65,7 +75,37 @@ def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
     if job.elastic and job.spec.job_class is JobClass.EVOLVING:
         env["ELASTIC"] = "evolving"  # its runtime asks for and gives back nodes itself
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop(KEY_ENV, None)  # never one from job_env: a job's key is its own
+    env.pop(KEY_FILE_ENV, None)
+    if job.key is not None and job.key_file is not None:
+        env[KEY_ENV] = encode_key(job.key)
+        env[KEY_FILE_ENV] = str(job.key_file)
     return env
+
+
+def keyed(state: ServerState, job: ServerJob) -> bool:
+    """Whether ``job`` gets a key: its spec does not say ``auth="plain"`` and its name
+    matches none of the server's ``plain_lines`` patterns."""
+    if job.spec.auth == "plain":
+        return False
+    return not any(fnmatch.fnmatchcase(job.spec.name, p) for p in state.plain_lines)
+
+
+def _give_key(state: ServerState, job: ServerJob) -> None:
+    """Draw the job's key and write its owner-only file (raises OSError)."""
+    job.key, job.key_file = None, None
+    if keyed(state, job):
+        path = state.run_dir / f"job-{job.job_id}.key"
+        key = new_key()
+        write_key_file(path, key)
+        job.key, job.key_file = key, path
+
+
+def drop_key_file(job: ServerJob) -> None:
+    """Remove the ended job's key file (the key stays in memory for its late lines)."""
+    if job.key_file is not None:
+        with contextlib.suppress(OSError):
+            job.key_file.unlink()
 
 
 def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
@@ -86,6 +126,13 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     job.stdout = state.run_dir / f"job-{job.job_id}.out"
     job.stderr = state.run_dir / f"job-{job.job_id}.err"
     argv = job.argv
+    try:
+        _give_key(state, job)
+    except OSError as exc:  # not started: it keeps its place, the algorithm tries again
+        job.nodes = []
+        state.queue.insert(place, job.job_id)
+        state.event("key_error", job.job_id, error=f"cannot write its key file: {exc}")
+        return
     if state.journal is not None:
         job.pid_file = state.run_dir / f"job-{job.job_id}.pid"
         job.status_file = state.run_dir / f"job-{job.job_id}.status"
@@ -115,6 +162,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
         job.allotment = [(now, tuple(nodes)), (now, ())]
         job.reason = f"it could not start: {exc}"
         state.persist(job)
+        drop_key_file(job)
         state.event("start_failed", job.job_id, nodes=nodes, error=str(exc))
         state.dirty = True
         return
@@ -125,7 +173,8 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     job.allotment.append((now, tuple(nodes)))
     state.persist(job)
     state.event("start", job.job_id, name=job.spec.name, nodes=nodes, pid=job.proc.pid,
-                elastic=job.elastic, wait_s=round(now - job.submit_s, 3),
+                elastic=job.elastic, authenticated=job.key is not None,
+                wait_s=round(now - job.submit_s, 3),
                 command=shlex.join(job.argv), **state.rm_info(job))
 
 
@@ -204,6 +253,7 @@ def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> 
     job.releasing = 0
     job.ready = False
     state.persist(job)
+    drop_key_file(job)
     state.free.update(held)
     state.event("end", job.job_id, state=job.state, returncode=code, nodes=held,
                 run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows,

@@ -28,7 +28,10 @@ Two kinds here (the third, Slurm, is :mod:`scheduler.slurm_mode`):
   ``<ssh> -t -t <host> cd <dir> && exec env VAR=… <command>`` (the Java scheduler's
   ``ssh -t -t <host> VAR=… <script>``; the ``cd`` puts the job in the scheduler's working
   directory, as on a shared file system).  Every host needs the same Python environment at
-  the same path and the run directory on a shared file system.
+  the same path and the run directory on a shared file system.  The job's line key is never
+  put on that command line (where ``ps`` on either machine would show it): the job reads it
+  from the owner-only file ``SCHEDULER_KEY_FILE`` names, in the shared run directory
+  (docs/reference/security.md).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from communicators.auth import KEY_ENV
 
 __all__ = ["JobLaunch", "LocalNodes", "NodeBackend", "ResourceManager", "SshHosts",
            "python_bin_dir"]
@@ -213,7 +218,8 @@ class SshHosts:
             when the connection ends, so ending the local ssh ends the job).
 
     Only the job's own variables (and ``PATH`` with this Python's directory first) are passed:
-    ssh does not forward the scheduler's environment.
+    ssh does not forward the scheduler's environment.  ``SCHEDULER_KEY`` is left out (it
+    would show in ``ps``); the job reads its key from ``SCHEDULER_KEY_FILE``.
 
     Raises:
         ValueError: no hosts, or a host named twice.
@@ -253,8 +259,9 @@ class SshHosts:
         return socket.gethostbyname(name)
 
     def command(self, job: JobLaunch, host: str, env: Mapping[str, str]) -> list[str]:
-        """The local command line that starts ``job`` on ``host``."""
-        assigns = [shlex.quote(f"{k}={v}") for k, v in env.items() if k != "PATH"]
+        """The local command line that starts ``job`` on ``host`` (without the job's key)."""
+        assigns = [shlex.quote(f"{k}={v}") for k, v in env.items()
+                   if k not in ("PATH", KEY_ENV)]
         path = shlex.quote(f"PATH={python_bin_dir()}{os.pathsep}") + '"$PATH"'
         remote = (f"cd {shlex.quote(job.cwd)} && exec env {path} {' '.join(assigns)} "
                   + " ".join(shlex.quote(a) for a in job.argv))

@@ -18,12 +18,25 @@ with the reason; nothing changes.
 
 The job is found by its address (the running one there; else the last
 one that ran there, since a job's last notifications may come after its end was seen).
+
+Before anything is done, the line must pass the job's check (docs/reference/security.md):
+a job with a key (:mod:`communicators.auth`) must send a valid MAC with a counter not seen
+before; a job without one (``#AUTH plain``, ``serve --plain-lines``: Java APGAS jobs) must
+send from its first node's address (for logical nodes: from an address of this machine).
+A line that fails is dropped and changes nothing: it is counted (``status``:
+``refused_lines``) and logged as ``line_refused`` with its peer address and the reason, at
+most 10 every 10 s (the next logged one says how many were not).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
+from functools import cache
 
+import psutil
+
+from communicators.auth import LineAuthError, split_mac
 from communicators.protocol import (
     NotificationKind,
     classify_notification,
@@ -38,9 +51,44 @@ from .state import ServerJob, ServerState
 __all__ = ["on_notification"]
 
 
-def on_notification(state: ServerState, line: str) -> None:
-    """Act on one notification line (without its end), from a listener thread."""
-    message, address = parse_notification(line)
+@cache
+def _local_addresses() -> frozenset[str]:
+    """The addresses of this machine's interfaces (psutil), read once."""
+    return frozenset(a.address.split("%")[0] for addrs in psutil.net_if_addrs().values()
+                     for a in addrs if a.family.name in ("AF_INET", "AF_INET6"))
+
+
+def is_local_address(address: str) -> bool:
+    """Whether ``address`` (an IP address) is a loopback address or one of this machine's."""
+    try:
+        if ipaddress.ip_address(address).is_loopback:
+            return True
+    except ValueError:
+        return False
+    return address in _local_addresses()
+
+
+def peer_may_notify(job: ServerJob, peer: str) -> bool:
+    """Whether a keyless job's notification may come from ``peer``: the address of the
+    job's first node, or, when that is this machine (logical nodes), any address of it."""
+    return peer == job.address or (is_local_address(job.address) and is_local_address(peer))
+
+
+def _refuse_line(state: ServerState, job: ServerJob | None, line: str, peer: str,
+                 reason: str) -> None:
+    """Count a refused line and log it (rate-limited); nothing else changes."""
+    skipped = state.line_refusals.refuse()
+    if skipped is not None:
+        state.event("line_refused", job.job_id if job else None, peer=peer, reason=reason,
+                    line=split_mac(line)[0][:200], not_logged=skipped)
+
+
+def on_notification(state: ServerState, line: str, peer: str) -> None:
+    """Act on one notification line (without its end) that came from the TCP address
+    ``peer``, from a listener thread; refuse it when it fails the job's check (module
+    docstring)."""
+    body, _ = split_mac(line)
+    message, address = parse_notification(body)
     kind = classify_notification(message)
     with state.lock:
         matches = sorted((j for j in state.jobs.values() if j.address == address
@@ -48,6 +96,19 @@ def on_notification(state: ServerState, line: str) -> None:
                          key=lambda j: (j.state == "running", j.start_s))
         job = matches[-1] if matches else None
         job_id = job.job_id if job else None
+        if job is not None:
+            if job.key is not None:
+                try:
+                    job.check_notification(line)
+                except LineAuthError as exc:
+                    _refuse_line(state, job, line, peer, f"authentication failed: {exc}")
+                    return
+            elif not peer_may_notify(job, peer):
+                _refuse_line(state, job, line, peer,
+                             f"the job has no key and {peer} is not its first node's "
+                             f"address {job.address}")
+                return
+        line = body
         evolving = parse_evolving(message)
         if evolving is not None:
             if not _on_evolving(state, job, evolving.type, evolving.argument, line):

@@ -1,6 +1,7 @@
 """Orders to running jobs: a shrink or a grow, each exchanged with the job on its own thread.
 
-As the Java scheduler sends them (:mod:`scheduler.wire`): a failed shrink (an ``ERROR``
+As the Java scheduler sends them (:mod:`scheduler.wire`), signed for a job with a key
+(:meth:`scheduler.state.ServerJob.signer`): a failed shrink (an ``ERROR``
 line, a line later than 20 s, the job unreachable) frees no node and marks the job *not
 reachable*: it is treated as rigid from then on.  A refused grow gives its nodes back.
 Nodes a shrink reply names go back to the pool when the job holds them (matched by name); a
@@ -78,7 +79,7 @@ def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tupl
     t0 = time.monotonic()
     try:
         names = send_shrink(address, count, source=state.listen,
-                            line_timeout_s=state.shrink_line_timeout_s)
+                            line_timeout_s=state.shrink_line_timeout_s, sign=job.signer())
         error = None
     except OrderFailedError as exc:
         names, error = [], str(exc)
@@ -151,7 +152,7 @@ def _grow_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[
     if error is None:
         try:
             send_grow(address, nodes, source=state.listen,
-                      done_timeout_s=state.grow_timeout_s)
+                      done_timeout_s=state.grow_timeout_s, sign=job.signer())
         except OrderFailedError as exc:
             error = exc
     if error is not None and acquired and state.rm is not None:

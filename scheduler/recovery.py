@@ -26,6 +26,12 @@ shared run directory.  A job not adopted (its watcher gone, or caught before its
 has whatever Slurm still runs of it, found by name (``squeue --name apgaspy-<id>``),
 cancelled.
 
+An adopted job's line key is read back from its owner-only key file (``files["key"]`` of
+its row); its notifications are taken from the restart on only (a line captured before
+cannot be replayed: :class:`communicators.auth.ReplayGuard` with the restart time as its
+floor).  An adopted job whose key file is gone is driven keyless (its orders unsigned, which
+it refuses).  The key files of jobs found ended or queued again are removed.
+
 Nothing is started on a node an adopted job holds, since those nodes are not free.  The
 changes are journaled in one transaction; the whole takes milliseconds for a thousand jobs.
 """
@@ -34,13 +40,16 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from communicators.auth import ReplayGuard, load_key
+
 from .journal import JobRow, spec_from_json
-from .launch import end_job, set_final_state
+from .launch import drop_key_file, end_job, set_final_state
 from .procs import AdoptedProcess, ProcessTree, read_status
 from .state import ENDED_STATES, ServerJob, ServerState
 
@@ -113,7 +122,22 @@ def _job(state: ServerState, row: JobRow) -> ServerJob:
                       ("status_file", "status"), ("pid_file", "pidfile")):
         if f.get(key):
             setattr(job, attr, Path(f[key]))
+    if f.get("key"):
+        job.key_file = Path(f["key"])
     return job
+
+
+def _read_key(state: ServerState, job: ServerJob) -> None:
+    """Read an adopted job's key back from its file; lines sent before now are refused."""
+    if job.key_file is None:
+        return
+    try:
+        job.key = load_key({"SCHEDULER_KEY_FILE": str(job.key_file)})
+    except ValueError as exc:
+        state.event("key_error", job.job_id, error=f"{exc}; the job is driven without a key")
+        job.key_file = None
+        return
+    job.notify_guard = ReplayGuard(floor=time.time_ns())
 
 
 def _ended_unseen(state: ServerState, job: ServerJob, row: JobRow, now: float) -> None:
@@ -204,6 +228,7 @@ def recover(state: ServerState) -> dict[str, Any]:
                         # its order's reply went to the dead scheduler; a Slurm job adopted
                         # is not resized again
                         job.reachable = False
+                    _read_key(state, job)
                     state.free.difference_update(job.nodes)
                     if job.ending:
                         to_end.append(job)
@@ -220,12 +245,15 @@ def recover(state: ServerState) -> dict[str, Any]:
                     job.nodes = []
                     job.start_s = math.nan
                     job.allotment = []
+                    drop_key_file(job)
+                    job.key_file = None
                     queued.append(job)
                     changed.append(job)
                     counts["requeued"] += 1
                 else:
                     _cancel_slurm(state, job.job_id)
                     _ended_unseen(state, job, row, now)
+                    drop_key_file(job)
                     changed.append(job)
                     counts["ended"] += 1
                     state.event("ended_unseen", job.job_id, state=job.state,

@@ -115,6 +115,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds from SIGTERM to SIGKILL when ending a job (default 5)")
     p.add_argument("--env", type=_env, action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable for every job (repeatable)")
+    p.add_argument("--plain-lines", action="append", default=[], metavar="NAME",
+                   help="jobs named NAME (a shell pattern; repeatable) get no line key and "
+                        "speak the plain Java lines, e.g. Java APGAS jobs; their "
+                        "notifications are checked by peer address only (default: every "
+                        "job gets a key; a script may say #AUTH plain)")
     p.add_argument("--quiet", action="store_true", help="print no events to stderr")
 
 
@@ -189,6 +194,9 @@ def _format_event(ev: dict[str, Any]) -> str | None:
         return f"{head} evolving message refused ({ev['reason']}): {ev['line']}"
     if kind == "rigid":
         return f"{head} runs on as rigid: {ev['line']}"
+    if kind == "line_refused":
+        more = f" ({ev['not_logged']} more not logged)" if ev.get("not_logged") else ""
+        return f"{head} refused a line from {ev['peer']}: {ev['reason']}{more}"
     if kind == "overrun":
         return f"{head} overran its required time ({ev['required_time_s']:g} s): ending it"
     if kind == "cancel":
@@ -244,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
             port=args.port,
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
-            state_dir=state_dir,
+            state_dir=state_dir, plain_lines=args.plain_lines,
         )
         server.start()
     except OSError as exc:

@@ -101,6 +101,10 @@ class Server:
         grow_timeout_s: seconds to wait for a job to close a grow's connection.
         state_dir: the state directory of the journal (created), or None: nothing survives
             a crash.  Locked for the server's life.
+        plain_lines: names of jobs (shell patterns, :mod:`fnmatch`) that get no key and
+            speak the plain Java lines (Java APGAS jobs); every other job gets a fresh key
+            and must sign its lines (docs/reference/security.md).  A job script can opt out
+            itself with ``#AUTH plain``.
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, or ``port`` outside 0-65535.
@@ -130,6 +134,7 @@ class Server:
         shrink_line_timeout_s: float = SHRINK_LINE_TIMEOUT_S,
         grow_timeout_s: float = 120.0,
         state_dir: str | os.PathLike[str] | None = None,
+        plain_lines: Iterable[str] = (),
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0 s, got {interval_s}")
@@ -153,7 +158,7 @@ class Server:
             grace_s=float(grace_s), cwd=str(Path(cwd or os.getcwd()).resolve()),
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
-            journal=journal)
+            journal=journal, plain_lines=tuple(plain_lines))
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes
@@ -220,7 +225,7 @@ class Server:
             sqlite3.Error: the journal cannot be read or written.
         """
         s = self._state
-        notify = lambda line: on_notification(s, line)  # noqa: E731
+        notify = lambda line, peer: on_notification(s, line, peer)  # noqa: E731
         try:
             self._listener = None
             old = s.journal.meta("port") if s.journal is not None else None
@@ -323,7 +328,9 @@ class Server:
     def status(self) -> dict[str, Any]:
         """The cluster as JSON data: ``now_s``, ``algorithm``, ``nodes`` (each ``name`` and
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
-        allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``."""
+        allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``,
+        ``refused_lines`` (notification lines refused: failed authentication or a stranger's
+        address)."""
         s = self._state
         with s.lock:
             now = s.now()
@@ -342,6 +349,7 @@ class Server:
                 "free": len(s.free),
                 "jobs": [{**j.info(now), **s.rm_info(j)} for j in s.jobs.values()],
                 "refused": [list(r) for r in s.refused],
+                "refused_lines": s.line_refusals.total,
             }
 
     def all_done(self) -> bool:

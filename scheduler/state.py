@@ -32,6 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from communicators.auth import (
+    NOTIFICATION,
+    ORDER,
+    Counter,
+    LineAuthError,
+    RefusalLog,
+    ReplayGuard,
+    sign_line,
+    verify_line,
+)
+
 from .algorithms import RESIZING_ALGORITHMS, Algorithm
 from .jobs import JobSpec
 from .journal import JobRow, Journal, spec_to_json
@@ -72,6 +83,11 @@ class ServerJob:
         status_file, pid_file: where its launcher wrapper writes its exit status and pid.
         pid_start: the start time of its first process (psutil ``create_time``), which tells
             it from a later process with the same pid.
+        key: its line key (:mod:`communicators.auth`), or None: it speaks plain Java lines,
+            checked by peer address only.  Never shown (not in ``repr``, ``status``, the
+            journal or the event log); ``key_file``: the owner-only file that holds it.
+        notify_guard: the anti-replay window of its notifications; ``order_counter``: the
+            counter of the orders sent to it.
     """
 
     job_id: int
@@ -116,6 +132,29 @@ class ServerJob:
     pid_file: Path | None = None
     pid_start: float | None = None
     spec_json: str = ""
+    key: bytes | None = field(default=None, repr=False)
+    key_file: Path | None = None
+    notify_guard: ReplayGuard = field(default_factory=ReplayGuard, repr=False)
+    order_counter: Counter = field(default_factory=Counter, repr=False)
+
+    def signer(self) -> Callable[[str], str] | None:
+        """The function that signs an order line to this job, or None (a keyless job)."""
+        key = self.key
+        if key is None:
+            return None
+        job = str(self.job_id)
+        return lambda line: sign_line(key, ORDER, job, line, self.order_counter.next())
+
+    def check_notification(self, line: str) -> str:
+        """The Java line of one of its authenticated notification lines.
+
+        Raises:
+            LineAuthError: the line fails :func:`communicators.auth.verify_line` (no MAC, a
+                malformed or wrong one, a replay), or the job has no key.
+        """
+        if self.key is None:
+            raise LineAuthError("the job has no key")
+        return verify_line(self.key, NOTIFICATION, str(self.job_id), line, self.notify_guard)
 
     def info(self, now_s: float) -> dict[str, Any]:
         """The job as JSON data (one entry of ``status``); ``now_s`` gives a running job's
@@ -133,6 +172,7 @@ class ServerJob:
             "state": self.state,
             "nodes": list(self.nodes),
             "elastic": self.elastic,
+            "authenticated": self.key is not None,
             "ready": self.ready and not self.busy and self.reachable,
             "reachable": self.reachable,
             "order_in_flight": self.busy,
@@ -221,7 +261,7 @@ class ServerState:
                  clock: Callable[[], float],
                  on_event: Callable[[dict[str, Any]], None] | None,
                  shrink_line_timeout_s: float, grow_timeout_s: float,
-                 journal: Journal | None = None) -> None:
+                 journal: Journal | None = None, plain_lines: tuple[str, ...] = ()) -> None:
         # settings
         self.nodes = nodes
         #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
@@ -237,6 +277,10 @@ class ServerState:
         self.job_env = dict(job_env)
         self.shrink_line_timeout_s = shrink_line_timeout_s
         self.grow_timeout_s = grow_timeout_s
+        #: Job names (shell patterns) that run without a key (plain Java lines).
+        self.plain_lines = tuple(plain_lines)
+        #: Notification lines refused (failed authentication or a stranger's peer).
+        self.line_refusals = RefusalLog()
         self._clock = clock
         self._t0 = clock()
         self._wall0 = time.time()
@@ -301,6 +345,7 @@ class ServerState:
         files = {k: str(v) for k, v in (("stdout", job.stdout), ("stderr", job.stderr),
                                          ("node_file", job.node_file),
                                          ("status", job.status_file),
+                                         ("key", job.key_file),
                                          ("pidfile", job.pid_file)) if v is not None}
         order_kind = None
         if job.busy:

@@ -11,6 +11,11 @@ this module only moves it over TCP, as the Java ElasticJobScheduler does::
                 ◄── EOF when the grow is done ──────── (or "ERROR ..." first: refused)
     NotificationListener ◄── connect SCHEDULER_IP:PORT ── "<message>:<job address>\\n"
 
+A job with a key (:mod:`communicators.auth`) gets its orders signed: the order functions
+take a ``sign`` function that turns the Java line into the authenticated one.  The listener
+hands each notification line on with the TCP peer's address, for the checks of
+:mod:`scheduler.notifications`.
+
 Order connections are made from the scheduler's own address (``source``), so that a job
 that accepts orders from ``SCHEDULER_IP`` only (apgaspy's default) accepts them.
 
@@ -89,19 +94,26 @@ class _ReplyReader:
         return None if raw is None else raw.decode("ascii", "replace")
 
 
+def _order_bytes(order: Order, sign: Callable[[str], str] | None) -> bytes:
+    line = format_order(order)
+    return (line if sign is None else sign(line) + "\n").encode("ascii")
+
+
 def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
                 line_timeout_s: float = SHRINK_LINE_TIMEOUT_S,
-                connect_timeout_s: float = 10.0) -> list[str]:
+                connect_timeout_s: float = 10.0,
+                sign: Callable[[str], str] | None = None) -> list[str]:
     """Order the job at ``address`` (host, port) to release ``n`` hosts; return their names.
 
-    Reads ``n`` reply lines, each within ``line_timeout_s`` seconds (Java: 20 s).
+    Reads ``n`` reply lines, each within ``line_timeout_s`` seconds (Java: 20 s).  ``sign``
+    (a keyed job's): turns the Java order line into the authenticated one.
 
     Raises:
         OrderFailedError: unreachable, a line late, fewer than ``n`` lines, or an ``ERROR`` line.
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(format_order(Order("shrink", n)).encode("ascii"))
+            sock.sendall(_order_bytes(Order("shrink", n), sign))
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
         reader = _ReplyReader(sock)
@@ -118,18 +130,20 @@ def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
 
 
 def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | None = None,
-              done_timeout_s: float = 120.0, connect_timeout_s: float = 10.0) -> None:
+              done_timeout_s: float = 120.0, connect_timeout_s: float = 10.0,
+              sign: Callable[[str], str] | None = None) -> None:
     """Order the job at ``address`` to add ``hosts``; return when the job closes.
 
-    Sends the line, half-closes, and reads until the job closes (at most ``done_timeout_s``
-    seconds; a job that keeps the connection open longer is taken to have grown).
+    Sends the line (signed by ``sign``, as :func:`send_shrink`), half-closes, and reads
+    until the job closes (at most ``done_timeout_s`` seconds; a job that keeps the
+    connection open longer is taken to have grown).
 
     Raises:
         OrderFailedError: unreachable, or the job answered ``ERROR …`` (``refused``).
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(format_order(Order("grow", len(hosts), tuple(hosts))).encode("ascii"))
+            sock.sendall(_order_bytes(Order("grow", len(hosts), tuple(hosts)), sign))
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
         except OSError as exc:
@@ -154,14 +168,15 @@ class NotificationListener:
         address: the address to bind (one address only, never all: logical nodes of this
             machine listen on the same port of their own addresses).
         port: the port (``SCHEDULER_PORT``).
-        on_line: called with each line (without its end) from the listener's threads.
+        on_line: called with each line (without its end) and the TCP peer's address, from
+            the listener's threads.
         read_timeout_s: seconds a connection may take to send its line.
 
     Raises:
         OSError: the address and port cannot be bound (the message says which).
     """
 
-    def __init__(self, address: str, port: int, on_line: Callable[[str], None], *,
+    def __init__(self, address: str, port: int, on_line: Callable[[str, str], None], *,
                  read_timeout_s: float = 5.0) -> None:
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         self._server = socket.socket(family, socket.SOCK_STREAM)
@@ -186,13 +201,13 @@ class NotificationListener:
     def _accept(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self._server.accept()
+                conn, peer = self._server.accept()
             except (TimeoutError, OSError):
                 continue
-            threading.Thread(target=self._read, args=(conn,), daemon=True,
+            threading.Thread(target=self._read, args=(conn, str(peer[0])), daemon=True,
                              name="scheduler-notify-conn").start()
 
-    def _read(self, conn: socket.socket) -> None:
+    def _read(self, conn: socket.socket, peer: str) -> None:
         with conn:
             reader = _ReplyReader(conn)
             while True:
@@ -203,7 +218,7 @@ class NotificationListener:
                 if line is None:
                     return
                 if line.strip():
-                    self._on_line(line.strip())
+                    self._on_line(line.strip(), peer)
 
     def close(self) -> None:
         """Stop accepting and close the listening socket."""

@@ -23,7 +23,7 @@ from communicators.scheduler_side import JavaSchedulerStandIn, SchedulerEndpoint
 
 PY = sys.executable
 MPIEXEC = str(BIN / "mpiexec")
-PORT = 8081  # the Java scheduler's constant order port (docs/reference/protocols.md)
+PORT = 8081  # the Java scheduler's constant order port (docs/reference/protocol.md)
 
 
 def job_env(cluster, nodes=None, **extra):
@@ -311,7 +311,7 @@ def test_a_grow_that_cannot_complete_is_refused_and_the_job_runs_on(netns_cluste
 def test_orders_from_the_schedulers_host_are_accepted_from_any_of_its_addresses(
         netns_cluster):
     """The Java scheduler orders from whatever address its host routes from, not always
-    SCHEDULER_IP (docs/reference/protocols.md): the job accepts every address of the
+    SCHEDULER_IP (docs/reference/protocol.md): the job accepts every address of the
     scheduler's host (h3, with a second address) and refuses a stranger (h2) with an ERROR
     line."""
     cluster = netns_cluster
@@ -348,7 +348,7 @@ def test_orders_from_the_schedulers_host_are_accepted_from_any_of_its_addresses(
 
 @pytest.mark.timeout(240)
 def test_jobs_live_with_the_java_scheduler_stand_in(netns_cluster):
-    """A stand-in that behaves as the Java ElasticJobScheduler (docs/reference/protocols.md)
+    """A stand-in that behaves as the Java ElasticJobScheduler (docs/reference/protocol.md)
     on h3: it listens on port 8081 of every address, gives jobs SCHEDULER_IP = one of its
     addresses and orders from another, ELASTIC and a numeric JOBNAME, reads shrink replies
     line by line and grows without reading.  A malleable job on h1 is grown onto h2 and shrunk

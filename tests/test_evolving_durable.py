@@ -45,7 +45,7 @@ def test_the_evolving_counters_survive_a_restart(tmp_path):
         job_id = serve.ask(op="submit", job={
             "name": "evo", "job_class": "evolving", "min_nodes": 1, "max_nodes": 3,
             "command": ["env", "FAKE_SECONDS=40", PY, str(fake)],
-            "required_time_s": 120})["jobs"][0]
+            "required_time_s": 120, "auth": "plain"})["jobs"][0]
         wait_until(lambda: serve.events("ready", job_id), 30, "APGAS-Ready")
         st = serve.ask(op="status")
         port = st["port"]

@@ -341,7 +341,7 @@ def test_server_takes_requests_and_releases_over_tcp(tmp_path):
     try:
         a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=2, max_nodes=3,
                                   command=("sh", "-c", "echo ELASTIC=$ELASTIC; exec sleep 30"),
-                                  required_time_s=60))
+                                  required_time_s=60, auth="plain"))
         wait_until(lambda: job_of(server.status(), a)["state"] == "running", 15, "the start")
         job = job_of(server.status(), a)
         assert job["nodes"] == ["127.0.1.1", "127.0.1.2", "127.0.1.3"]
@@ -413,7 +413,8 @@ def test_server_grants_a_request_with_a_real_grow_order(tmp_path):
         r = server.submit(JobSpec(name="rigid", nodes=2, command=("sleep", "2"),
                                   required_time_s=30))
         a = server.submit(JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=3,
-                                  command=(PY, str(fake)), required_time_s=60))
+                                  command=(PY, str(fake)), required_time_s=60,
+                                  auth="plain"))  # the stand-in speaks plain Java lines
 
         def ev(kind: str) -> list[dict]:
             return [e for e in list(server.events) if e["event"] == kind and e["job"] == a]

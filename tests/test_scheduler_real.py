@@ -263,7 +263,8 @@ def test_refusals_and_odd_replies_of_a_job(tmp_path):
                     log_path=tmp_path / "events.jsonl", interval_s=1.0, grace_s=1.0,
                     job_env={"FAKE_SECONDS": "7",
                              "FAKE_REPLIES": "ERROR no room;ok;names:127.0.1.9,127.0.1.3;"
-                                             "ERROR busy"})
+                                             "ERROR busy"},
+                    plain_lines=["fak?"])  # the stand-in speaks plain Java lines
     server.start()
     try:
         a = server.submit(JobSpec(name="fake", job_class="malleable", min_nodes=1, max_nodes=3,
@@ -458,8 +459,9 @@ def _cluster_pids(cluster) -> dict[str, list[int]]:
 @pytest.mark.timeout(150)
 def test_on_the_multi_host_cluster(netns_cluster, tmp_path):
     """The scheduler on h3 (``--listen`` its address) with hosts h1, h2 reached by the
-    cluster's ssh: a malleable UTS job starts on h1, is grown onto h2 and ends correctly;
-    nothing is left on any host."""
+    cluster's ssh: a malleable UTS job starts on h1, is grown onto h2 (a signed order) and
+    ends correctly; its key came from its owner-only file, and ``ps`` on h1 shows the ssh
+    command line without it; nothing is left on any host."""
     cluster = netns_cluster
     h3 = cluster.host("h3")
     batch = tmp_path / "batch.json"
@@ -474,9 +476,14 @@ def test_on_the_multi_host_cluster(netns_cluster, tmp_path):
     try:
         res = serve.cli("submit", "--batch", str(batch))
         assert res.returncode == 0, res.stderr
+        wait_until(lambda: serve.events("ready", 1) or serve.events("end"), 60, "ready")
+        key = (serve.run_dir / "job-1.key").read_text().strip()
+        ps = cluster.host("h1").run(["ps", "-ww", "-eo", "args"], timeout=10).stdout
+        assert "SCHEDULER_KEY_FILE=" in ps and len(key) == 64 and key not in ps
         wait_until(lambda: serve.events("end"), 90, "the job's end")
         st = serve.ask(op="status")
         job = job_of(st, 1)
+        assert job["authenticated"]
         assert job["state"] == "done", (job, Path(job["stdout"]).read_text()[-3000:])
         out = job_json(job["stdout"])
         assert out["result"] == UTS_D12 and out["correct"] is True

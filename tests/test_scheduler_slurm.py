@@ -275,6 +275,14 @@ def test_slurm_mode_resizes_the_slurm_job_with_the_job(slurm_cluster, tmp_path, 
         grown = wait_until(lambda: serve.events("grow_done", uts), 90, "the first grow")[0]
         assert grown["added"] == ["n2", "n3", "n4"] and grown["slurm_job"] == main
         check_holdings(serve, grow, grown, ["n1"])
+        # The grow was a signed order; the job's key went through sbatch's environment and
+        # is on no command line of this machine, where every node runs.
+        key = (serve.run_dir / f"job-{uts}.key").read_text().strip()
+        ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True,
+                            timeout=10, check=True).stdout
+        assert len(key) == 64 and key not in ps
+        assert [j["authenticated"] for j in serve.ask(op="status")["jobs"]
+                if j["id"] == uts] == [True]
         if grow == "expand":
             # The helper allocation is gone; UTS's places run as steps on their nodes.
             assert {squeue(cluster, int(h))[0] for h in grown["slurm_helpers"].values()} == {0}
