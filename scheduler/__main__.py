@@ -56,6 +56,16 @@ COMMANDS: dict[str, Command] = {
 
 _DEBUG_HELP = "show the traceback of an error instead of one line"
 
+#: What a user who gives a command an option it does not take most likely wants.
+_HINTS = {
+    ("submit", "--nodes"): " (a job's node counts are its script's #NODES, or #MIN_NODES and "
+                           "#MAX_NODES, lines)",
+    ("submit", "--min-nodes"): " (a job's node range is its script's #MIN_NODES and "
+                               "#MAX_NODES lines)",
+    ("submit", "--max-nodes"): " (a job's node range is its script's #MIN_NODES and "
+                               "#MAX_NODES lines)",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m scheduler`` with every command of :data:`COMMANDS`.
@@ -98,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # argparse would report these with the top-level usage
-        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        hint = _HINTS.get((args.command, unknown[0].split("=")[0]), "")
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     try:
         return int(args._run(args))
     except (OSError, ValueError) as exc:

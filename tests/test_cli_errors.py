@@ -71,7 +71,8 @@ def test_unknown_option_of_a_subcommand_prints_its_usage(capsys):
     err = capsys.readouterr().err
     assert err.startswith("usage: python -m scheduler submit ")
     assert err.rstrip().endswith("python -m scheduler submit: error: unrecognized arguments: "
-                                 "--nodes")
+                                 "--nodes (a job's node counts are its script's #NODES, or "
+                                 "#MIN_NODES and #MAX_NODES, lines)")
 
 
 def test_batch_file_error_lists_the_documented_fields(tmp_path):
