@@ -24,8 +24,9 @@ the nodes the scheduler's shrink and grow orders leave them, evolving ones as ab
 The simulator (:func:`simulate_evolving`) advances in steps of ``decide_s`` seconds: jobs
 progress, monitors decide, and the algorithm is called on every change (a submission, an
 end, a request, a release, a shrink done, a malleable job's ``APGAS-Ready``) and every
-``interval_s`` (5 s, as the Java scheduler); its decisions are checked by
-:func:`~scheduler.algorithms.decision_problem` like the real server's.  Grants and orders
+``interval_s`` (5 s, as the Java scheduler); its view of the jobs, the check of its
+decisions and the jobs' records are the real server's and the simulator's
+(:mod:`scheduler.job_state`), its metrics theirs (:mod:`scheduler.metrics`).  Grants and orders
 reach the job at once; a resize (a grant or grow, a shrink, an evolving job's release)
 stops the job's progress for apgaspy's measured resize time
 (:class:`~scheduler.model.ResizeCostModel`: 0.17 s to grow by one node, 0.005 s to shrink
@@ -45,19 +46,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .algorithms import (
-    EVOLVING_ALGORITHMS,
-    MIXED_ALGORITHMS,
-    Grow,
-    RunningJob,
-    Shrink,
-    Start,
-    View,
-    WaitingJob,
-    decision_problem,
-    make,
-)
+from .algorithms import EVOLVING_ALGORITHMS, MIXED_ALGORITHMS, Grow, Shrink, Start, View, make
+from .job_state import JobState, check_decision
 from .jobs import JobClass, JobSpec
+from .metrics import result_from_records
 from .model import ResizeCostModel
 
 __all__ = [
@@ -131,19 +123,25 @@ _ELASTIC = frozenset({JobClass.MALLEABLE, JobClass.EVOLVING})
 
 
 @dataclass
-class EvolvingJob:
+class EvolvingJob(JobState):
     """One simulated job: spec, demand, submission time (s) and its run's bookkeeping.
 
     Any job class runs the same ``evotree`` program: a rigid or moldable job keeps the nodes
     it started with, a malleable one is resized by the scheduler's orders, an evolving one
     asks for nodes and gives them back (module doc).  ``shrinks`` / ``grows`` count the
     scheduler's orders to a malleable job; ``pause_s`` is resize time still to be spent.
+    What it takes orders, what the policy sees of it and its record are the other
+    schedulers' (:class:`~scheduler.job_state.JobState`).
     """
 
     job_id: int
     spec: JobSpec
     tree: EvoTree
     submit_s: float
+    state: str = "pending"
+    ready: bool = False
+    busy: bool = False
+    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
     phase: int = 0
     left: float = 0.0
     nodes: list[str] = field(default_factory=list)
@@ -155,10 +153,14 @@ class EvolvingJob:
     requests: int = 0
     requests_served: int = 0
     releases: int = 0
-    node_seconds: float = 0.0
     shrinks: int = 0
     grows: int = 0
     pause_s: float = 0.0
+
+    @property
+    def node_seconds(self) -> float:
+        """Node-seconds held so far (nodes × seconds over the allotment's steps)."""
+        return self.record().node_seconds
 
     def demand(self) -> int:
         """Nodes the job can keep busy now: its maximum in a tree, one in the sequential
@@ -196,6 +198,7 @@ def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: 
         changed, ended = ended, False
         while pending and pending[0].submit_s <= now + 1e-9:
             waiting.append(pending.pop(0))
+            waiting[-1].state = "waiting"
             changed = True
         # the monitors: requests and releases
         for job in running:
@@ -213,6 +216,7 @@ def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: 
                     job.idle_since_s = now
                 if now - job.idle_since_s >= monitor.idle_s:
                     node = job.nodes.pop()
+                    job.allotment.append((now, tuple(job.nodes)))
                     free.add(node)
                     job.releases += 1
                     job.requested = 0
@@ -225,26 +229,18 @@ def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: 
             view = View(
                 now_s=now,
                 free_nodes=tuple(free),
-                running=tuple(
-                    RunningJob(j.job_id, j.spec, tuple(j.nodes), j.start_s,
-                               malleable_ready=j.spec.job_class in _ELASTIC,
-                               last_order_s=j.last_order_s, requested=j.requested)
-                    for j in running),
-                waiting=tuple(WaitingJob(j.job_id, j.spec, j.submit_s) for j in waiting),
+                running=tuple(j.running_view() for j in running),
+                waiting=tuple(j.waiting_view() for j in waiting),
                 total_nodes=total_nodes,
             )
             by_id = {j.job_id: j for j in waiting + running}
             for decision in algorithm.decide(view):
-                job = by_id[decision.job_id]
-                state = "running" if job in running else "waiting"
-                problem = decision_problem(decision, spec=job.spec, state=state,
-                                           held=len(job.nodes), takes_orders=True, free=free)
-                if problem:
-                    raise RuntimeError(f"{algorithm.name} decided {decision}: {problem}")
+                job = check_decision(decision, by_id, free, algorithm.name)
                 if isinstance(decision, Shrink):
                     # the most recently added nodes leave first, never the first one
                     gone = job.nodes[-decision.count:]
                     del job.nodes[-decision.count:]
+                    job.allotment.append((now, tuple(job.nodes)))
                     free.update(gone)
                     job.last_order_s = now
                     job.shrinks += 1
@@ -253,9 +249,13 @@ def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: 
                     continue
                 free.difference_update(decision.nodes)
                 job.nodes.extend(decision.nodes)
+                job.allotment.append((now, tuple(job.nodes)))
                 if isinstance(decision, Start):
                     waiting.remove(job)
                     running.append(job)
+                    job.state = "running"
+                    # an elastic job announces APGAS-Ready before the next step (apgaspy)
+                    job.ready = job.spec.job_class in _ELASTIC
                     job.start_s = now
                     job.left = job.tree.phases()[0][1]
                     # a malleable job's APGAS-Ready (0.76 s measured) is an event: call again
@@ -273,7 +273,6 @@ def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: 
         now = step * dt
         for job in list(running):
             kind, _ = job.tree.phases()[job.phase]
-            job.node_seconds += len(job.nodes) * dt
             stopped = min(dt, job.pause_s)
             job.pause_s -= stopped
             job.left -= (len(job.nodes) if kind == "tree" else 1) * (dt - stopped)
@@ -282,8 +281,10 @@ def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: 
                 phases = job.tree.phases()
                 if job.phase == len(phases):
                     job.end_s = now
+                    job.state = "ended"
                     free.update(job.nodes)
                     job.nodes.clear()
+                    job.allotment.append((now, ()))
                     running.remove(job)
                     ended = True
                     break
@@ -318,20 +319,22 @@ def simulate_evolving(jobs: Sequence[EvolvingJob], algorithm: str, *, total_node
 
     Raises:
         ValueError: an unknown algorithm, or a job that needs more nodes than the cluster.
-        RuntimeError: the algorithm made a decision the mechanism refuses.
+        InvalidDecisionError: the algorithm made a decision the mechanism refuses (the real
+            scheduler's check, :func:`scheduler.job_state.check_decision`).
     """
     for job in jobs:
         if problem := job.spec.fits(total_nodes):
             raise ValueError(problem)
-    done = _run(list(jobs), make(algorithm, **options), total_nodes, interval_s,
-                monitor or MonitorConfig(), costs or ResizeCostModel())
-    start = min(j.submit_s for j in done)
-    makespan = max(j.end_s for j in done) - start
+    policy = make(algorithm, **options)
+    done = _run(list(jobs), policy, total_nodes, interval_s, monitor or MonitorConfig(),
+                costs or ResizeCostModel())
+    result = result_from_records([j.record() for j in done], algorithm=policy.name,
+                                 total_nodes=total_nodes)
     return {
-        "makespan_s": makespan,
-        "mean_turnaround_s": statistics.fmean(j.end_s - j.submit_s for j in done),
-        "mean_wait_s": statistics.fmean(j.start_s - j.submit_s for j in done),
-        "utilisation": sum(j.node_seconds for j in done) / (total_nodes * makespan),
+        "makespan_s": result.makespan_s,
+        "mean_turnaround_s": result.mean_turnaround_s,
+        "mean_wait_s": result.mean_wait_s,
+        "utilisation": result.utilisation,
         "requests": sum(j.requests for j in done),
         "requests_served": sum(j.requests_served for j in done),
         "releases": sum(j.releases for j in done),

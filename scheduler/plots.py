@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .algorithms.base import node_key
-from .simulate import SimResult
+from .records import SimResult
 
 __all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "resize_marks", "usage"]
 

@@ -42,15 +42,8 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
 * A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
   counted in ``refused``.  Jobs are not killed at their required time.
 
-Metrics of a run (:class:`SimResult`):
-
-* ``makespan_s``: last end minus first submission (seconds).
-* ``utilisation``: node-seconds held by jobs / (total nodes × makespan), 0-1; nodes count
-  as held while a resize is in flight.
-* ``mean_wait_s`` (start − submit), ``mean_turnaround_s`` (end − submit).
-* ``mean_bounded_slowdown``: mean of ``max(1, turnaround / max(run, 10 s))`` (Feitelson's
-  bounded slowdown, threshold ``bsld_threshold_s``), run = end − start.
-* ``shrinks_per_malleable_job``, ``grows_per_malleable_job``: orders / malleable jobs.
+The result of a run (:class:`~scheduler.records.SimResult`) is computed from the jobs'
+records by :func:`scheduler.metrics.result_from_records`, as for a real run.
 """
 
 from __future__ import annotations
@@ -59,17 +52,16 @@ import heapq
 import itertools
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._exceptions import InvalidDecisionError, SimulationError
+from ._exceptions import SimulationError
 from .algorithms import make
 from .algorithms.base import (
     DEFAULT_COOLDOWN_S,
     Algorithm,
     Decision,
-    Grow,
     RunningJob,
     Shrink,
     Start,
@@ -78,10 +70,11 @@ from .algorithms.base import (
     next_change_s,
     sorted_nodes,
 )
-from .algorithms.decisions import decision_problem
-from .jobs import BatchEntry, JobClass, JobSpec
-from .metrics import priority_metrics
+from .job_state import JobState, check_decision
+from .jobs import BatchEntry, JobSpec
+from .metrics import priority_metrics, result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
+from .records import JobRecord, SimResult
 from .workload import PAPER_MIX, MixRow, Workload, paper_batch
 
 __all__ = [
@@ -168,125 +161,6 @@ class SimConfig:
         return self.job_costs.get((spec.program, spec.size), self.costs)
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """What happened to one job.
-
-    ``allotment`` lists ``(time_s, nodes)`` from the start: the nodes held from that time
-    on; the last entry, at ``end_s``, holds no node.  ``required_s`` is the job's required
-    time (its time limit; ``None`` when not known).  Times in seconds.
-    """
-
-    job_id: int
-    name: str
-    job_class: str
-    program: str | None
-    size: int | str | None
-    min_nodes: int
-    max_nodes: int
-    submit_s: float
-    start_s: float
-    end_s: float
-    allotment: tuple[tuple[float, tuple[str, ...]], ...]
-    shrinks: int
-    grows: int
-    required_s: float | None = None
-    priority: int = 3
-
-    @property
-    def wait_s(self) -> float:
-        """Seconds from submission to start."""
-        return self.start_s - self.submit_s
-
-    @property
-    def run_s(self) -> float:
-        """Seconds from start to end."""
-        return self.end_s - self.start_s
-
-    @property
-    def turnaround_s(self) -> float:
-        """Seconds from submission to end."""
-        return self.end_s - self.submit_s
-
-    @property
-    def node_seconds(self) -> float:
-        """Node-seconds held (nodes × seconds, summed over the allotment's steps)."""
-        return sum(
-            len(nodes) * (t1 - t0)
-            for (t0, nodes), (t1, _) in zip(self.allotment, self.allotment[1:], strict=False)
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (allotment as ``[time_s, [nodes]]`` pairs)."""
-        return {
-            "job_id": self.job_id,
-            "name": self.name,
-            "job_class": self.job_class,
-            "program": self.program,
-            "size": self.size,
-            "min_nodes": self.min_nodes,
-            "max_nodes": self.max_nodes,
-            "submit_s": self.submit_s,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "shrinks": self.shrinks,
-            "grows": self.grows,
-            "required_s": self.required_s,
-            "priority": self.priority,
-            "allotment": [[t, list(n)] for t, n in self.allotment],
-        }
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """The outcome of one simulated run (metrics defined in the module docstring)."""
-
-    algorithm: str
-    total_nodes: int
-    makespan_s: float
-    utilisation: float
-    mean_wait_s: float
-    mean_turnaround_s: float
-    mean_bounded_slowdown: float
-    shrinks_per_malleable_job: float
-    grows_per_malleable_job: float
-    jobs: int
-    malleable_jobs: int
-    refused: tuple[tuple[str, str], ...]
-    records: tuple[JobRecord, ...]
-    decide_calls: int
-
-    def metrics(self) -> dict[str, float | int | str]:
-        """The scalar metrics as a dict."""
-        return {
-            "algorithm": self.algorithm,
-            "makespan_s": self.makespan_s,
-            "utilisation": self.utilisation,
-            "mean_wait_s": self.mean_wait_s,
-            "mean_turnaround_s": self.mean_turnaround_s,
-            "mean_bounded_slowdown": self.mean_bounded_slowdown,
-            "shrinks_per_malleable_job": self.shrinks_per_malleable_job,
-            "grows_per_malleable_job": self.grows_per_malleable_job,
-            "jobs": self.jobs,
-            "malleable_jobs": self.malleable_jobs,
-            "refused": len(self.refused),
-        }
-
-    def usage_curve(self) -> list[tuple[float, int]]:
-        """Busy nodes over time: ``(time_s, nodes held from then on)``, a step function."""
-        deltas: dict[float, int] = {}
-        for rec in self.records:
-            previous = 0
-            for t, nodes in rec.allotment:
-                deltas[t] = deltas.get(t, 0) + len(nodes) - previous
-                previous = len(nodes)
-        busy, curve = 0, []
-        for t in sorted(deltas):
-            busy += deltas[t]
-            curve.append((t, busy))
-        return curve
-
-
 def _first_tick(tick: int, time_s: float, interval_s: float) -> int:
     """The first period index ``k >= tick`` with ``k * interval_s >= time_s`` (-1 for inf).
 
@@ -307,11 +181,15 @@ _SUBMIT, _RESIZE_DONE, _READY, _END = 0, 1, 2, 3
 
 
 @dataclass(eq=False)
-class _Job:
+class _Job(JobState):
+    """A job in simulated time: the shared state (:class:`~scheduler.job_state.JobState`)
+    and its progress (the fraction of its work left, counted from ``progress_from``)."""
+
     job_id: int
     spec: JobSpec
     submit_s: float
     curve: ScalingCurve
+    state: str = "pending"
     nodes: list[str] = field(default_factory=list)
     start_s: float = math.nan
     end_s: float = math.nan
@@ -325,6 +203,11 @@ class _Job:
     grows: int = 0
     version: int = 0
     allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+
+    @property  # type: ignore[override]
+    def releasing(self) -> int:
+        """Nodes the shrink in flight gives back when it is done."""
+        return len(self.pending_release)
 
 
 class Simulator:
@@ -478,15 +361,7 @@ class Simulator:
 
     def _refresh(self, job: _Job) -> None:
         """Rebuild the running job's snapshot after its state changed."""
-        self._running_view[job.job_id] = RunningJob(
-            job_id=job.job_id,
-            spec=job.spec,
-            nodes=tuple(job.nodes),
-            start_s=job.start_s,
-            malleable_ready=job.ready and not job.busy,
-            last_order_s=job.last_order_s,
-            releasing=len(job.pending_release),
-        )
+        self._running_view[job.job_id] = job.running_view()
 
     def _count_done(self) -> None:
         self._done += 1
@@ -499,9 +374,11 @@ class Simulator:
             reason = job.spec.fits(self.config.total_nodes)
             if reason is not None:
                 self._refused.append((job.spec.name, reason))
+                job.state = "refused"
                 self._count_done()
                 return False
-            self._waiting[job.job_id] = WaitingJob(job.job_id, job.spec, job.submit_s)
+            job.state = "waiting"
+            self._waiting[job.job_id] = job.waiting_view()
             return True
         if job.job_id not in self._running:
             return False
@@ -511,6 +388,7 @@ class Simulator:
             del self._running[job.job_id]
             del self._running_view[job.job_id]
             job.end_s = now
+            job.state = "ended"
             job.work_left = 0.0
             self._free.update(job.nodes)
             self._free_changed()
@@ -559,39 +437,13 @@ class Simulator:
         end = job.progress_from + job.work_left * job.curve(nodes_after)
         self._push(end, _END, job)
 
-    def _check(self, decision: Decision) -> _Job:
-        """The job ``decision`` names, once :func:`decision_problem` accepts it."""
-        job = self._by_id.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-        state: str | None = None
-        held, takes_orders = 0, False
-        if job is not None:
-            if job.job_id in self._waiting:
-                state = "waiting"
-            elif job.job_id in self._running:
-                state = "running"
-                held = len(job.nodes)
-                takes_orders = job.ready and not job.busy
-        problem = decision_problem(
-            decision,
-            spec=job.spec if job is not None else None,
-            state=state,
-            held=held,
-            takes_orders=takes_orders,
-            free=self._free,
-        )
-        if problem is not None:
-            if not isinstance(decision, (Start, Shrink, Grow)):
-                raise InvalidDecisionError(f"{self.algorithm.name}: {problem}")
-            raise InvalidDecisionError(f"{self.algorithm.name}: {decision}: {problem}")
-        assert job is not None
-        return job
-
     def _apply(self, decision: Decision, now: float) -> None:
         cfg = self.config
-        job = self._check(decision)
+        job = check_decision(decision, self._by_id, self._free, self.algorithm.name)
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
+            job.state = "running"
             self._free.difference_update(nodes)
             self._free_changed()
             job.nodes = list(nodes)
@@ -634,86 +486,10 @@ class Simulator:
 
     def _result(self, calls: int) -> SimResult:
         cfg = self.config
-        done = [job for job in self._jobs if not math.isnan(job.end_s)]
-        records = tuple(
-            JobRecord(
-                job_id=job.job_id,
-                name=job.spec.name,
-                job_class=job.spec.job_class.value,
-                program=job.spec.program,
-                size=job.spec.size,
-                min_nodes=job.spec.lo,
-                max_nodes=job.spec.hi,
-                submit_s=job.submit_s,
-                start_s=job.start_s,
-                end_s=job.end_s,
-                allotment=tuple(job.allotment),
-                shrinks=job.shrinks,
-                grows=job.grows,
-                required_s=job.spec.required_time_s,
-                priority=job.spec.priority,
-            )
-            for job in done
-        )
+        records = tuple(job.record() for job in self._jobs if not math.isnan(job.end_s))
         return result_from_records(records, algorithm=self.algorithm.name,
                                    total_nodes=cfg.total_nodes, refused=self._refused,
                                    bsld_threshold_s=cfg.bsld_threshold_s, decide_calls=calls)
-
-
-def _mean(values: Iterable[float]) -> float:
-    data = list(values)
-    return statistics.fmean(data) if data else 0.0
-
-
-def result_from_records(
-    records: Sequence[JobRecord],
-    *,
-    algorithm: str,
-    total_nodes: int,
-    refused: Sequence[tuple[str, str]] = (),
-    bsld_threshold_s: float = 10.0,
-    decide_calls: int = 0,
-) -> SimResult:
-    """A :class:`SimResult` for jobs that have run (started and ended).
-
-    Args:
-        records: one record a job that started and ended (others are left out by the caller).
-        algorithm: the algorithm's name.
-        total_nodes: the cluster's size (nodes).
-        refused: ``(job name, reason)`` of jobs refused at submission.
-        bsld_threshold_s: bounded-slowdown threshold (seconds).
-        decide_calls: how many times the algorithm was asked.
-    """
-    records = tuple(sorted(records, key=lambda r: r.job_id))
-    if records:
-        makespan = max(r.end_s for r in records) - min(r.submit_s for r in records)
-    else:
-        makespan = 0.0
-    used = sum(r.node_seconds for r in records)
-    malleable = [r for r in records if r.job_class == JobClass.MALLEABLE.value]
-    tau = bsld_threshold_s
-    return SimResult(
-        algorithm=algorithm,
-        total_nodes=total_nodes,
-        makespan_s=makespan,
-        utilisation=used / (total_nodes * makespan) if makespan > 0 else 0.0,
-        mean_wait_s=_mean(r.wait_s for r in records),
-        mean_turnaround_s=_mean(r.turnaround_s for r in records),
-        mean_bounded_slowdown=_mean(
-            max(1.0, r.turnaround_s / max(r.run_s, tau)) for r in records
-        ),
-        shrinks_per_malleable_job=(
-            sum(r.shrinks for r in malleable) / len(malleable) if malleable else 0.0
-        ),
-        grows_per_malleable_job=(
-            sum(r.grows for r in malleable) / len(malleable) if malleable else 0.0
-        ),
-        jobs=len(records),
-        malleable_jobs=len(malleable),
-        refused=tuple(refused),
-        records=records,
-        decide_calls=decide_calls,
-    )
 
 
 def simulate(
