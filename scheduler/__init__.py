@@ -57,8 +57,10 @@ from .jobs import (
 )
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
+from .records import JobRecord, SimResult
 from .server import Server
-from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
+from .simulate import SimConfig, Simulator, simulate
+from .studies.paper import evaluate_paper
 from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
 
 __all__ = [

@@ -49,9 +49,10 @@ records by :func:`scheduler.metrics.result_from_records`, as for a real run.
 from __future__ import annotations
 
 import heapq
+import importlib
 import itertools
 import math
-import statistics
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,38 +73,19 @@ from .algorithms.base import (
 )
 from .job_state import JobState, check_decision
 from .jobs import BatchEntry, JobSpec
-from .metrics import priority_metrics, result_from_records
+from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .records import JobRecord, SimResult
-from .workload import PAPER_MIX, MixRow, Workload, paper_batch
+from .workload import Workload
 
 __all__ = [
-    "DEFAULT_ALGORITHMS",
-    "DEFAULT_SEEDS",
-    "DEFAULT_SHARES",
-    "Evaluation",
     "JobRecord",
-    "PAPER_TABLE_NODE_S",
-    "PRIORITY_POLICIES",
-    "RESCALE_GAPS_S",
-    "SUBMISSION_GAPS_S",
     "SimConfig",
     "SimResult",
     "Simulator",
-    "aggregate",
-    "evaluate_paper",
-    "evaluate_workloads",
-    "priority_study",
-    "simulate",
     "result_from_records",
+    "simulate",
 ]
-
-#: The paper's evaluation: algorithms, malleable shares (%), seeds of the 10 batches.
-DEFAULT_ALGORITHMS: tuple[str, ...] = ("fcfs", "backfilling", "easy", "malleable")
-DEFAULT_SHARES: tuple[float, ...] = (0, 20, 40, 60, 80, 100)
-#: The seeds of the Java experiment configuration (``journalConfig.py``: 43-52).
-DEFAULT_SEEDS: tuple[int, ...] = tuple(range(43, 53))
-
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -501,255 +483,29 @@ def simulate(
     return Simulator(algorithm, workload, config).run()
 
 
-# ------------------------------------------------------------------------------ sweeps
-
-_AVERAGED = (
-    "makespan_s",
-    "utilisation",
-    "mean_wait_s",
-    "mean_turnaround_s",
-    "mean_bounded_slowdown",
-    "shrinks_per_malleable_job",
-    "grows_per_malleable_job",
-    "jobs",
-    "malleable_jobs",
-)
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """Results of a sweep: one :class:`SimResult` per (algorithm, share, batch index)."""
-
-    results: dict[tuple[str, float, int], SimResult]
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One row per (algorithm, share), metrics averaged over batches (:func:`aggregate`)."""
-        return aggregate(self.results)
+#: Names that lived here before the studies got their own modules (deprecated here).
+_MOVED = {
+    "DEFAULT_ALGORITHMS": "scheduler.studies.paper",
+    "DEFAULT_SEEDS": "scheduler.studies.paper",
+    "DEFAULT_SHARES": "scheduler.studies.paper",
+    "Evaluation": "scheduler.studies.paper",
+    "aggregate": "scheduler.studies.paper",
+    "evaluate_paper": "scheduler.studies.paper",
+    "evaluate_workloads": "scheduler.studies.paper",
+    "PAPER_TABLE_NODE_S": "scheduler.studies.priority",
+    "PRIORITY_POLICIES": "scheduler.studies.priority",
+    "RESCALE_GAPS_S": "scheduler.studies.priority",
+    "SUBMISSION_GAPS_S": "scheduler.studies.priority",
+    "priority_study": "scheduler.studies.priority",
+}
 
 
-def aggregate(results: dict[tuple[str, float, int], SimResult]) -> list[dict[str, Any]]:
-    """Average each (algorithm, malleable share)'s runs over batches.
-
-    Each row has ``algorithm``, ``malleable_share`` (0-100), ``batches``, the means of the
-    :class:`SimResult` metrics, ``makespan_min_s``/``makespan_max_s``/``makespan_std_s``
-    (population deviation over batches) and ``refused`` (total).  Rows are ordered by
-    algorithm (first appearance), then share.
-    """
-    groups: dict[tuple[str, float], list[SimResult]] = {}
-    for (algorithm, share, _), result in results.items():
-        groups.setdefault((algorithm, share), []).append(result)
-    algorithms = list(dict.fromkeys(a for a, _ in groups))
-    rows = []
-    for algorithm in algorithms:
-        for share in sorted(s for a, s in groups if a == algorithm):
-            runs = groups[(algorithm, share)]
-            row: dict[str, Any] = {
-                "algorithm": algorithm,
-                "malleable_share": int(share) if float(share).is_integer() else share,
-                "batches": len(runs),
-            }
-            for key in _AVERAGED:
-                row[key] = statistics.fmean(getattr(r, key) for r in runs)
-            spans = [r.makespan_s for r in runs]
-            row["makespan_min_s"] = min(spans)
-            row["makespan_max_s"] = max(spans)
-            row["makespan_std_s"] = statistics.pstdev(spans)
-            row["refused"] = sum(len(r.refused) for r in runs)
-            rows.append(row)
-    return rows
-
-
-def evaluate_workloads(
-    make_workload: Callable[[float, int], Workload],
-    *,
-    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
-    shares: Sequence[float] = DEFAULT_SHARES,
-    batches: int = 1,
-    config: SimConfig | None = None,
-    progress: Callable[[], None] | None = None,
-    job_progress: Callable[[int], None] | None = None,
-) -> Evaluation:
-    """Run every algorithm on ``make_workload(share, batch_index)`` for every share and batch.
-
-    ``progress`` is called once after each simulation, ``job_progress`` with counts of jobs
-    done within a simulation (:meth:`Simulator.run`), for progress bars.
-    """
-    config = config or SimConfig()
-    results: dict[tuple[str, float, int], SimResult] = {}
-    for share in shares:
-        for batch in range(batches):
-            workload = make_workload(share, batch)
-            for name in algorithms:
-                results[(name, share, batch)] = Simulator(name, workload, config).run(
-                    job_progress
-                )
-                if progress is not None:
-                    progress()
-    return Evaluation(results)
-
-
-def evaluate_paper(
-    *,
-    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
-    shares: Sequence[float] = DEFAULT_SHARES,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    config: SimConfig | None = None,
-    mix: Sequence[MixRow] = PAPER_MIX,
-    model: RuntimeModel | None = None,
-    progress: Callable[[], None] | None = None,
-    **batch_options: Any,
-) -> Evaluation:
-    """The paper's evaluation (Finnerty et al. 2024): seeded batches × shares × algorithms.
-
-    Defaults: 10 batches (seeds 43-52), shares 0-100 % in steps of 20, the four algorithms,
-    32 nodes.  ``batch_options`` go to :func:`scheduler.workload.paper_batch` (``jobs``,
-    ``submit_window_s``, ``first_at_zero``, ``required_factor``, ``required_time_s``).
-    """
-    model = model or RuntimeModel.paper()
-    return evaluate_workloads(
-        lambda share, batch: paper_batch(
-            seeds[batch], share, mix=mix, model=model, **batch_options
-        ),
-        algorithms=algorithms,
-        shares=shares,
-        batches=len(seeds),
-        config=config,
-        progress=progress,
-    )
-
-
-# ------------------------------------------------------------------------- priority study
-
-#: The policies of the priority study: the paper's four, then ours (docs/guides/priorities.md).
-PRIORITY_POLICIES: tuple[str, ...] = (
-    "rigid-min", "rigid-max", "moldable", "elastic-priority", "elastic-priority-easy",
-)
-#: Sweep of the submission gap (s) at a rescale gap of 180 s, and of the rescale gap (s) at a
-#: submission gap of 180 s (Bhosale et al. 2024).
-SUBMISSION_GAPS_S: tuple[float, ...] = tuple(float(g) for g in range(0, 301, 30))
-RESCALE_GAPS_S: tuple[float, ...] = tuple(float(g) for g in range(0, 1201, 120))
-
-_STUDY_METRICS = ("total_time_s", "utilisation", "weighted_mean_response_s",
-                  "weighted_mean_completion_s")
-#: Node-seconds of the batch of Bhosale et al.'s Table 1, from its simulated rigid-min row:
-#: utilisation 60.88 % of 64 slots over a total time of 2,402 s (each job at its minimum).
-PAPER_TABLE_NODE_S = 0.6088 * 64 * 2402.0
-
-
-def priority_study(
-    *,
-    batches: int = 100,
-    seed: int = 1,
-    jobs: int = 16,
-    total_nodes: int = 64,
-    policies: Sequence[str] = PRIORITY_POLICIES,
-    submission_gaps_s: Sequence[float] = SUBMISSION_GAPS_S,
-    rescale_gaps_s: Sequence[float] = RESCALE_GAPS_S,
-    table_point: tuple[float, float] = (90.0, 180.0),
-    keep_free: int = 1,
-    aging_s: float | None = None,
-    model: Any = None,
-    loaded_node_s: float | None = PAPER_TABLE_NODE_S,
-    progress: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
-    """The priority study of Bhosale et al. (2024) in simulation (docs/guides/priorities.md).
-
-    For each policy and each sweep point, ``batches`` seeded batches
-    (:func:`~scheduler.workload.jacobi_batch`, seeds ``seed`` … ``seed + batches - 1``) run
-    on ``total_nodes`` nodes and the metrics of
-    :func:`~scheduler.metrics.priority_metrics` are averaged over the batches.
-
-    Sweeps: ``"submission_gap"`` (each gap of ``submission_gaps_s`` at a rescale gap of
-    180 s), ``"rescale_gap"`` (each of ``rescale_gaps_s`` at a submission gap of 180 s), and
-    ``"table"``: the single point ``table_point`` = (submission gap, rescale gap) of the
-    paper's Table 1 (90 s, 180 s).  ``"table_loaded"``: the same point, averaged only over
-    the batches that ask at least ``loaded_node_s`` node-seconds with every job at its
-    minimum (default :data:`PAPER_TABLE_NODE_S`, the paper's batch: Table 1 is one batch,
-    more loaded than the mean of ours); its ``batches`` is how many there were, and the row
-    is left out when there is none.
-
-    Args:
-        batches: batches per point (>= 1).
-        seed: seed of the first batch.
-        jobs: jobs per batch.
-        total_nodes: cluster size (nodes).
-        policies: registry names of priority policies.
-        submission_gaps_s, rescale_gaps_s: the sweep points (seconds, >= 0).
-        table_point: (submission gap, rescale gap) of the table row (seconds).
-        keep_free: nodes never handed out (default 1, as the paper keeps one slot for its
-            launcher; a job's usable maximum is then 63 of 64 nodes).
-        aging_s: aging step of ``elastic-priority-easy`` (seconds; ``None``: its default).
-        model: a :class:`~scheduler.model.JacobiModel` (default the placeholder).
-        loaded_node_s: node-seconds at the minimum a batch needs for the ``"table_loaded"``
-            rows (``None``: no such rows).
-        progress: called once per simulation.
-
-    Returns:
-        One row per (sweep, point, policy): ``sweep``, ``policy``, ``submission_gap_s``,
-        ``rescale_gap_s``, ``batches``, the four means ``total_time_s``, ``utilisation``
-        (0-1), ``weighted_mean_response_s``, ``weighted_mean_completion_s``, and
-        ``max_wait_priority1_s`` (the longest wait of a priority-1 job over all batches).
-
-    Raises:
-        ValueError: ``batches < 1``, an unknown policy, or a bad parameter (a negative
-            rescale gap names the value).
-    """
-    from .model import jacobi_placeholder
-    from .workload import jacobi_batch
-
-    if batches < 1:
-        raise ValueError(f"batches must be >= 1, got {batches}")
-    model = model or jacobi_placeholder()
-    config = SimConfig(total_nodes=total_nodes, costs=model.costs, job_costs=model.sim_costs())
-    options: dict[str, Any] = {"keep_free": keep_free}
-    if aging_s is not None:
-        options["aging_s"] = aging_s
-    points = (
-        [("submission_gap", float(g), 180.0) for g in submission_gaps_s]
-        + [("rescale_gap", 180.0, float(r)) for r in rescale_gaps_s]
-        + [("table", float(table_point[0]), float(table_point[1]))]
-    )
-    for name in policies:  # fail before any work on a bad name or value
-        make(name, rescale_gap_s=points[0][2] if points else 0.0, **options)
-    rows: list[dict[str, Any]] = []
-    cache: dict[float, list[Workload]] = {}
-    runtime = model.runtime_model()
-
-    def row(sweep: str, name: str, sub_gap: float, rescale_gap: float,
-            runs: list[dict[str, float]]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "sweep": sweep, "policy": name, "submission_gap_s": sub_gap,
-            "rescale_gap_s": rescale_gap, "batches": len(runs),
-        }
-        for key in _STUDY_METRICS:
-            out[key] = statistics.fmean(run[key] for run in runs)
-        out["max_wait_priority1_s"] = max(run["max_wait_priority1_s"] for run in runs)
-        return out
-
-    for sweep, sub_gap, rescale_gap in points:
-        workloads = cache.get(sub_gap)
-        if workloads is None:
-            workloads = cache[sub_gap] = [
-                jacobi_batch(seed + b, jobs=jobs, submission_gap_s=sub_gap, model=model)
-                for b in range(batches)
-            ]
-        loaded = [] if sweep != "table" or loaded_node_s is None else [
-            i for i, workload in enumerate(workloads)
-            if sum(e.spec.lo * runtime.run_time_s(e.spec.program, e.spec.size, e.spec.lo)
-                   for e in workload.entries) >= loaded_node_s
-        ]
-        later = []
-        for name in policies:
-            runs = []
-            for workload in workloads:
-                algorithm = make(name, rescale_gap_s=rescale_gap, **options)
-                result = Simulator(algorithm, workload, config).run()
-                runs.append(priority_metrics(result.records, total_nodes))
-                if progress is not None:
-                    progress()
-            rows.append(row(sweep, name, sub_gap, rescale_gap, runs))
-            if loaded:
-                later.append(row("table_loaded", name, sub_gap, rescale_gap,
-                                 [runs[i] for i in loaded]))
-        rows += later
-    return rows
+def __getattr__(name: str) -> Any:
+    """A study's name at its old address: warns ``DeprecationWarning`` and hands on the name
+    from its module in :mod:`scheduler.studies`; ``AttributeError`` for any other name."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"scheduler.simulate.{name} moved to {home}.{name}", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(home), name)

@@ -232,8 +232,9 @@ def test_an_evolving_job_neither_asks_nor_gives_back_during_its_start_up():
 def test_the_gantt_chart_marks_every_grant_and_release(tmp_path):
     """An evolving job's record: started on n1, granted n2 then n3, gave n2 back, ended; a
     rigid job beside it: two marks up, one down, none for the rigid job."""
+    from scheduler.metrics import result_from_records
     from scheduler.plots import gantt, resize_marks
-    from scheduler.simulate import JobRecord, result_from_records
+    from scheduler.records import JobRecord
 
     evo = JobRecord(job_id=1, name="evo", job_class="evolving", program="evotree", size=2,
                     min_nodes=1, max_nodes=3, submit_s=0.0, start_s=0.0, end_s=10.0,
