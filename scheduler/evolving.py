@@ -125,8 +125,8 @@ class EvolvingJob(JobState):
     phase: int = 0
     left: float = 0.0
     nodes: list[str] = field(default_factory=list)
-    start_s: float | None = None
-    end_s: float | None = None
+    start_s: float = math.nan
+    end_s: float = math.nan
     last_order_s: float | None = None
     requested: int = 0
     idle_since_s: float | None = None

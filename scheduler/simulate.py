@@ -185,11 +185,7 @@ class _Job(JobState):
     grows: int = 0
     version: int = 0
     allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
-
-    @property  # type: ignore[override]
-    def releasing(self) -> int:
-        """Nodes the shrink in flight gives back when it is done."""
-        return len(self.pending_release)
+    releasing: int = 0
 
 
 class Simulator:
@@ -389,6 +385,7 @@ class Simulator:
                 self._free.update(released)
                 self._free_changed()
                 job.pending_release = ()
+                job.releasing = 0
                 job.allotment.append((now, tuple(job.nodes)))
             job.busy = False
             self._refresh(job)
@@ -442,6 +439,7 @@ class Simulator:
             cost = cfg.costs_of(job.spec).shrink_s(count)
             job.progress_from = now + cost
             job.pending_release = tuple(job.nodes[-count:])  # latest added first; never nodes[0]
+            job.releasing = count
             job.busy = True
             job.last_order_s = now
             job.shrinks += 1

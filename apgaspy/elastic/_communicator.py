@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .._exceptions import MalleabilityError
 
 if TYPE_CHECKING:
-    from ._orders import Malleability, OrderReport
+    from ._interfaces import OrderReport, OrderTaker
 
 __all__ = ["MalleableCommunicator"]
 
@@ -39,7 +39,7 @@ class MalleableCommunicator(ABC):
             the orders out; the runtime sets it before :meth:`start` (``None`` before).
     """
 
-    malleability: Malleability | None = None
+    malleability: OrderTaker | None = None
     #: Whether :meth:`request` and :meth:`release` reach the scheduler (an evolving job's
     #: own requests, docs/guides/evolving.md); a subclass that implements them sets it.
     EVOLVING: bool = False
@@ -107,7 +107,7 @@ class MalleableCommunicator(ABC):
         """
         return self._orders().grow(hosts)
 
-    def _orders(self) -> Malleability:
+    def _orders(self) -> OrderTaker:
         if self.malleability is None:
             raise MalleabilityError("this communicator was not started by the runtime: it has "
                                     "no orders to carry out")
