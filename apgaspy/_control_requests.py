@@ -20,7 +20,7 @@ drops the places already dead after entering its request; a target that cannot b
 
 Control messages handled here: ``ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
 (``add_places``, ``remove_places``) are handled by the membership room, which answers them with
-:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
+:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._malleability``: grow)
 and the membership room (shrink).
 
 Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the

@@ -28,7 +28,8 @@ class DeadPlaces(Protocol):
 
 
 class ControlHost(Protocol):
-    """What the control room (:class:`~apgaspy._control.Control`) needs from its runtime."""
+    """What the control room (:class:`~apgaspy._control_requests.Control`) needs from its
+    runtime."""
 
     @property
     def here(self) -> int:

@@ -21,7 +21,7 @@ loops on two cores would share them and stretch every phase, so a logical node s
 node's compute time.  Every job must end with its exact task count.
 
 Beside each real run the same batch runs in the project's evolving simulator
-(:func:`scheduler.evolving.simulate_evolving`) with the run's parameters: the node count,
+(:func:`scheduler.evolving_simulation.simulate_evolving`) with the run's parameters: the node count,
 the scheduler's period, the cool-down, the monitor's standby and decision interval, and two
 costs measured in that real run, nothing fitted:
 
@@ -60,7 +60,7 @@ from typing import Any
 
 from scheduler.algorithms import EVOLVING_ALGORITHMS
 from scheduler.demo import EVOLVING_JOB_ENV, evotree_command, run_batch
-from scheduler.evolving import EvolvingJob, EvoTree, MonitorConfig, simulate_evolving
+from scheduler.evolving_simulation import EvolvingJob, EvoTree, MonitorConfig, simulate_evolving
 from scheduler.jobs import BatchEntry, JobClass
 from scheduler.studies.evolving import EVOLVING_RANGES, evolving_batch
 
@@ -79,11 +79,11 @@ BRANCH_TASKS = 200
 
 @dataclass(frozen=True)
 class StartedTree(EvoTree):
-    """An :class:`~scheduler.evolving.EvoTree` whose job first starts up for ``startup_s``
-    seconds (>= 0), holding its nodes without working: a sequential phase before tree 1 (the
-    simulator advances every phase but a tree at one second per second, whatever the
-    nodes).  Raises ``ValueError`` for a negative or non-finite ``startup_s``, and as
-    :class:`~scheduler.evolving.EvoTree`."""
+    """An :class:`~scheduler.evolving_simulation.EvoTree` whose job first starts up for
+    ``startup_s`` seconds (>= 0), holding its nodes without working: a sequential phase
+    before tree 1 (the simulator advances every phase but a tree at one second per second,
+    whatever the nodes).  Raises ``ValueError`` for a negative or non-finite ``startup_s``, and as
+    :class:`~scheduler.evolving_simulation.EvoTree`."""
 
     startup_s: float = 0.0
 

@@ -9,7 +9,7 @@ Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps th
 * :mod:`scheduler.model`, :mod:`scheduler.workload`, :mod:`scheduler.simulate`: run-time
   model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
   the same algorithm objects in simulated time.
-* :mod:`scheduler.evolving`: evolving jobs (they ask for nodes and give them back) in
+* :mod:`scheduler.evolving_simulation`: evolving jobs (they ask for nodes and give them back) in
   simulation: the evotree demand model, the runtime monitor's delays, the evolving study
   (docs/guides/evolving-scheduling.md).
 * ``python -m scheduler simulate``: the paper's evaluation from the command line.

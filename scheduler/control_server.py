@@ -1,5 +1,5 @@
 """The control interface's server side: JSON lines on a Unix socket (the client side is
-:mod:`scheduler.control`).
+:mod:`scheduler.control_client`).
 
 Requests (one JSON object a line; replies likewise, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": "..."}``)::

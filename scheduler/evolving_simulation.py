@@ -37,9 +37,7 @@ The evolving study's batches and sweep are :mod:`scheduler.studies.evolving`'s.
 
 from __future__ import annotations
 
-import importlib
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -321,24 +319,3 @@ def simulate_evolving(jobs: Sequence[EvolvingJob], algorithm: str, *, total_node
         "shrinks": sum(j.shrinks for j in done),
         "grows": sum(j.grows for j in done),
     }
-
-
-#: Names that lived here before the studies got their own modules (deprecated here).
-_MOVED = {
-    "EVOLVING_RANGES": "scheduler.studies.evolving",
-    "MIXES": "scheduler.studies.evolving",
-    "evolving_batch": "scheduler.studies.evolving",
-    "evolving_study": "scheduler.studies.evolving",
-    "plot_evolving_study": "scheduler.studies.evolving",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A study's name at its old address: warns ``DeprecationWarning`` and hands on the name
-    from its module in :mod:`scheduler.studies`; ``AttributeError`` for any other name."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"scheduler.evolving.{name} moved to {home}.{name}", DeprecationWarning,
-                  stacklevel=2)
-    return getattr(importlib.import_module(home), name)

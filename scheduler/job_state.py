@@ -2,7 +2,7 @@
 
 The real scheduler (:class:`scheduler.state.ServerJob`), the simulator
 (:class:`scheduler.simulate.Simulator`) and its evolving mode
-(:class:`scheduler.evolving.EvolvingJob`) each keep more about a job than the others (a
+(:class:`scheduler.evolving_simulation.EvolvingJob`) each keep more about a job than the others (a
 process tree, a scaling curve, a task tree), but they answer three questions the same way,
 here, once:
 

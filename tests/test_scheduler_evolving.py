@@ -24,7 +24,7 @@ from scheduler.algorithms import (
     decision_problem,
     make,
 )
-from scheduler.evolving import EvolvingJob, EvoTree, simulate_evolving
+from scheduler.evolving_simulation import EvolvingJob, EvoTree, simulate_evolving
 from scheduler.jobs import JobClass, parse_job_script
 from scheduler.model import ResizeCostModel
 from scheduler.nodes import LocalNodes

@@ -35,7 +35,7 @@ class MalleableCommunicator(ABC):
     ``MalleableCommunicator``).
 
     Attributes:
-        malleability: place 0's :class:`~apgaspy.elastic._orders.Malleability`, which carries
+        malleability: place 0's :class:`~apgaspy.elastic._malleability.Malleability`, which carries
             the orders out; the runtime sets it before :meth:`start` (``None`` before).
     """
 
@@ -75,7 +75,7 @@ class MalleableCommunicator(ABC):
 
     def release(self, hosts: list[str]) -> None:
         """Tell the scheduler that ``hosts`` are given back: their places have ended
-        (called by :meth:`~apgaspy.elastic._orders.Malleability.release` before
+        (called by :meth:`~apgaspy.elastic._malleability.Malleability.release` before
         ``post_shrink``).  Must not raise for an unreachable scheduler (log it): the places
         are gone either way.
 

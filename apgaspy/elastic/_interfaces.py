@@ -3,7 +3,7 @@ what a communicator needs of the object that carries orders out (:class:`OrderTa
 what that object needs of its runtime (:class:`MalleabilityHost`).
 
 A leaf: the communicator (:mod:`apgaspy.elastic._communicator`) hands its orders to place 0's
-:class:`~apgaspy.elastic._orders.Malleability` through :class:`OrderTaker`, without
+:class:`~apgaspy.elastic._malleability.Malleability` through :class:`OrderTaker`, without
 importing it (the malleability imports the communicator it starts); the malleability names
 the runtime through :class:`MalleabilityHost`, without importing it (the runtime holds the
 malleability).  The runtime and the malleability satisfy these protocols structurally
@@ -77,7 +77,7 @@ class RequestSender(Protocol):
 
 
 class MalleabilityHost(Protocol):
-    """What place 0's malleability (:class:`~apgaspy.elastic._orders.Malleability`) needs
+    """What place 0's malleability (:class:`~apgaspy.elastic._malleability.Malleability`) needs
     from its runtime: where it runs, the place table, the control requests."""
 
     @property

@@ -161,7 +161,7 @@ class Malleability:
                monitor: Callable[[Malleability], Any] | None = None) -> None:
         """Accept orders from now on, carried out by ``handler``; start the communicator.
 
-        ``monitor`` makes the evolving monitor (:class:`~apgaspy.elastic._evolving.
+        ``monitor`` makes the evolving monitor (:class:`~apgaspy.elastic._evolving_monitor.
         EvolvingMonitor`, handed in by :func:`apgaspy.define_malleable_handler`: it uses the
         public API, which this module does not import); it is started in evolving mode
         (:func:`evolving_mode`) and stopped with the handler.

@@ -3,8 +3,8 @@
 :func:`evolving_batch` builds the Java scheduler's evaluation batches of ``evotree`` jobs,
 with the jobs that are not evolving all rigid or split over rigid, moldable and malleable
 (:data:`MIXES`); :func:`evolving_study` runs them under the evolving policies and all-rigid
-EASY (:func:`scheduler.evolving.simulate_evolving`), and :func:`plot_evolving_study` draws
-the cuts against all-rigid.
+EASY (:func:`scheduler.evolving_simulation.simulate_evolving`), and
+:func:`plot_evolving_study` draws the cuts against all-rigid.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..algorithms import EVOLVING_ALGORITHMS, MIXED_ALGORITHMS, make
-from ..evolving import EvolvingJob, EvoTree, simulate_evolving
+from ..evolving_simulation import EvolvingJob, EvoTree, simulate_evolving
 from ..jobs import JobClass, JobSpec
 
 __all__ = ["EVOLVING_RANGES", "MIXES", "evolving_batch", "evolving_study",
