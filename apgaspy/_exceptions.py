@@ -83,7 +83,7 @@ class DeadPlaceError(BadPlaceError):
     The runtime declares a place dead when its connection breaks and does not come back within
     ``APGAS_DEAD_PLACE_TIMEOUT`` seconds (default 1 s); place 0 watches every place and tells
     the others.  Malleability orders under way do not wait for a dead place either (see
-    ``apgaspy.elastic._orders``).
+    ``apgaspy.elastic._malleability``).
 
     Args:
         place: the dead place id (an ``int``).

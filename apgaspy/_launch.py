@@ -52,7 +52,7 @@ from ._hosts import (
 )
 from ._membership import PlaceInfo
 from ._runtime import Runtime, current_runtime, set_runtime
-from .elastic._orders import Malleability
+from .elastic._malleability import Malleability
 
 __all__ = ["start", "stop", "serve", "spawn_places"]
 

@@ -19,7 +19,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._runtime_needs import OutputHost
 
 __all__ = ["install_forwarding", "install_line_streams", "uninstall_forwarding"]
 
@@ -51,7 +51,7 @@ class _Stream(io.TextIOBase):
 class _ForwardingStream(_Stream):
     """A text stream that sends complete lines (and, on flush, everything) to place 0."""
 
-    def __init__(self, rt: Runtime, number: int, original: Any) -> None:
+    def __init__(self, rt: OutputHost, number: int, original: Any) -> None:
         super().__init__(original)
         self._rt = rt
         self._number = number
@@ -146,7 +146,7 @@ def install_line_streams() -> list[_LineStream]:
     return [out, err]
 
 
-def install_forwarding(rt: Runtime) -> list[_ForwardingStream]:
+def install_forwarding(rt: OutputHost) -> list[_ForwardingStream]:
     """Replace ``sys.stdout`` and ``sys.stderr`` by forwarding streams; return them."""
     out = _ForwardingStream(rt, 1, sys.stdout)
     err = _ForwardingStream(rt, 2, sys.stderr)

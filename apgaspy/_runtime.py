@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _test_delay
 from ._config import setting
-from ._control import Control
+from ._control_requests import Control
 from ._exceptions import ApgasError
 from ._finish import DetachedFinish, Finishes, RemoteFinish
 from ._membership import Membership, PlaceInfo
@@ -63,7 +63,7 @@ from ._serialization import dumps_call, loads_call
 from ._transport import Transport
 
 if TYPE_CHECKING:
-    from .elastic._orders import Malleability
+    from .elastic._malleability import Malleability
 
 __all__ = ["Runtime", "runtime", "current_runtime", "set_runtime"]
 
@@ -111,9 +111,9 @@ class Runtime:
         secret: the job's MAC key (handed to places this one spawns).
         state_lock: the lock shared by the rooms (see the module docstring).
         membership: the membership room (:class:`~apgaspy._membership.Membership`).
-        control: the control room (:class:`~apgaspy._control.Control`).
+        control: the control room (:class:`~apgaspy._control_requests.Control`).
         finishes: the finish room (:class:`~apgaspy._finish.Finishes`).
-        malleability: at place 0, the :class:`~apgaspy.elastic._orders.Malleability` that
+        malleability: at place 0, the :class:`~apgaspy.elastic._malleability.Malleability` that
             owns the handler, the communicator and the orders (set by :mod:`._launch`);
             ``None`` at the other places.
         pool: the worker pool (counted and uncounted tasks).

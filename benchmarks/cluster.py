@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.testing import SchedulerEndpoint
 
 from ._results import write_result
 from .malleability import measure_orders, summarize

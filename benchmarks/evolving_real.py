@@ -4,7 +4,7 @@
         [--algorithms all-rigid,evolving-easy,evolving-smallest,evolving-elastic]
         [--seeds 42] [--quick]
 
-The batch is the evolving evaluation's (:func:`scheduler.evolving.evolving_batch`: the Java
+The batch is the evolving evaluation's (:func:`scheduler.studies.evolving.evolving_batch`: the Java
 ElasticJobScheduler's set-up, evotree jobs of 1, 2, 4 or 8 nodes, some submitted at 0 and
 the rest uniformly over a window), scaled to one machine: ``--nodes`` logical nodes, ``-g``
 seconds per tree instead of 50, the submission window and the evolving monitor's idle grace
@@ -21,7 +21,7 @@ loops on two cores would share them and stretch every phase, so a logical node s
 node's compute time.  Every job must end with its exact task count.
 
 Beside each real run the same batch runs in the project's evolving simulator
-(:func:`scheduler.evolving.simulate_evolving`) with the run's parameters: the node count,
+(:func:`scheduler.evolving_simulation.simulate_evolving`) with the run's parameters: the node count,
 the scheduler's period, the cool-down, the monitor's standby and decision interval, and two
 costs measured in that real run, nothing fitted:
 
@@ -60,15 +60,9 @@ from typing import Any
 
 from scheduler.algorithms import EVOLVING_ALGORITHMS
 from scheduler.demo import EVOLVING_JOB_ENV, evotree_command, run_batch
-from scheduler.evolving import (
-    EVOLVING_RANGES,
-    EvolvingJob,
-    EvoTree,
-    MonitorConfig,
-    evolving_batch,
-    simulate_evolving,
-)
+from scheduler.evolving_simulation import EvolvingJob, EvoTree, MonitorConfig, simulate_evolving
 from scheduler.jobs import BatchEntry, JobClass
+from scheduler.studies.evolving import EVOLVING_RANGES, evolving_batch
 
 from ._cli import non_negative_int, percent, positive_int, positive_seconds, seconds
 from ._results import RESULTS_DIR, write_result
@@ -85,11 +79,11 @@ BRANCH_TASKS = 200
 
 @dataclass(frozen=True)
 class StartedTree(EvoTree):
-    """An :class:`~scheduler.evolving.EvoTree` whose job first starts up for ``startup_s``
-    seconds (>= 0), holding its nodes without working: a sequential phase before tree 1 (the
-    simulator advances every phase but a tree at one second per second, whatever the
-    nodes).  Raises ``ValueError`` for a negative or non-finite ``startup_s``, and as
-    :class:`~scheduler.evolving.EvoTree`."""
+    """An :class:`~scheduler.evolving_simulation.EvoTree` whose job first starts up for
+    ``startup_s`` seconds (>= 0), holding its nodes without working: a sequential phase
+    before tree 1 (the simulator advances every phase but a tree at one second per second,
+    whatever the nodes).  Raises ``ValueError`` for a negative or non-finite ``startup_s``, and as
+    :class:`~scheduler.evolving_simulation.EvoTree`."""
 
     startup_s: float = 0.0
 
@@ -114,13 +108,13 @@ def with_startup(jobs: list[EvolvingJob], startup_s: float) -> list[EvolvingJob]
 
 def batch(seed: int, share: float, *, jobs: int, g_s: float, window_s: float,
           first_at_zero: int) -> list[EvolvingJob]:
-    """The mixed batch: :func:`~scheduler.evolving.evolving_batch` with ``share`` % evolving
+    """The mixed batch: :func:`~scheduler.studies.evolving.evolving_batch` with ``share`` % evolving
     jobs (``share`` 0: every job rigid), the other jobs rigid, moldable and malleable in turn
     (index order; the flexible ones with the evolving ranges and a required time of 1.5 ×
     the run time on their minimum).  Fresh objects each call (the simulator fills them in).
 
     Raises:
-        ValueError: as :func:`~scheduler.evolving.evolving_batch`.
+        ValueError: as :func:`~scheduler.studies.evolving.evolving_batch`.
     """
     out = evolving_batch(seed, share, jobs=jobs, g_s=g_s, submit_window_s=window_s,
                          first_at_zero=first_at_zero)

@@ -121,7 +121,7 @@ def _job(depth: int, warm: bool) -> None:
 def one_run(depth: int, cold: bool, delay_s: float = 0.3, places: int = 1) -> dict[str, Any]:
     """One job on ``places`` logical hosts, one grow order ``delay_s`` seconds into the
     computation; the timings (s)."""
-    from communicators.scheduler_side import SchedulerEndpoint
+    from communicators.testing import SchedulerEndpoint
 
     sched = SchedulerEndpoint()
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.malleability [--repeats 3] [--initial 2]
 
-This script plays the scheduler (``communicators.scheduler_side``): it starts
+This script plays the scheduler (``communicators.testing``): it starts
 ``benchmarks/_malleable_job.py`` with ``NODE_FILE`` listing ``--initial`` logical hosts
 (127.0.1.x), times the job's start until its ``APGAS-Ready`` notification arrives, then sends
 grow and shrink orders of 1, 2, 4 and 16 hosts over TCP.  Each order's time is split into the
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.testing import SchedulerEndpoint
 
 from ._cli import ENVIRONMENT_HELP
 from ._results import write_result

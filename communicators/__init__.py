@@ -10,7 +10,7 @@
   (docs/reference/protocol.md).
 * :class:`ScheduleMalleableCommunicator` (``APGAS_COMMUNICATOR=schedule``): plays a fixed
   schedule of orders from ``APGAS_SCHEDULE``, for demos and tests.
-* :mod:`communicators.scheduler_side`: the scheduler's end, standing in for a scheduler in
+* :mod:`communicators.testing`: the scheduler's end, standing in for a scheduler in
   tests and benchmarks.
 * ``python -m communicators.order``: send one order by hand.
 

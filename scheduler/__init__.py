@@ -9,7 +9,7 @@ Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps th
 * :mod:`scheduler.model`, :mod:`scheduler.workload`, :mod:`scheduler.simulate`: run-time
   model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
   the same algorithm objects in simulated time.
-* :mod:`scheduler.evolving`: evolving jobs (they ask for nodes and give them back) in
+* :mod:`scheduler.evolving_simulation`: evolving jobs (they ask for nodes and give them back) in
   simulation: the evotree demand model, the runtime monitor's delays, the evolving study
   (docs/guides/evolving-scheduling.md).
 * ``python -m scheduler simulate``: the paper's evaluation from the command line.
@@ -18,10 +18,14 @@ Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps th
   docs/design/scheduler-structure.md), ``serve``/``submit``/``status``/
   ``cancel``/``shutdown``/``demo`` on the command line.
 
-The pure core starts no process and opens no socket; the clock is always given.
+The pure core starts no process and opens no socket; the clock is always given.  ``import
+scheduler`` loads it alone: the simulator, the models and the real server load on first use.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._exceptions import (
     BatchFileError,
@@ -55,11 +59,40 @@ from .jobs import (
     parse_job_script,
     parse_required_time,
 )
-from .model import ResizeCostModel, RuntimeModel, ScalingCurve
-from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
-from .server import Server
-from .simulate import JobRecord, SimConfig, SimResult, Simulator, evaluate_paper, simulate
-from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
+
+#: The names loaded on first use (PEP 562), and their modules: ``import scheduler`` loads the
+#: pure core above, not the simulator, the models or the real server (sockets, psutil, sqlite).
+_LAZY = {
+    "JobRecord": "records", "SimResult": "records",
+    "ResizeCostModel": "model", "RuntimeModel": "model", "ScalingCurve": "model",
+    "JobLaunch": "nodes", "LocalNodes": "nodes", "NodeBackend": "nodes", "SshHosts": "nodes",
+    "Server": "server",
+    "SimConfig": "simulate", "Simulator": "simulate", "simulate": "simulate",
+    "evaluate_paper": "studies.paper",
+    "PAPER_MIX": "workload", "Workload": "workload", "paper_batch": "workload",
+    "swf_workload": "workload",
+}
+
+if TYPE_CHECKING:
+    from .model import ResizeCostModel, RuntimeModel, ScalingCurve
+    from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
+    from .records import JobRecord, SimResult
+    from .server import Server
+    from .simulate import SimConfig, Simulator, simulate
+    from .studies.paper import evaluate_paper
+    from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`_LAZY`'s names, loaded from its module on first use (and kept);
+    ``AttributeError`` for any other name."""
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FCFS",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ._argtypes import seconds
-from .control import ControlError, control_path, request
+from .control_client import ControlError, control_path, request
 from .jobs import parse_priority
 
 __all__ = [

@@ -1,5 +1,5 @@
 """The control interface's server side: JSON lines on a Unix socket (the client side is
-:mod:`scheduler.control`).
+:mod:`scheduler.control_client`).
 
 Requests (one JSON object a line; replies likewise, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": "..."}``)::
@@ -32,15 +32,56 @@ import struct
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._exceptions import SubmissionError
 from .jobs import JobSpec
 
-if TYPE_CHECKING:
-    from .server import Server
+__all__ = ["ControlServer", "ControlledServer", "handle_request", "peer_uid"]
 
-__all__ = ["ControlServer", "handle_request", "peer_uid"]
+
+class ControlledServer(Protocol):
+    """What the control socket needs from the scheduler: the requests it carries out.
+
+    :class:`scheduler.server.Server` is one (PEP 544: structurally, without naming this
+    class), so that the server imports its control socket and not the other way round.
+    """
+
+    @property
+    def stopping(self) -> bool:
+        """Shutdown has begun: submissions are refused."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """The nodes, the jobs and the refused submissions, as JSON data."""
+        ...
+
+    def submit(self, spec: JobSpec, *, delay_s: float = 0.0, user: int | None = None) -> int:
+        """Submit one job; return its id."""
+        ...
+
+    def submit_script(self, path: str, *, delay_s: float = 0.0, user: int | None = None,
+                      priority: int | None = None) -> int:
+        """Submit a job script file; return the job's id."""
+        ...
+
+    def submit_text(self, text: str, *, name: str | None = None, delay_s: float = 0.0,
+                    user: int | None = None, priority: int | None = None) -> int:
+        """Submit a job script given as text; return the job's id."""
+        ...
+
+    def submit_batch(self, entries: str, *,
+                     user: int | None = None) -> tuple[list[int], list[tuple[str, str]]]:
+        """Submit a batch file; return the accepted ids and the refused ``(name, reason)``."""
+        ...
+
+    def cancel(self, job_id: int, *, user: int | None = None) -> str:
+        """Cancel a job; return the state it was in."""
+        ...
+
+    def shutdown(self) -> list[int]:
+        """End every job and stop; return the ids of the jobs it ended."""
+        ...
 
 
 def peer_uid(conn: socket.socket) -> int | None:
@@ -57,7 +98,7 @@ def peer_uid(conn: socket.socket) -> int | None:
     return uid
 
 
-def handle_request(server: Server, request: Mapping[str, Any], *,
+def handle_request(server: ControlledServer, request: Mapping[str, Any], *,
                    user: int | None = None) -> dict[str, Any]:
     """Answer one control request (module docstring) from ``user`` (a uid; None: trusted,
     as the Python API); never raises for bad input: the reply says
@@ -90,7 +131,8 @@ def handle_request(server: Server, request: Mapping[str, Any], *,
         return {"ok": False, "error": str(exc)}
 
 
-def _submit(server: Server, request: Mapping[str, Any], user: int | None) -> dict[str, Any]:
+def _submit(server: ControlledServer, request: Mapping[str, Any],
+            user: int | None) -> dict[str, Any]:
     if server.stopping:
         return {"ok": False, "error": "the scheduler is shutting down"}
     delay = float(request.get("delay_s", 0.0) or 0.0)
@@ -139,7 +181,8 @@ class ControlServer:
         KeyError: no such group.
     """
 
-    def __init__(self, server: Server, path: str | Path, *, group: str | None = None) -> None:
+    def __init__(self, server: ControlledServer, path: str | Path, *,
+                 group: str | None = None) -> None:
         gid = grp.getgrnam(group).gr_gid if group is not None else None
         p = Path(path).resolve()
         if p.exists():

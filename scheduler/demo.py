@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -128,19 +129,36 @@ UTS_DEPTH = {"numpy": 13, "numba": 15}
 (d = 15, 4.2 G nodes, compiled) on one core of the reference machine."""
 
 
-def demo_batch(kernels: str | None = None) -> tuple[DemoJob, ...]:
-    """:data:`DEMO_BATCH` with its UTS jobs sized for ``kernels`` (``"numpy"`` or
-    ``"numba"``; ``None``: the backend that ``APGAS_KERNELS`` gives this process, which the
-    jobs inherit).
+def jobs_kernels() -> str:
+    """The kernel backend (``"numba"`` or ``"numpy"``) the demo's jobs will use.
+
+    The jobs are ``python -m benchmarks...`` processes that inherit this environment
+    (``APGAS_KERNELS``), so one such process is asked, as the jobs will ask: the scheduler
+    runs the benchmarks' programs but does not import them.
 
     Raises:
-        ConfigurationError: ``kernels`` is ``None`` and ``APGAS_KERNELS`` is invalid, or asks
-            for numba where it does not import.
+        ValueError: ``APGAS_KERNELS`` is invalid, or asks for numba where it does not import
+            (the child's one-line error).
+    """
+    ask = "from benchmarks.kernels import backend; print(backend())"
+    done = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True,
+                          timeout=300, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["the kernels' backend is unknown"]
+        raise ValueError(lines[-1])
+    return done.stdout.strip()
+
+
+def demo_batch(kernels: str | None = None) -> tuple[DemoJob, ...]:
+    """:data:`DEMO_BATCH` with its UTS jobs sized for ``kernels`` (``"numpy"`` or
+    ``"numba"``; ``None``: the backend the jobs will use, :func:`jobs_kernels`).
+
+    Raises:
+        ValueError: ``kernels`` is ``None`` and ``APGAS_KERNELS`` is invalid, or asks for
+            numba where it does not import.
     """
     if kernels is None:
-        from benchmarks.kernels import backend
-
-        kernels = backend()
+        kernels = jobs_kernels()
     depth = UTS_DEPTH[kernels]
     return tuple(replace(job, name=job.name.replace("d13", f"d{depth}"),
                          command=job.command.replace("-d 13", f"-d {depth}"))

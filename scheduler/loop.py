@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-from .algorithms import Decision, RunningJob, Shrink, Start, View, WaitingJob
+from .algorithms import Decision, Shrink, Start, View
 from .algorithms.base import node_key
-from .algorithms.decisions import decision_problem
+from .job_state import decision_refusal
 from .jobs import JobClass
 from .launch import police, reap, scan, start_job
 from .orders import order_grow, order_shrink
@@ -74,18 +74,9 @@ class MainLoop:
     def view(self, now: float) -> View:
         """What the algorithm sees at ``now`` (s): free nodes, running and waiting jobs."""
         s = self.state
-        running = []
-        for job in s.jobs.values():
-            if job.state != "running":
-                continue
-            running.append(RunningJob(
-                job_id=job.job_id, spec=job.spec, nodes=tuple(job.nodes), start_s=job.start_s,
-                malleable_ready=(job.elastic and job.ready and job.reachable and not job.busy
-                                 and not job.ending),
-                last_order_s=job.last_order_s, releasing=job.releasing,
-                requested=job.requested))
+        running = [job.running_view() for job in s.jobs.values() if job.state == "running"]
         running.sort(key=lambda r: (r.start_s, r.job_id))
-        waiting = tuple(WaitingJob(i, s.jobs[i].spec, s.jobs[i].submit_s) for i in s.queue)
+        waiting = tuple(s.jobs[i].waiting_view() for i in s.queue)
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
                     len(s.all_nodes))
 
@@ -109,20 +100,12 @@ class MainLoop:
     def _apply(self, decision: Decision, now: float) -> str | None:
         """Apply one decision; return why it cannot be applied, or None.
 
-        The check is :func:`scheduler.algorithms.decisions.decision_problem`, the simulator's,
-        so the simulator cannot accept what the real scheduler refuses.
+        The check is :func:`scheduler.job_state.decision_refusal`, the simulator's, so the
+        simulator cannot accept what the real scheduler refuses.
         """
         s = self.state
         job = s.jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-        problem = decision_problem(
-            decision,
-            spec=job.spec if job is not None else None,
-            state=job.state if job is not None else None,
-            held=len(job.nodes) if job is not None else 0,
-            takes_orders=job is not None and bool(
-                job.elastic and job.ready and job.reachable and not job.busy),
-            free=s.free,
-        )
+        problem = decision_refusal(decision, job, s.free)
         if problem is not None:
             return problem
         assert job is not None

@@ -1,12 +1,17 @@
-"""Metrics of a real run, with the simulator's definitions and types.
+"""The metrics of a run, simulated or real: one definition for both schedulers.
 
-A real run is described by the same :class:`~scheduler.simulate.JobRecord` objects the
-simulator makes (submission, start, end, the nodes held over time, shrinks and grows), so
-:class:`~scheduler.simulate.SimResult`, its ``usage_curve`` and the charts of
-:mod:`scheduler.plots` serve both.  :func:`scheduler.simulate.result_from_records` computes
-the metrics: makespan (last end minus first submission, s), utilisation (node-seconds
-held / (nodes × makespan), 0-1), mean wait and turnaround (s), mean bounded slowdown,
-shrinks and grows per malleable job.
+A run is described by :class:`~scheduler.records.JobRecord` objects (submission, start, end,
+the nodes held over time, shrinks and grows), whether the simulator made them
+(:mod:`scheduler.simulate`) or the real server (:meth:`scheduler.server.Server.records`), and
+:func:`result_from_records` turns them into a :class:`~scheduler.records.SimResult`:
+
+* ``makespan_s``: last end minus first submission (seconds).
+* ``utilisation``: node-seconds held by jobs / (total nodes × makespan), 0-1; nodes count
+  as held while a resize is in flight.
+* ``mean_wait_s`` (start − submit), ``mean_turnaround_s`` (end − submit).
+* ``mean_bounded_slowdown``: mean of ``max(1, turnaround / max(run, 10 s))`` (Feitelson's
+  bounded slowdown, threshold ``bsld_threshold_s``), run = end − start.
+* ``shrinks_per_malleable_job``, ``grows_per_malleable_job``: orders / malleable jobs.
 
 The priority study (docs/guides/priorities.md) measures a run as Bhosale et al. (2024) do,
 with :func:`priority_metrics`: total time from the first start to the last end, utilisation
@@ -16,13 +21,69 @@ submission) weighted by the jobs' priorities.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import statistics
+from collections.abc import Iterable, Sequence
 
-if TYPE_CHECKING:
-    from .simulate import JobRecord
+from .jobs import JobClass
+from .records import JobRecord, SimResult
 
-__all__ = ["priority_metrics"]
+__all__ = ["priority_metrics", "result_from_records"]
+
+
+def _mean(values: Iterable[float]) -> float:
+    data = list(values)
+    return statistics.fmean(data) if data else 0.0
+
+
+def result_from_records(
+    records: Sequence[JobRecord],
+    *,
+    algorithm: str,
+    total_nodes: int,
+    refused: Sequence[tuple[str, str]] = (),
+    bsld_threshold_s: float = 10.0,
+    decide_calls: int = 0,
+) -> SimResult:
+    """A :class:`SimResult` for jobs that have run (started and ended).
+
+    Args:
+        records: one record a job that started and ended (others are left out by the caller).
+        algorithm: the algorithm's name.
+        total_nodes: the cluster's size (nodes).
+        refused: ``(job name, reason)`` of jobs refused at submission.
+        bsld_threshold_s: bounded-slowdown threshold (seconds).
+        decide_calls: how many times the algorithm was asked.
+    """
+    records = tuple(sorted(records, key=lambda r: r.job_id))
+    if records:
+        makespan = max(r.end_s for r in records) - min(r.submit_s for r in records)
+    else:
+        makespan = 0.0
+    used = sum(r.node_seconds for r in records)
+    malleable = [r for r in records if r.job_class == JobClass.MALLEABLE.value]
+    tau = bsld_threshold_s
+    return SimResult(
+        algorithm=algorithm,
+        total_nodes=total_nodes,
+        makespan_s=makespan,
+        utilisation=used / (total_nodes * makespan) if makespan > 0 else 0.0,
+        mean_wait_s=_mean(r.wait_s for r in records),
+        mean_turnaround_s=_mean(r.turnaround_s for r in records),
+        mean_bounded_slowdown=_mean(
+            max(1.0, r.turnaround_s / max(r.run_s, tau)) for r in records
+        ),
+        shrinks_per_malleable_job=(
+            sum(r.shrinks for r in malleable) / len(malleable) if malleable else 0.0
+        ),
+        grows_per_malleable_job=(
+            sum(r.grows for r in malleable) / len(malleable) if malleable else 0.0
+        ),
+        jobs=len(records),
+        malleable_jobs=len(malleable),
+        refused=tuple(refused),
+        records=records,
+        decide_calls=decide_calls,
+    )
 
 
 def priority_metrics(records: Sequence[JobRecord], total_nodes: int) -> dict[str, float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .algorithms.base import node_key
-from .simulate import SimResult
+from .records import SimResult
 
 __all__ = ["gantt", "makespan_vs_share", "priority_sweeps", "resize_marks", "usage"]
 
@@ -161,7 +161,7 @@ def makespan_vs_share(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Pa
 
 
 def priority_sweeps(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Draw the priority study's sweeps (rows of :func:`scheduler.simulate.priority_study`).
+    """Draw the priority study's sweeps (rows of :func:`scheduler.studies.priority.priority_study`).
 
     Writes ``priority_submission_gap.png`` and ``priority_rescale_gap.png`` in ``out_dir``
     (created): four panels each (total time, utilisation, weighted mean response and

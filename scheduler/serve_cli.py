@@ -38,7 +38,7 @@ from typing import Any
 
 from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
-from .control import control_path
+from .control_client import control_path
 from .nodes import LocalNodes, NodeBackend, SshHosts
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options

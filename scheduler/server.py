@@ -57,11 +57,12 @@ from .control_server import ControlServer, handle_request
 from .jobs import BatchEntry, JobSpec
 from .journal import Journal
 from .loop import MainLoop
+from .metrics import result_from_records
 from .nodes import NodeBackend
 from .notifications import on_notification
+from .records import JobRecord, SimResult
 from .recovery import recover
 from .shutdown import begin_shutdown, end_running_jobs
-from .simulate import JobRecord, SimResult, result_from_records
 from .state import ENDED_STATES, RESIZING_ALGORITHMS, ServerState
 from .wire import NotificationListener
 
@@ -371,13 +372,7 @@ class Server:
             for j in self._state.jobs.values():
                 if math.isnan(j.start_s) or math.isnan(j.end_s):
                     continue
-                out.append(JobRecord(
-                    job_id=j.job_id, name=j.spec.name, job_class=j.spec.job_class.value,
-                    program=j.spec.program, size=j.spec.size, min_nodes=j.spec.lo,
-                    max_nodes=j.spec.hi, submit_s=j.submit_s, start_s=j.start_s,
-                    end_s=j.end_s, allotment=tuple(j.allotment), shrinks=j.shrinks,
-                    grows=j.grows, required_s=j.spec.required_time_s,
-                    priority=j.spec.priority))
+                out.append(j.record())
             return out
 
     def result(self) -> SimResult:

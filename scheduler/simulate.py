@@ -42,34 +42,27 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
 * A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
   counted in ``refused``.  Jobs are not killed at their required time.
 
-Metrics of a run (:class:`SimResult`):
-
-* ``makespan_s``: last end minus first submission (seconds).
-* ``utilisation``: node-seconds held by jobs / (total nodes × makespan), 0-1; nodes count
-  as held while a resize is in flight.
-* ``mean_wait_s`` (start − submit), ``mean_turnaround_s`` (end − submit).
-* ``mean_bounded_slowdown``: mean of ``max(1, turnaround / max(run, 10 s))`` (Feitelson's
-  bounded slowdown, threshold ``bsld_threshold_s``), run = end − start.
-* ``shrinks_per_malleable_job``, ``grows_per_malleable_job``: orders / malleable jobs.
+The result of a run (:class:`~scheduler.records.SimResult`) is computed from the jobs'
+records by :func:`scheduler.metrics.result_from_records`, as for a real run.
 """
 
 from __future__ import annotations
 
 import heapq
+import importlib
 import itertools
 import math
-import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._exceptions import InvalidDecisionError, SimulationError
+from ._exceptions import SimulationError
 from .algorithms import make
 from .algorithms.base import (
     DEFAULT_COOLDOWN_S,
     Algorithm,
     Decision,
-    Grow,
     RunningJob,
     Shrink,
     Start,
@@ -78,39 +71,21 @@ from .algorithms.base import (
     next_change_s,
     sorted_nodes,
 )
-from .algorithms.decisions import decision_problem
-from .jobs import BatchEntry, JobClass, JobSpec
-from .metrics import priority_metrics
+from .job_state import JobState, check_decision
+from .jobs import BatchEntry, JobSpec
+from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
-from .workload import PAPER_MIX, MixRow, Workload, paper_batch
+from .records import JobRecord, SimResult
+from .workload import Workload
 
 __all__ = [
-    "DEFAULT_ALGORITHMS",
-    "DEFAULT_SEEDS",
-    "DEFAULT_SHARES",
-    "Evaluation",
     "JobRecord",
-    "PAPER_TABLE_NODE_S",
-    "PRIORITY_POLICIES",
-    "RESCALE_GAPS_S",
-    "SUBMISSION_GAPS_S",
     "SimConfig",
     "SimResult",
     "Simulator",
-    "aggregate",
-    "evaluate_paper",
-    "evaluate_workloads",
-    "priority_study",
-    "simulate",
     "result_from_records",
+    "simulate",
 ]
-
-#: The paper's evaluation: algorithms, malleable shares (%), seeds of the 10 batches.
-DEFAULT_ALGORITHMS: tuple[str, ...] = ("fcfs", "backfilling", "easy", "malleable")
-DEFAULT_SHARES: tuple[float, ...] = (0, 20, 40, 60, 80, 100)
-#: The seeds of the Java experiment configuration (``journalConfig.py``: 43-52).
-DEFAULT_SEEDS: tuple[int, ...] = tuple(range(43, 53))
-
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -168,125 +143,6 @@ class SimConfig:
         return self.job_costs.get((spec.program, spec.size), self.costs)
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """What happened to one job.
-
-    ``allotment`` lists ``(time_s, nodes)`` from the start: the nodes held from that time
-    on; the last entry, at ``end_s``, holds no node.  ``required_s`` is the job's required
-    time (its time limit; ``None`` when not known).  Times in seconds.
-    """
-
-    job_id: int
-    name: str
-    job_class: str
-    program: str | None
-    size: int | str | None
-    min_nodes: int
-    max_nodes: int
-    submit_s: float
-    start_s: float
-    end_s: float
-    allotment: tuple[tuple[float, tuple[str, ...]], ...]
-    shrinks: int
-    grows: int
-    required_s: float | None = None
-    priority: int = 3
-
-    @property
-    def wait_s(self) -> float:
-        """Seconds from submission to start."""
-        return self.start_s - self.submit_s
-
-    @property
-    def run_s(self) -> float:
-        """Seconds from start to end."""
-        return self.end_s - self.start_s
-
-    @property
-    def turnaround_s(self) -> float:
-        """Seconds from submission to end."""
-        return self.end_s - self.submit_s
-
-    @property
-    def node_seconds(self) -> float:
-        """Node-seconds held (nodes × seconds, summed over the allotment's steps)."""
-        return sum(
-            len(nodes) * (t1 - t0)
-            for (t0, nodes), (t1, _) in zip(self.allotment, self.allotment[1:], strict=False)
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (allotment as ``[time_s, [nodes]]`` pairs)."""
-        return {
-            "job_id": self.job_id,
-            "name": self.name,
-            "job_class": self.job_class,
-            "program": self.program,
-            "size": self.size,
-            "min_nodes": self.min_nodes,
-            "max_nodes": self.max_nodes,
-            "submit_s": self.submit_s,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "shrinks": self.shrinks,
-            "grows": self.grows,
-            "required_s": self.required_s,
-            "priority": self.priority,
-            "allotment": [[t, list(n)] for t, n in self.allotment],
-        }
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """The outcome of one simulated run (metrics defined in the module docstring)."""
-
-    algorithm: str
-    total_nodes: int
-    makespan_s: float
-    utilisation: float
-    mean_wait_s: float
-    mean_turnaround_s: float
-    mean_bounded_slowdown: float
-    shrinks_per_malleable_job: float
-    grows_per_malleable_job: float
-    jobs: int
-    malleable_jobs: int
-    refused: tuple[tuple[str, str], ...]
-    records: tuple[JobRecord, ...]
-    decide_calls: int
-
-    def metrics(self) -> dict[str, float | int | str]:
-        """The scalar metrics as a dict."""
-        return {
-            "algorithm": self.algorithm,
-            "makespan_s": self.makespan_s,
-            "utilisation": self.utilisation,
-            "mean_wait_s": self.mean_wait_s,
-            "mean_turnaround_s": self.mean_turnaround_s,
-            "mean_bounded_slowdown": self.mean_bounded_slowdown,
-            "shrinks_per_malleable_job": self.shrinks_per_malleable_job,
-            "grows_per_malleable_job": self.grows_per_malleable_job,
-            "jobs": self.jobs,
-            "malleable_jobs": self.malleable_jobs,
-            "refused": len(self.refused),
-        }
-
-    def usage_curve(self) -> list[tuple[float, int]]:
-        """Busy nodes over time: ``(time_s, nodes held from then on)``, a step function."""
-        deltas: dict[float, int] = {}
-        for rec in self.records:
-            previous = 0
-            for t, nodes in rec.allotment:
-                deltas[t] = deltas.get(t, 0) + len(nodes) - previous
-                previous = len(nodes)
-        busy, curve = 0, []
-        for t in sorted(deltas):
-            busy += deltas[t]
-            curve.append((t, busy))
-        return curve
-
-
 def _first_tick(tick: int, time_s: float, interval_s: float) -> int:
     """The first period index ``k >= tick`` with ``k * interval_s >= time_s`` (-1 for inf).
 
@@ -307,11 +163,15 @@ _SUBMIT, _RESIZE_DONE, _READY, _END = 0, 1, 2, 3
 
 
 @dataclass(eq=False)
-class _Job:
+class _Job(JobState):
+    """A job in simulated time: the shared state (:class:`~scheduler.job_state.JobState`)
+    and its progress (the fraction of its work left, counted from ``progress_from``)."""
+
     job_id: int
     spec: JobSpec
     submit_s: float
     curve: ScalingCurve
+    state: str = "pending"
     nodes: list[str] = field(default_factory=list)
     start_s: float = math.nan
     end_s: float = math.nan
@@ -325,6 +185,7 @@ class _Job:
     grows: int = 0
     version: int = 0
     allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+    releasing: int = 0
 
 
 class Simulator:
@@ -478,15 +339,7 @@ class Simulator:
 
     def _refresh(self, job: _Job) -> None:
         """Rebuild the running job's snapshot after its state changed."""
-        self._running_view[job.job_id] = RunningJob(
-            job_id=job.job_id,
-            spec=job.spec,
-            nodes=tuple(job.nodes),
-            start_s=job.start_s,
-            malleable_ready=job.ready and not job.busy,
-            last_order_s=job.last_order_s,
-            releasing=len(job.pending_release),
-        )
+        self._running_view[job.job_id] = job.running_view()
 
     def _count_done(self) -> None:
         self._done += 1
@@ -499,9 +352,11 @@ class Simulator:
             reason = job.spec.fits(self.config.total_nodes)
             if reason is not None:
                 self._refused.append((job.spec.name, reason))
+                job.state = "refused"
                 self._count_done()
                 return False
-            self._waiting[job.job_id] = WaitingJob(job.job_id, job.spec, job.submit_s)
+            job.state = "waiting"
+            self._waiting[job.job_id] = job.waiting_view()
             return True
         if job.job_id not in self._running:
             return False
@@ -511,6 +366,7 @@ class Simulator:
             del self._running[job.job_id]
             del self._running_view[job.job_id]
             job.end_s = now
+            job.state = "ended"
             job.work_left = 0.0
             self._free.update(job.nodes)
             self._free_changed()
@@ -529,6 +385,7 @@ class Simulator:
                 self._free.update(released)
                 self._free_changed()
                 job.pending_release = ()
+                job.releasing = 0
                 job.allotment.append((now, tuple(job.nodes)))
             job.busy = False
             self._refresh(job)
@@ -559,39 +416,13 @@ class Simulator:
         end = job.progress_from + job.work_left * job.curve(nodes_after)
         self._push(end, _END, job)
 
-    def _check(self, decision: Decision) -> _Job:
-        """The job ``decision`` names, once :func:`decision_problem` accepts it."""
-        job = self._by_id.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-        state: str | None = None
-        held, takes_orders = 0, False
-        if job is not None:
-            if job.job_id in self._waiting:
-                state = "waiting"
-            elif job.job_id in self._running:
-                state = "running"
-                held = len(job.nodes)
-                takes_orders = job.ready and not job.busy
-        problem = decision_problem(
-            decision,
-            spec=job.spec if job is not None else None,
-            state=state,
-            held=held,
-            takes_orders=takes_orders,
-            free=self._free,
-        )
-        if problem is not None:
-            if not isinstance(decision, (Start, Shrink, Grow)):
-                raise InvalidDecisionError(f"{self.algorithm.name}: {problem}")
-            raise InvalidDecisionError(f"{self.algorithm.name}: {decision}: {problem}")
-        assert job is not None
-        return job
-
     def _apply(self, decision: Decision, now: float) -> None:
         cfg = self.config
-        job = self._check(decision)
+        job = check_decision(decision, self._by_id, self._free, self.algorithm.name)
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
+            job.state = "running"
             self._free.difference_update(nodes)
             self._free_changed()
             job.nodes = list(nodes)
@@ -608,6 +439,7 @@ class Simulator:
             cost = cfg.costs_of(job.spec).shrink_s(count)
             job.progress_from = now + cost
             job.pending_release = tuple(job.nodes[-count:])  # latest added first; never nodes[0]
+            job.releasing = count
             job.busy = True
             job.last_order_s = now
             job.shrinks += 1
@@ -634,86 +466,10 @@ class Simulator:
 
     def _result(self, calls: int) -> SimResult:
         cfg = self.config
-        done = [job for job in self._jobs if not math.isnan(job.end_s)]
-        records = tuple(
-            JobRecord(
-                job_id=job.job_id,
-                name=job.spec.name,
-                job_class=job.spec.job_class.value,
-                program=job.spec.program,
-                size=job.spec.size,
-                min_nodes=job.spec.lo,
-                max_nodes=job.spec.hi,
-                submit_s=job.submit_s,
-                start_s=job.start_s,
-                end_s=job.end_s,
-                allotment=tuple(job.allotment),
-                shrinks=job.shrinks,
-                grows=job.grows,
-                required_s=job.spec.required_time_s,
-                priority=job.spec.priority,
-            )
-            for job in done
-        )
+        records = tuple(job.record() for job in self._jobs if not math.isnan(job.end_s))
         return result_from_records(records, algorithm=self.algorithm.name,
                                    total_nodes=cfg.total_nodes, refused=self._refused,
                                    bsld_threshold_s=cfg.bsld_threshold_s, decide_calls=calls)
-
-
-def _mean(values: Iterable[float]) -> float:
-    data = list(values)
-    return statistics.fmean(data) if data else 0.0
-
-
-def result_from_records(
-    records: Sequence[JobRecord],
-    *,
-    algorithm: str,
-    total_nodes: int,
-    refused: Sequence[tuple[str, str]] = (),
-    bsld_threshold_s: float = 10.0,
-    decide_calls: int = 0,
-) -> SimResult:
-    """A :class:`SimResult` for jobs that have run (started and ended).
-
-    Args:
-        records: one record a job that started and ended (others are left out by the caller).
-        algorithm: the algorithm's name.
-        total_nodes: the cluster's size (nodes).
-        refused: ``(job name, reason)`` of jobs refused at submission.
-        bsld_threshold_s: bounded-slowdown threshold (seconds).
-        decide_calls: how many times the algorithm was asked.
-    """
-    records = tuple(sorted(records, key=lambda r: r.job_id))
-    if records:
-        makespan = max(r.end_s for r in records) - min(r.submit_s for r in records)
-    else:
-        makespan = 0.0
-    used = sum(r.node_seconds for r in records)
-    malleable = [r for r in records if r.job_class == JobClass.MALLEABLE.value]
-    tau = bsld_threshold_s
-    return SimResult(
-        algorithm=algorithm,
-        total_nodes=total_nodes,
-        makespan_s=makespan,
-        utilisation=used / (total_nodes * makespan) if makespan > 0 else 0.0,
-        mean_wait_s=_mean(r.wait_s for r in records),
-        mean_turnaround_s=_mean(r.turnaround_s for r in records),
-        mean_bounded_slowdown=_mean(
-            max(1.0, r.turnaround_s / max(r.run_s, tau)) for r in records
-        ),
-        shrinks_per_malleable_job=(
-            sum(r.shrinks for r in malleable) / len(malleable) if malleable else 0.0
-        ),
-        grows_per_malleable_job=(
-            sum(r.grows for r in malleable) / len(malleable) if malleable else 0.0
-        ),
-        jobs=len(records),
-        malleable_jobs=len(malleable),
-        refused=tuple(refused),
-        records=records,
-        decide_calls=decide_calls,
-    )
 
 
 def simulate(
@@ -725,255 +481,29 @@ def simulate(
     return Simulator(algorithm, workload, config).run()
 
 
-# ------------------------------------------------------------------------------ sweeps
-
-_AVERAGED = (
-    "makespan_s",
-    "utilisation",
-    "mean_wait_s",
-    "mean_turnaround_s",
-    "mean_bounded_slowdown",
-    "shrinks_per_malleable_job",
-    "grows_per_malleable_job",
-    "jobs",
-    "malleable_jobs",
-)
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """Results of a sweep: one :class:`SimResult` per (algorithm, share, batch index)."""
-
-    results: dict[tuple[str, float, int], SimResult]
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One row per (algorithm, share), metrics averaged over batches (:func:`aggregate`)."""
-        return aggregate(self.results)
+#: Names that lived here before the studies got their own modules (deprecated here).
+_MOVED = {
+    "DEFAULT_ALGORITHMS": "scheduler.studies.paper",
+    "DEFAULT_SEEDS": "scheduler.studies.paper",
+    "DEFAULT_SHARES": "scheduler.studies.paper",
+    "Evaluation": "scheduler.studies.paper",
+    "aggregate": "scheduler.studies.paper",
+    "evaluate_paper": "scheduler.studies.paper",
+    "evaluate_workloads": "scheduler.studies.paper",
+    "PAPER_TABLE_NODE_S": "scheduler.studies.priority",
+    "PRIORITY_POLICIES": "scheduler.studies.priority",
+    "RESCALE_GAPS_S": "scheduler.studies.priority",
+    "SUBMISSION_GAPS_S": "scheduler.studies.priority",
+    "priority_study": "scheduler.studies.priority",
+}
 
 
-def aggregate(results: dict[tuple[str, float, int], SimResult]) -> list[dict[str, Any]]:
-    """Average each (algorithm, malleable share)'s runs over batches.
-
-    Each row has ``algorithm``, ``malleable_share`` (0-100), ``batches``, the means of the
-    :class:`SimResult` metrics, ``makespan_min_s``/``makespan_max_s``/``makespan_std_s``
-    (population deviation over batches) and ``refused`` (total).  Rows are ordered by
-    algorithm (first appearance), then share.
-    """
-    groups: dict[tuple[str, float], list[SimResult]] = {}
-    for (algorithm, share, _), result in results.items():
-        groups.setdefault((algorithm, share), []).append(result)
-    algorithms = list(dict.fromkeys(a for a, _ in groups))
-    rows = []
-    for algorithm in algorithms:
-        for share in sorted(s for a, s in groups if a == algorithm):
-            runs = groups[(algorithm, share)]
-            row: dict[str, Any] = {
-                "algorithm": algorithm,
-                "malleable_share": int(share) if float(share).is_integer() else share,
-                "batches": len(runs),
-            }
-            for key in _AVERAGED:
-                row[key] = statistics.fmean(getattr(r, key) for r in runs)
-            spans = [r.makespan_s for r in runs]
-            row["makespan_min_s"] = min(spans)
-            row["makespan_max_s"] = max(spans)
-            row["makespan_std_s"] = statistics.pstdev(spans)
-            row["refused"] = sum(len(r.refused) for r in runs)
-            rows.append(row)
-    return rows
-
-
-def evaluate_workloads(
-    make_workload: Callable[[float, int], Workload],
-    *,
-    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
-    shares: Sequence[float] = DEFAULT_SHARES,
-    batches: int = 1,
-    config: SimConfig | None = None,
-    progress: Callable[[], None] | None = None,
-    job_progress: Callable[[int], None] | None = None,
-) -> Evaluation:
-    """Run every algorithm on ``make_workload(share, batch_index)`` for every share and batch.
-
-    ``progress`` is called once after each simulation, ``job_progress`` with counts of jobs
-    done within a simulation (:meth:`Simulator.run`), for progress bars.
-    """
-    config = config or SimConfig()
-    results: dict[tuple[str, float, int], SimResult] = {}
-    for share in shares:
-        for batch in range(batches):
-            workload = make_workload(share, batch)
-            for name in algorithms:
-                results[(name, share, batch)] = Simulator(name, workload, config).run(
-                    job_progress
-                )
-                if progress is not None:
-                    progress()
-    return Evaluation(results)
-
-
-def evaluate_paper(
-    *,
-    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
-    shares: Sequence[float] = DEFAULT_SHARES,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    config: SimConfig | None = None,
-    mix: Sequence[MixRow] = PAPER_MIX,
-    model: RuntimeModel | None = None,
-    progress: Callable[[], None] | None = None,
-    **batch_options: Any,
-) -> Evaluation:
-    """The paper's evaluation (Finnerty et al. 2024): seeded batches × shares × algorithms.
-
-    Defaults: 10 batches (seeds 43-52), shares 0-100 % in steps of 20, the four algorithms,
-    32 nodes.  ``batch_options`` go to :func:`scheduler.workload.paper_batch` (``jobs``,
-    ``submit_window_s``, ``first_at_zero``, ``required_factor``, ``required_time_s``).
-    """
-    model = model or RuntimeModel.paper()
-    return evaluate_workloads(
-        lambda share, batch: paper_batch(
-            seeds[batch], share, mix=mix, model=model, **batch_options
-        ),
-        algorithms=algorithms,
-        shares=shares,
-        batches=len(seeds),
-        config=config,
-        progress=progress,
-    )
-
-
-# ------------------------------------------------------------------------- priority study
-
-#: The policies of the priority study: the paper's four, then ours (docs/guides/priorities.md).
-PRIORITY_POLICIES: tuple[str, ...] = (
-    "rigid-min", "rigid-max", "moldable", "elastic-priority", "elastic-priority-easy",
-)
-#: Sweep of the submission gap (s) at a rescale gap of 180 s, and of the rescale gap (s) at a
-#: submission gap of 180 s (Bhosale et al. 2024).
-SUBMISSION_GAPS_S: tuple[float, ...] = tuple(float(g) for g in range(0, 301, 30))
-RESCALE_GAPS_S: tuple[float, ...] = tuple(float(g) for g in range(0, 1201, 120))
-
-_STUDY_METRICS = ("total_time_s", "utilisation", "weighted_mean_response_s",
-                  "weighted_mean_completion_s")
-#: Node-seconds of the batch of Bhosale et al.'s Table 1, from its simulated rigid-min row:
-#: utilisation 60.88 % of 64 slots over a total time of 2,402 s (each job at its minimum).
-PAPER_TABLE_NODE_S = 0.6088 * 64 * 2402.0
-
-
-def priority_study(
-    *,
-    batches: int = 100,
-    seed: int = 1,
-    jobs: int = 16,
-    total_nodes: int = 64,
-    policies: Sequence[str] = PRIORITY_POLICIES,
-    submission_gaps_s: Sequence[float] = SUBMISSION_GAPS_S,
-    rescale_gaps_s: Sequence[float] = RESCALE_GAPS_S,
-    table_point: tuple[float, float] = (90.0, 180.0),
-    keep_free: int = 1,
-    aging_s: float | None = None,
-    model: Any = None,
-    loaded_node_s: float | None = PAPER_TABLE_NODE_S,
-    progress: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
-    """The priority study of Bhosale et al. (2024) in simulation (docs/guides/priorities.md).
-
-    For each policy and each sweep point, ``batches`` seeded batches
-    (:func:`~scheduler.workload.jacobi_batch`, seeds ``seed`` … ``seed + batches - 1``) run
-    on ``total_nodes`` nodes and the metrics of
-    :func:`~scheduler.metrics.priority_metrics` are averaged over the batches.
-
-    Sweeps: ``"submission_gap"`` (each gap of ``submission_gaps_s`` at a rescale gap of
-    180 s), ``"rescale_gap"`` (each of ``rescale_gaps_s`` at a submission gap of 180 s), and
-    ``"table"``: the single point ``table_point`` = (submission gap, rescale gap) of the
-    paper's Table 1 (90 s, 180 s).  ``"table_loaded"``: the same point, averaged only over
-    the batches that ask at least ``loaded_node_s`` node-seconds with every job at its
-    minimum (default :data:`PAPER_TABLE_NODE_S`, the paper's batch: Table 1 is one batch,
-    more loaded than the mean of ours); its ``batches`` is how many there were, and the row
-    is left out when there is none.
-
-    Args:
-        batches: batches per point (>= 1).
-        seed: seed of the first batch.
-        jobs: jobs per batch.
-        total_nodes: cluster size (nodes).
-        policies: registry names of priority policies.
-        submission_gaps_s, rescale_gaps_s: the sweep points (seconds, >= 0).
-        table_point: (submission gap, rescale gap) of the table row (seconds).
-        keep_free: nodes never handed out (default 1, as the paper keeps one slot for its
-            launcher; a job's usable maximum is then 63 of 64 nodes).
-        aging_s: aging step of ``elastic-priority-easy`` (seconds; ``None``: its default).
-        model: a :class:`~scheduler.model.JacobiModel` (default the placeholder).
-        loaded_node_s: node-seconds at the minimum a batch needs for the ``"table_loaded"``
-            rows (``None``: no such rows).
-        progress: called once per simulation.
-
-    Returns:
-        One row per (sweep, point, policy): ``sweep``, ``policy``, ``submission_gap_s``,
-        ``rescale_gap_s``, ``batches``, the four means ``total_time_s``, ``utilisation``
-        (0-1), ``weighted_mean_response_s``, ``weighted_mean_completion_s``, and
-        ``max_wait_priority1_s`` (the longest wait of a priority-1 job over all batches).
-
-    Raises:
-        ValueError: ``batches < 1``, an unknown policy, or a bad parameter (a negative
-            rescale gap names the value).
-    """
-    from .model import jacobi_placeholder
-    from .workload import jacobi_batch
-
-    if batches < 1:
-        raise ValueError(f"batches must be >= 1, got {batches}")
-    model = model or jacobi_placeholder()
-    config = SimConfig(total_nodes=total_nodes, costs=model.costs, job_costs=model.sim_costs())
-    options: dict[str, Any] = {"keep_free": keep_free}
-    if aging_s is not None:
-        options["aging_s"] = aging_s
-    points = (
-        [("submission_gap", float(g), 180.0) for g in submission_gaps_s]
-        + [("rescale_gap", 180.0, float(r)) for r in rescale_gaps_s]
-        + [("table", float(table_point[0]), float(table_point[1]))]
-    )
-    for name in policies:  # fail before any work on a bad name or value
-        make(name, rescale_gap_s=points[0][2] if points else 0.0, **options)
-    rows: list[dict[str, Any]] = []
-    cache: dict[float, list[Workload]] = {}
-    runtime = model.runtime_model()
-
-    def row(sweep: str, name: str, sub_gap: float, rescale_gap: float,
-            runs: list[dict[str, float]]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "sweep": sweep, "policy": name, "submission_gap_s": sub_gap,
-            "rescale_gap_s": rescale_gap, "batches": len(runs),
-        }
-        for key in _STUDY_METRICS:
-            out[key] = statistics.fmean(run[key] for run in runs)
-        out["max_wait_priority1_s"] = max(run["max_wait_priority1_s"] for run in runs)
-        return out
-
-    for sweep, sub_gap, rescale_gap in points:
-        workloads = cache.get(sub_gap)
-        if workloads is None:
-            workloads = cache[sub_gap] = [
-                jacobi_batch(seed + b, jobs=jobs, submission_gap_s=sub_gap, model=model)
-                for b in range(batches)
-            ]
-        loaded = [] if sweep != "table" or loaded_node_s is None else [
-            i for i, workload in enumerate(workloads)
-            if sum(e.spec.lo * runtime.run_time_s(e.spec.program, e.spec.size, e.spec.lo)
-                   for e in workload.entries) >= loaded_node_s
-        ]
-        later = []
-        for name in policies:
-            runs = []
-            for workload in workloads:
-                algorithm = make(name, rescale_gap_s=rescale_gap, **options)
-                result = Simulator(algorithm, workload, config).run()
-                runs.append(priority_metrics(result.records, total_nodes))
-                if progress is not None:
-                    progress()
-            rows.append(row(sweep, name, sub_gap, rescale_gap, runs))
-            if loaded:
-                later.append(row("table_loaded", name, sub_gap, rescale_gap,
-                                 [runs[i] for i in loaded]))
-        rows += later
-    return rows
+def __getattr__(name: str) -> Any:
+    """A study's name at its old address: warns ``DeprecationWarning`` and hands on the name
+    from its module in :mod:`scheduler.studies`; ``AttributeError`` for any other name."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"scheduler.simulate.{name} moved to {home}.{name}", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(home), name)

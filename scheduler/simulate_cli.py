@@ -46,8 +46,9 @@ evolving-elastic) the batch whose other jobs are split over rigid, moldable and 
 backfilling.  ``--json`` prints ``{"config": {...}, "rows": [{"algorithm", "mix",
 "evolving_share", "batches", "makespan_s", "mean_turnaround_s", "mean_wait_s",
 "utilisation", "requests", "requests_served", "releases", "shrinks", "grows",
-"makespan_cut", "turnaround_cut"}, ...]}`` (:func:`scheduler.evolving.evolving_study`);
-``--plot DIR`` writes ``DIR/evolving_study.png`` (:func:`scheduler.evolving.plot_evolving_study`).
+"makespan_cut", "turnaround_cut"}, ...]}`` (:func:`scheduler.studies.evolving.evolving_study`);
+``--plot DIR`` writes ``DIR/evolving_study.png``
+(:func:`scheduler.studies.evolving.plot_evolving_study`).
 
 A mix file (``--mix``) is a JSON list of rows ``{"program", "size", "nodes", "weight",
 "min_nodes", "max_nodes"}``, each optionally with ``"times": {"<nodes>": seconds, ...}`` for
@@ -67,16 +68,9 @@ from typing import Any
 from ._argtypes import positive_int
 from .algorithms import registry
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
-from .simulate import (
-    DEFAULT_ALGORITHMS,
-    DEFAULT_SHARES,
-    PAPER_TABLE_NODE_S,
-    PRIORITY_POLICIES,
-    Evaluation,
-    SimConfig,
-    evaluate_workloads,
-    priority_study,
-)
+from .simulate import SimConfig
+from .studies.paper import DEFAULT_ALGORITHMS, DEFAULT_SHARES, Evaluation, evaluate_workloads
+from .studies.priority import PAPER_TABLE_NODE_S, PRIORITY_POLICIES, priority_study
 from .workload import PAPER_MIX, MixRow, Workload, paper_batch, swf_workload, write_swf
 
 __all__ = ["HELP", "add_arguments", "paper_comparable", "run", "summary"]
@@ -391,7 +385,7 @@ def run_evolving_study(args: argparse.Namespace) -> int:
     """``--study evolving``: run it, print a table or JSON.  Returns 0; exits with a message
     for an algorithm that is not an evolving policy or a bad share."""
     from .algorithms import EVOLVING_ALGORITHMS
-    from .evolving import evolving_study, plot_evolving_study
+    from .studies.evolving import evolving_study, plot_evolving_study
 
     started = time.perf_counter()
     algorithms = list(args.algorithms or EVOLVING_ALGORITHMS)

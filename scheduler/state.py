@@ -44,6 +44,7 @@ from communicators.auth import (
 )
 
 from .algorithms import RESIZING_ALGORITHMS, Algorithm
+from .job_state import JobState
 from .jobs import JobSpec
 from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
@@ -56,8 +57,11 @@ ENDED_STATES = frozenset({"done", "failed", "killed", "cancelled"})
 
 
 @dataclass(eq=False)
-class ServerJob:
+class ServerJob(JobState):
     """One job as the real scheduler keeps it (mutable; guarded by the state's lock).
+
+    What it takes orders and what the policy sees of it are the simulator's
+    (:class:`~scheduler.job_state.JobState`).
 
     Attributes (the less obvious ones):
         elastic: the job is malleable under a resizing algorithm (``ELASTIC=malleable``), or

@@ -44,13 +44,10 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .jobs import BatchEntry, JobClass, JobSpec
 from .model import JACOBI_SIZES, JacobiModel, RuntimeModel, ScalingCurve, jacobi_placeholder
-
-if TYPE_CHECKING:
-    from .simulate import JobRecord
+from .records import JobRecord
 
 __all__ = [
     "PAPER_MIX",

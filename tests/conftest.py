@@ -78,7 +78,7 @@ def kill_tree(pid: int) -> None:
 def shut_down_server(proc: subprocess.Popen[Any], control: Path) -> None:
     """Ask a running ``python -m scheduler serve`` to shut down over its control socket and
     wait up to 20 s for it to exit (the caller kills what is left)."""
-    from scheduler.control import ControlError, request
+    from scheduler.control_client import ControlError, request
 
     if proc.poll() is not None:
         return

@@ -19,7 +19,7 @@ import time
 import pytest
 from conftest import BIN, PROGRAMS, ROOT, Result, alive, kill_tree
 
-from communicators.scheduler_side import JavaSchedulerStandIn, SchedulerEndpoint
+from communicators.testing import JavaSchedulerStandIn, SchedulerEndpoint
 
 PY = sys.executable
 MPIEXEC = str(BIN / "mpiexec")

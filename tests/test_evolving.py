@@ -16,8 +16,8 @@ from conftest import env_for, run_program, wait_gone
 
 from apgaspy import MalleabilityError
 from apgaspy.elastic import MalleableCommunicator
-from apgaspy.elastic._evolving_policy import Decision, EvolvingParams, EvolvingState, decide
-from communicators.scheduler_side import JavaSchedulerStandIn, free_port
+from apgaspy.elastic._evolving_decision import Decision, EvolvingParams, EvolvingState, decide
+from communicators.testing import JavaSchedulerStandIn, free_port
 
 P = EvolvingParams()  # Java's defaults: 1 s, standby 3 s, high 90, low 10
 
@@ -130,7 +130,7 @@ def test_a_communicator_without_support_refuses_clearly():
 
 def test_task_mode_reads_the_registered_load_source(monkeypatch):
     from apgaspy.elastic import set_load_source
-    from apgaspy.elastic._evolving import place_load
+    from apgaspy.elastic._evolving_monitor import place_load
 
     monkeypatch.setenv("APGAS_EVOLVING_IDLE_GRACE", "0")
     before = set_load_source(None)
@@ -367,7 +367,7 @@ LOAD_PROGRAM = '''
 import json, sys, threading, time
 
 from apgaspy import run
-from apgaspy.elastic._evolving import place_load
+from apgaspy.elastic._evolving_monitor import place_load
 from glb import Bag, LongSum, compute_dynamic
 from glb._worker import current_worker
 

@@ -196,7 +196,7 @@ def test_real_and_simulated_are_compared_per_metric():
 def test_a_start_up_phase_in_the_simulator():
     """A rigid evotree job with a 2 s start-up runs 2 s longer in the simulator (4 g + 2),
     holding its nodes throughout."""
-    from scheduler.evolving import MonitorConfig, simulate_evolving
+    from scheduler.evolving_simulation import MonitorConfig, simulate_evolving
 
     plain = evolving_real.batch(1, 0, jobs=1, g_s=4, window_s=10, first_at_zero=1)
     size = plain[0].tree.size
@@ -215,7 +215,7 @@ def test_an_evolving_job_neither_asks_nor_gives_back_during_its_start_up():
     """The simulated monitor's demand per phase of a started-up evotree: what the job
     holds while it starts up (no monitor yet), its maximum in a tree, one node in the
     branch (below its minimum of 2)."""
-    from scheduler.evolving import EvolvingJob
+    from scheduler.evolving_simulation import EvolvingJob
     from scheduler.jobs import JobSpec
 
     spec = JobSpec(name="e", job_class="evolving", min_nodes=2, max_nodes=8,
@@ -232,8 +232,9 @@ def test_an_evolving_job_neither_asks_nor_gives_back_during_its_start_up():
 def test_the_gantt_chart_marks_every_grant_and_release(tmp_path):
     """An evolving job's record: started on n1, granted n2 then n3, gave n2 back, ended; a
     rigid job beside it: two marks up, one down, none for the rigid job."""
+    from scheduler.metrics import result_from_records
     from scheduler.plots import gantt, resize_marks
-    from scheduler.simulate import JobRecord, result_from_records
+    from scheduler.records import JobRecord
 
     evo = JobRecord(job_id=1, name="evo", job_class="evolving", program="evotree", size=2,
                     min_nodes=1, max_nodes=3, submit_s=0.0, start_s=0.0, end_s=10.0,

@@ -25,7 +25,7 @@ import pytest
 from conftest import PROGRAMS, ROOT, Result, descendants, env_for, kill_tree, wait_gone
 
 from apgaspy import ApgasError, BadPlaceError, DeadPlaceError
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.testing import SchedulerEndpoint
 
 FAST_S = 15.0  # a whole program run, start-up and shutdown included (about 2-3 s here)
 DETECT_S = 5.0  # from the kill until the wait ends (about 1 s here)
@@ -354,7 +354,7 @@ def test_notify_scheduler_drops_what_it_cannot_send(tmp_path):
 def test_notify_scheduler_survives_a_failing_communicator():
     from apgaspy._runtime import Runtime, set_runtime
     from apgaspy.elastic import notify_scheduler
-    from apgaspy.elastic._orders import Malleability
+    from apgaspy.elastic._malleability import Malleability
 
     class Broken:
         def notify(self, message: str) -> None:

@@ -159,7 +159,7 @@ def test_benchmark_is_a_malleable_job_under_a_scheduler(tmp_path):
 
     from conftest import kill_tree
 
-    from communicators.scheduler_side import SchedulerEndpoint
+    from communicators.testing import SchedulerEndpoint
 
     sched = SchedulerEndpoint()
     nodes = tmp_path / "nodes"

@@ -17,7 +17,7 @@ from conftest import MPIEXEC, ROOT, env_for, kill_tree, run_command
 
 from benchmarks.jacobi import check_params
 from benchmarks.kernels.jacobi import advance, checksum, initial_rows, partition, solve
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.testing import SchedulerEndpoint
 
 # ------------------------------------------------------------------------------------------
 # the kernel, in one process

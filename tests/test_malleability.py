@@ -9,7 +9,7 @@ import psutil
 import pytest
 from conftest import PROGRAMS, alive, env_for, run_program, wait_gone
 
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.testing import SchedulerEndpoint
 
 
 @pytest.fixture

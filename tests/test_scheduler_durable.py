@@ -37,7 +37,7 @@ import psutil
 import pytest
 from conftest import ROOT, kill_tree, wait_until
 
-from scheduler.control import ControlError, request
+from scheduler.control_client import ControlError, request
 from scheduler.journal import Journal
 
 PY = sys.executable

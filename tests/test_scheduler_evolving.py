@@ -24,17 +24,12 @@ from scheduler.algorithms import (
     decision_problem,
     make,
 )
-from scheduler.evolving import (
-    EvolvingJob,
-    EvoTree,
-    evolving_batch,
-    evolving_study,
-    simulate_evolving,
-)
+from scheduler.evolving_simulation import EvolvingJob, EvoTree, simulate_evolving
 from scheduler.jobs import JobClass, parse_job_script
 from scheduler.model import ResizeCostModel
 from scheduler.nodes import LocalNodes
 from scheduler.server import Server, job_of
+from scheduler.studies.evolving import evolving_batch, evolving_study
 
 EVO = JobSpec(name="evo", job_class="evolving", min_nodes=1, max_nodes=4, required_time_s=100)
 RIGID2 = JobSpec(name="r2", nodes=2, required_time_s=50)

@@ -17,7 +17,8 @@ from scheduler.model import (
     RuntimeModel,
     jacobi_placeholder,
 )
-from scheduler.simulate import SimConfig, Simulator, priority_study
+from scheduler.simulate import SimConfig, Simulator
+from scheduler.studies.priority import priority_study
 from scheduler.workload import Workload, jacobi_batch
 
 

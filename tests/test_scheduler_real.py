@@ -30,7 +30,7 @@ import pytest
 from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_gone, wait_until
 
 from scheduler import JobSpec
-from scheduler.control import request
+from scheduler.control_client import request
 from scheduler.nodes import LocalNodes
 from scheduler.server import Server, job_of
 

@@ -16,7 +16,8 @@ from scheduler.__main__ import main
 from scheduler.algorithms import Grow, Shrink, Start, View, decision_problem
 from scheduler.jobs import BatchEntry, JobClass, JobSpec
 from scheduler.model import PAPER_MEDIANS, ResizeCostModel, RuntimeModel, ScalingCurve
-from scheduler.simulate import SimConfig, Simulator, aggregate, evaluate_paper
+from scheduler.simulate import SimConfig, Simulator
+from scheduler.studies.paper import aggregate, evaluate_paper
 from scheduler.workload import (
     PAPER_MIX,
     paper_batch,

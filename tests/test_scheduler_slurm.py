@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_gone, wait_until
 
-from scheduler.control import request
+from scheduler.control_client import request
 from scheduler.server import job_of
 
 PY = sys.executable

@@ -8,9 +8,9 @@ Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, and
 :func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode) with
 :func:`evolving_mode`.  The
-mechanism is in ``_orders``: place 0's runtime owns its
-:class:`~apgaspy.elastic._orders.Malleability` (``Runtime.malleability``, ``None`` at the other
-places), which these functions reach through the running runtime; the links to
+mechanism is in ``_malleability``: place 0's runtime owns its
+:class:`~apgaspy.elastic._malleability.Malleability` (``Runtime.malleability``, ``None`` at
+the other places), which these functions reach through the running runtime; the links to
 particular schedulers are in the top-level ``communicators`` package, which implements
 :class:`MalleableCommunicator` and registers them as entry points.
 """
@@ -23,9 +23,9 @@ from .._exceptions import MalleabilityError
 from .._place import Place
 from .._runtime import current_runtime, runtime
 from ._communicator import MalleableCommunicator
-from ._evolving import EvolvingMonitor, set_load_source
+from ._evolving_monitor import EvolvingMonitor, set_load_source
 from ._handler import MalleableHandler
-from ._orders import HandlerState, Malleability, OrderReport, evolving_mode
+from ._malleability import HandlerState, Malleability, OrderReport, evolving_mode
 
 __all__ = [
     "MalleableHandler",

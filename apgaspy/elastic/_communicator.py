@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .._exceptions import MalleabilityError
 
 if TYPE_CHECKING:
-    from ._orders import Malleability, OrderReport
+    from ._interfaces import OrderReport, OrderTaker
 
 __all__ = ["MalleableCommunicator"]
 
@@ -35,11 +35,11 @@ class MalleableCommunicator(ABC):
     ``MalleableCommunicator``).
 
     Attributes:
-        malleability: place 0's :class:`~apgaspy.elastic._orders.Malleability`, which carries
+        malleability: place 0's :class:`~apgaspy.elastic._malleability.Malleability`, which carries
             the orders out; the runtime sets it before :meth:`start` (``None`` before).
     """
 
-    malleability: Malleability | None = None
+    malleability: OrderTaker | None = None
     #: Whether :meth:`request` and :meth:`release` reach the scheduler (an evolving job's
     #: own requests, docs/guides/evolving.md); a subclass that implements them sets it.
     EVOLVING: bool = False
@@ -88,7 +88,7 @@ class MalleableCommunicator(ABC):
 
     def release(self, hosts: list[str]) -> None:
         """Tell the scheduler that ``hosts`` are given back: their places have ended
-        (called by :meth:`~apgaspy.elastic._orders.Malleability.release` before
+        (called by :meth:`~apgaspy.elastic._malleability.Malleability.release` before
         ``post_shrink``).  Must not raise for an unreachable scheduler (log it): the places
         are gone either way.
 
@@ -120,7 +120,7 @@ class MalleableCommunicator(ABC):
         """
         return self._orders().grow(hosts)
 
-    def _orders(self) -> Malleability:
+    def _orders(self) -> OrderTaker:
         if self.malleability is None:
             raise MalleabilityError("this communicator was not started by the runtime: it has "
                                     "no orders to carry out")

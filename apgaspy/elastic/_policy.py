@@ -1,6 +1,6 @@
 """Malleability policies as pure code: plain data in, a verdict out, no runtime, no processes.
 
-The mechanism in ``_orders`` calls these with what it knows; the tests call them with tables
+The mechanism in ``_malleability`` calls these with what it knows; the tests call them with tables
 made by hand.
 """
 

@@ -29,7 +29,7 @@ from .base import (
 )
 from .decisions import decision_problem
 from .easy import EasyBackfilling
-from .evolving import (
+from .evolving_requests import (
     EvolvingEasy,
     EvolvingEasyMalleable,
     EvolvingElastic,

@@ -58,7 +58,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._config import setting
@@ -66,11 +65,12 @@ from .._exceptions import MalleabilityError
 from .._membership import PlaceInfo
 from .._place import Place
 from ._handler import MalleableHandler
+from ._interfaces import OrderReport
 from ._policy import check_shrink_answer
 from ._select import make_communicator
 
 if TYPE_CHECKING:
-    from .._runtime import Runtime
+    from ._interfaces import MalleabilityHost
 
 __all__ = ["HandlerState", "OrderReport", "Malleability", "PlaceLauncher", "evolving_mode"]
 
@@ -125,36 +125,6 @@ class HandlerState(enum.Enum):
         return self.value
 
 
-@dataclass
-class OrderReport:
-    """What an order did and how long it took.
-
-    Attributes:
-        kind: ``"shrink"`` or ``"grow"`` (orders), ``"release"`` (the program gave places
-            back by itself, :func:`apgaspy.release_places`).
-        hosts: the number of hosts in the order.
-        places: the places released or added.
-        host_names: for a shrink, the released hosts (each once, as given).
-        total_ns: the whole order, nanoseconds.
-        handler_ns: time spent in the handler's pre and post methods, nanoseconds.
-        runtime_ns: ``total_ns - handler_ns``.
-        died: the places that died while the order ran (a released place that died on its
-            way out is in both ``places`` and ``died``).
-    """
-
-    kind: str
-    hosts: int
-    places: list[Place] = field(default_factory=list)
-    host_names: list[str] = field(default_factory=list)
-    total_ns: int = 0
-    handler_ns: int = 0
-    died: list[Place] = field(default_factory=list)
-
-    @property
-    def runtime_ns(self) -> int:
-        return self.total_ns - self.handler_ns
-
-
 class Malleability:
     """Place 0's malleability state: the handler, the communicator, the order lock.
 
@@ -170,7 +140,7 @@ class Malleability:
         reports: the :class:`OrderReport` of every order carried out, oldest first.
     """
 
-    def __init__(self, rt: Runtime, launcher: PlaceLauncher | None = None) -> None:
+    def __init__(self, rt: MalleabilityHost, launcher: PlaceLauncher | None = None) -> None:
         self.rt = rt
         self.launcher = launcher
         self.state = HandlerState.UNDEFINED  # then DEFINED, then DISABLED
@@ -191,7 +161,7 @@ class Malleability:
                monitor: Callable[[Malleability], Any] | None = None) -> None:
         """Accept orders from now on, carried out by ``handler``; start the communicator.
 
-        ``monitor`` makes the evolving monitor (:class:`~apgaspy.elastic._evolving.
+        ``monitor`` makes the evolving monitor (:class:`~apgaspy.elastic._evolving_monitor.
         EvolvingMonitor`, handed in by :func:`apgaspy.define_malleable_handler`: it uses the
         public API, which this module does not import); it is started in evolving mode
         (:func:`evolving_mode`) and stopped with the handler.

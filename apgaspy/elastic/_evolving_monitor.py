@@ -5,7 +5,7 @@ Like APGAS for Java's ``EvolvingMonitor`` (v0.0.4): switched on by configuration
 ElasticJobScheduler sets it), it starts when the program defines its malleable handler and
 stops when the handler is disabled.  Every ``APGAS_EVOLVING_INTERVAL`` seconds place 0 asks
 each place for its load and lets the pure
-:func:`~apgaspy.elastic._evolving_policy.decide` choose: request one host
+:func:`~apgaspy.elastic._evolving_decision.decide` choose: request one host
 (:meth:`Malleability.request`) or release the least loaded place
 (:meth:`Malleability.release`, on a thread of its own so that a slow release blocks new
 decisions for ``APGAS_EVOLVING_RELEASE_BLOCK`` seconds at most).  Errors are logged; the
@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 from .._config import setting
 from .._exceptions import MalleabilityError
 from .._place import Place
-from ._evolving_policy import EvolvingParams, EvolvingState, decide
+from ._evolving_decision import EvolvingParams, EvolvingState, decide
 
 if TYPE_CHECKING:
-    from ._orders import Malleability
+    from ._malleability import Malleability
 
 __all__ = ["EvolvingMonitor", "set_load_source", "place_load"]
 

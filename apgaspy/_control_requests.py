@@ -20,7 +20,7 @@ drops the places already dead after entering its request; a target that cannot b
 
 Control messages handled here: ``ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
 (``add_places``, ``remove_places``) are handled by the membership room, which answers them with
-:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._orders``: grow)
+:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._malleability``: grow)
 and the membership room (shrink).
 
 Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the
@@ -39,8 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ._exceptions import ApgasError
 
 if TYPE_CHECKING:
-    from ._membership import Membership
-    from ._runtime import Runtime
+    from ._runtime_needs import ControlHost, DeadPlaces
 
 __all__ = ["Control"]
 
@@ -58,11 +57,11 @@ class Control:
             the pending-ack table.
     """
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ControlHost) -> None:
         self.rt = rt
         self.here = rt.here
         self.state_lock = rt.state_lock  # shared: guards the acks, finish records and places
-        self.membership: Membership = rt.membership
+        self.membership: DeadPlaces = rt.membership
         self._ops = itertools.count(1)
         self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}
 

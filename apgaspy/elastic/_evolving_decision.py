@@ -13,7 +13,7 @@ its work moves to a continuing place as in every release (Java looks at the othe
 only, so a job whose one busy place is not place 0, say GLB's sequential branch of the
 evotree on place 1, keeps an idle place 0 and the busy one for as long as that phase
 lasts).  The monitor that samples the loads
-and carries the actions out is :mod:`apgaspy.elastic._evolving`; the guide is
+and carries the actions out is :mod:`apgaspy.elastic._evolving_monitor`; the guide is
 docs/guides/evolving.md.
 """
 
