@@ -2,7 +2,7 @@
 
 Used by the tests and benchmarks that play the scheduler against a real job.  The text of
 the messages is :mod:`communicators.protocol`'s (docs/reference/protocol.md); the real
-scheduler's transport is :mod:`scheduler.wire`.
+scheduler's transport is :mod:`scheduler.order_transport`.
 """
 
 from __future__ import annotations

@@ -6,13 +6,17 @@ Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps th
 * :mod:`scheduler.algorithms`: the scheduling policies of the paper's evaluation (FCFS,
   Backfilling, EASY, Malleable minAgree) behind one interface,
   ``decide(View) -> [Start | Shrink | Grow]``.
+* :mod:`scheduler.job_state`, :mod:`scheduler.records`, :mod:`scheduler.metrics`: what both
+  schedulers share around a policy: the job state (takes orders? what the policy sees, the
+  check of a decision), the record of a job and the metrics of a run.
 * :mod:`scheduler.model`, :mod:`scheduler.workload`, :mod:`scheduler.simulate`: run-time
   model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
   the same algorithm objects in simulated time.
-* :mod:`scheduler.evolving_simulation`: evolving jobs (they ask for nodes and give them back) in
-  simulation: the evotree demand model, the runtime monitor's delays, the evolving study
+* :mod:`scheduler.evolving_simulation`: evolving jobs (they ask for nodes and give them
+  back) in simulation: the evotree demand model, the runtime monitor's delays
   (docs/guides/evolving-scheduling.md).
-* ``python -m scheduler simulate``: the paper's evaluation from the command line.
+* :mod:`scheduler.studies`: the paper's evaluation, the priority study and the evolving
+  study; ``python -m scheduler simulate`` runs them from the command line.
 * The real mode around the same policies: :mod:`scheduler.nodes` (node backends),
   :mod:`scheduler.server` (the scheduler on real processes; its modules are listed in
   docs/design/scheduler-structure.md), ``serve``/``submit``/``status``/

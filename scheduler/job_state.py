@@ -1,7 +1,7 @@
 """The state of a job as every scheduler keeps it, and the one check of a decision against it.
 
 The real scheduler (:class:`scheduler.state.ServerJob`), the simulator
-(:class:`scheduler.simulate.Simulator`) and its evolving mode
+(:class:`scheduler.simulate.Simulator`) and the evolving simulation
 (:class:`scheduler.evolving_simulation.EvolvingJob`) each keep more about a job than the others (a
 process tree, a scaling curve, a task tree), but they answer three questions the same way,
 here, once:

@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .order_transport import OrderFailedError, send_grow, send_shrink
 from .state import ServerJob, ServerState
-from .wire import OrderFailedError, send_grow, send_shrink
 
 __all__ = ["order_grow", "order_shrink"]
 

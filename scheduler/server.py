@@ -6,7 +6,7 @@ nodes, queued and running jobs, the event log) and hands each concern to its mod
 ::
 
     control socket ─► scheduler.control_server ─► submit / status / cancel / shutdown ─┐
-    notifications  ─► scheduler.wire.NotificationListener ─► scheduler.notifications ──┤
+    notifications  ─► order_transport.NotificationListener ─► scheduler.notifications ─┤
     order threads  ─► scheduler.orders (shrink replies, grow done) ─────────────────────┤
                                                               (threads; one state lock)
                                                                                         ▼
@@ -60,11 +60,11 @@ from .loop import MainLoop
 from .metrics import result_from_records
 from .nodes import NodeBackend
 from .notifications import on_notification
+from .order_transport import NotificationListener
 from .records import JobRecord, SimResult
 from .recovery import recover
 from .shutdown import begin_shutdown, end_running_jobs
 from .state import ENDED_STATES, RESIZING_ALGORITHMS, ServerState
-from .wire import NotificationListener
 
 __all__ = [
     "DEFAULT_PORT",
