@@ -19,7 +19,7 @@ the finishes whose home is here (finish room), the control requests waiting for 
 acknowledgement (control room), readiness waits and the shutdown.  A place that loses place 0
 ends at once (exit code 1).
 
-**Shrink** (place 0's :meth:`Membership.release`, for a shrink order of ``elastic._orders``)::
+**Shrink** (place 0's :meth:`Membership.release`, for a shrink order of ``elastic._malleability``)::
 
     place 0                           each other place o (r too)      each released place r
     ───────                           ──────────────────────────      ─────────────────────

@@ -3,7 +3,7 @@
 Both ends read lines the same way (docs/reference/protocol.md: ASCII lines ending in
 ``\\n``, one message a connection): the job its order line (:mod:`communicators.socket`),
 the scheduler the reply lines of an order and the notification lines
-(:mod:`scheduler.wire`).  :class:`LineReader` is that one reader; the callers turn its
+(:mod:`scheduler.order_transport`).  :class:`LineReader` is that one reader; the callers turn its
 errors into their own (a refusal, a failed order).  Standard library only.
 """
 

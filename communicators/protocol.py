@@ -7,8 +7,8 @@ ends use this module and nothing else for the text of the protocol:
 
 * the job side: :mod:`communicators.socket` (orders in, notifications out) and
   :mod:`communicators.order` (one order by hand);
-* the scheduler side: :mod:`scheduler.wire` and :mod:`scheduler.notifications` (the real
-  scheduler), :mod:`communicators.scheduler_side` (the stand-ins of tests and benchmarks).
+* the scheduler side: :mod:`scheduler.order_transport` and :mod:`scheduler.notifications` (the real
+  scheduler), :mod:`communicators.testing` (the stand-ins of tests and benchmarks).
 
 It lives in ``communicators`` (a public module) because the protocol is the socket
 communicator's; it is pure (no sockets, the standard library only) and ``communicators``

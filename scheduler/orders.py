@@ -1,6 +1,6 @@
 """Orders to running jobs: a shrink or a grow, each exchanged with the job on its own thread.
 
-As the Java scheduler sends them (:mod:`scheduler.wire`), signed for a job with a key
+As the Java scheduler sends them (:mod:`scheduler.order_transport`), signed for a job with a key
 (:meth:`scheduler.state.ServerJob.signer`): a failed shrink (an ``ERROR``
 line, a line later than 20 s, the job unreachable) frees no node and marks the job *not
 reachable*: it is treated as rigid from then on.  A refused grow gives its nodes back.

@@ -51,7 +51,7 @@ from communicators.auth import (
     verify_line,
     write_key_file,
 )
-from communicators.scheduler_side import SchedulerEndpoint
+from communicators.testing import SchedulerEndpoint
 from scheduler import JobSpec
 from scheduler.algorithms import make
 from scheduler.jobs import parse_job_script
