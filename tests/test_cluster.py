@@ -293,6 +293,10 @@ def test_a_grow_that_cannot_complete_is_refused_and_the_job_runs_on(netns_cluste
         reply = _order(cluster, sched, "h3", address, "grow 1 nosuchhost\n")
         assert reply[0].startswith("ERROR ") and "nosuchhost" in reply[0], reply
         assert time.monotonic() - t0 < 30
+        # nothing is left on h2: the check's ssh session ends a moment after the refusal
+        deadline = time.monotonic() + 5.0
+        while cluster.host("h2").pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert cluster.host("h2").pids() == []
 
         assert _order(cluster, sched, "h3", address, "grow 1 h3\n") == []
