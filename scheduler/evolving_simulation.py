@@ -21,16 +21,19 @@ allotment.  The rigid form of the job holds ``s`` nodes for its ``4g`` seconds. 
 runs this program: rigid and moldable jobs on the nodes they started with, malleable ones on
 the nodes the scheduler's shrink and grow orders leave them, evolving ones as above.
 
-The simulator (:func:`simulate_evolving`) advances in steps of ``decide_s`` seconds: jobs
-progress, monitors decide, and the algorithm is called on every change (a submission, an
-end, a request, a release, a shrink done, a malleable job's ``APGAS-Ready``) and every
-``interval_s`` (5 s, as the Java scheduler); its view of the jobs, the check of its
+The simulation is the event-driven :class:`~scheduler.simulate.Simulator` in its evolving
+mode (:class:`EvolvingSimulator`, which :func:`simulate_evolving` runs): one event heap, in
+which each running evolving job's monitor is an event every ``decide_s`` (1 s) and every
+event falls on such a step; the algorithm is called on every change (a submission, an end,
+a request, a release, a shrink done, a malleable job's ``APGAS-Ready``) and ``interval_s``
+(5 s, as the Java scheduler) after its last call.  Its view of the jobs, the check of its
 decisions and the jobs' records are the real server's and the simulator's
-(:mod:`scheduler.job_state`), its metrics theirs (:mod:`scheduler.metrics`).  Grants and orders
-reach the job at once; a resize (a grant or grow, a shrink, an evolving job's release)
-stops the job's progress for apgaspy's measured resize time
-(:class:`~scheduler.model.ResizeCostModel`: 0.17 s to grow by one node, 0.005 s to shrink
-by one).  A malleable job announces ``APGAS-Ready`` before the next step (apgaspy: 0.76 s).
+(:mod:`scheduler.job_state`), its metrics theirs (:mod:`scheduler.metrics`).  A job's progress
+is counted per step, as the monitor sees it; grants and orders reach the job at once; a
+resize (a grant or grow, a shrink, an evolving job's release) stops the job's progress for
+apgaspy's measured resize time (:class:`~scheduler.model.ResizeCostModel`: 0.17 s to grow by
+one node, 0.005 s to shrink by one).  A malleable job announces ``APGAS-Ready`` before the
+next step (apgaspy: 0.76 s).
 
 The evolving study's batches and sweep are :mod:`scheduler.studies.evolving`'s.
 """
@@ -102,7 +105,9 @@ class EvolvingJob(JobState):
     Any job class runs the same ``evotree`` program: a rigid or moldable job keeps the nodes
     it started with, a malleable one is resized by the scheduler's orders, an evolving one
     asks for nodes and gives them back (module doc).  ``shrinks`` / ``grows`` count the
-    scheduler's orders to a malleable job; ``pause_s`` is resize time still to be spent.
+    scheduler's orders to a malleable job; ``pause_s`` is resize time still to be spent;
+    ``phase``, ``left`` (work left in it) and ``pause_s`` are as of the step ``step``, and
+    ``version`` voids the end events of an allotment that changed since.
     What it takes orders, what the policy sees of it and its record are the other
     schedulers' (:class:`~scheduler.job_state.JobState`).
     """
@@ -405,7 +410,8 @@ class EvolvingSimulator(Simulator):
 def simulate_evolving(jobs: Sequence[EvolvingJob], algorithm: str, *, total_nodes: int = 10,
                       interval_s: float = 5.0, monitor: MonitorConfig | None = None,
                       costs: ResizeCostModel | None = None, **options: Any) -> dict[str, Any]:
-    """Run one batch under one algorithm.
+    """Run one batch under one algorithm, in the simulator's evolving mode
+    (:class:`EvolvingSimulator`).
 
     Args:
         jobs: the batch (fresh :class:`EvolvingJob` objects; they are filled in).
@@ -428,6 +434,7 @@ def simulate_evolving(jobs: Sequence[EvolvingJob], algorithm: str, *, total_node
         ValueError: an unknown algorithm, or a job that needs more nodes than the cluster.
         InvalidDecisionError: the algorithm made a decision the mechanism refuses (the real
             scheduler's check, :func:`scheduler.job_state.check_decision`).
+        SimulationError: jobs wait on an idle cluster and the algorithm starts nothing.
     """
     for job in jobs:
         if problem := job.spec.fits(total_nodes):

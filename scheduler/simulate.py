@@ -44,6 +44,12 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
 
 The result of a run (:class:`~scheduler.records.SimResult`) is computed from the jobs'
 records by :func:`scheduler.metrics.result_from_records`, as for a real run.
+
+Evolving jobs are simulated by this engine in its evolving mode
+(:class:`scheduler.evolving_simulation.EvolvingSimulator`, a subclass that changes the job
+model only: ``evotree`` jobs, a monitor event per evolving job every second, the period
+counted from the last call; its hooks here are :meth:`Simulator._submit_time`,
+:meth:`Simulator._next_tick`, :meth:`Simulator._handle` and :meth:`Simulator._apply`).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ._exceptions import SimulationError
 from .algorithms import make
@@ -156,6 +162,13 @@ def _first_tick(tick: int, time_s: float, interval_s: float) -> int:
     while k > tick and (k - 1) * interval_s >= time_s:
         k -= 1
     return k
+
+
+class _Versioned(Protocol):
+    """A job whose events the heap holds: its id and the version of its end events."""
+
+    job_id: int
+    version: int
 
 
 # Event kinds, in the order they are handled at one time.
@@ -347,7 +360,7 @@ class Simulator:
         """When the job's submission is handled (seconds): its submission time."""
         return job.submit_s
 
-    def _push(self, time_s: float, kind: int, job: JobState) -> None:
+    def _push(self, time_s: float, kind: int, job: _Job | _Versioned) -> None:
         heapq.heappush(self._heap, (time_s, next(self._seq), kind, job.job_id, job.version))
 
     def _free_changed(self) -> None:
