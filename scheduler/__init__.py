@@ -13,8 +13,9 @@ Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps th
   model, workloads (the paper's mix, SWF traces) and a discrete-event simulator that runs
   the same algorithm objects in simulated time.
 * :mod:`scheduler.evolving_simulation`: evolving jobs (they ask for nodes and give them
-  back) in simulation: the evotree demand model, the runtime monitor's delays
-  (docs/guides/evolving-scheduling.md).
+  back) in simulation: the evotree demand model, the runtime monitor's delays, and the
+  simulator's evolving mode (monitor events in the same engine;
+  docs/guides/evolving-scheduling.md).
 * :mod:`scheduler.studies`: the paper's evaluation, the priority study and the evolving
   study; ``python -m scheduler simulate`` runs them from the command line.
 * The real mode around the same policies: :mod:`scheduler.nodes` (node backends),

@@ -21,16 +21,19 @@ allotment.  The rigid form of the job holds ``s`` nodes for its ``4g`` seconds. 
 runs this program: rigid and moldable jobs on the nodes they started with, malleable ones on
 the nodes the scheduler's shrink and grow orders leave them, evolving ones as above.
 
-The simulator (:func:`simulate_evolving`) advances in steps of ``decide_s`` seconds: jobs
-progress, monitors decide, and the algorithm is called on every change (a submission, an
-end, a request, a release, a shrink done, a malleable job's ``APGAS-Ready``) and every
-``interval_s`` (5 s, as the Java scheduler); its view of the jobs, the check of its
+The simulation is the event-driven :class:`~scheduler.simulate.Simulator` in its evolving
+mode (:class:`EvolvingSimulator`, which :func:`simulate_evolving` runs): one event heap, in
+which each running evolving job's monitor is an event every ``decide_s`` (1 s) and every
+event falls on such a step; the algorithm is called on every change (a submission, an end,
+a request, a release, a shrink done, a malleable job's ``APGAS-Ready``) and ``interval_s``
+(5 s, as the Java scheduler) after its last call.  Its view of the jobs, the check of its
 decisions and the jobs' records are the real server's and the simulator's
-(:mod:`scheduler.job_state`), its metrics theirs (:mod:`scheduler.metrics`).  Grants and orders
-reach the job at once; a resize (a grant or grow, a shrink, an evolving job's release)
-stops the job's progress for apgaspy's measured resize time
-(:class:`~scheduler.model.ResizeCostModel`: 0.17 s to grow by one node, 0.005 s to shrink
-by one).  A malleable job announces ``APGAS-Ready`` before the next step (apgaspy: 0.76 s).
+(:mod:`scheduler.job_state`), its metrics theirs (:mod:`scheduler.metrics`).  A job's progress
+is counted per step, as the monitor sees it; grants and orders reach the job at once; a
+resize (a grant or grow, a shrink, an evolving job's release) stops the job's progress for
+apgaspy's measured resize time (:class:`~scheduler.model.ResizeCostModel`: 0.17 s to grow by
+one node, 0.005 s to shrink by one).  A malleable job announces ``APGAS-Ready`` before the
+next step (apgaspy: 0.76 s).
 
 The evolving study's batches and sweep are :mod:`scheduler.studies.evolving`'s.
 """
@@ -42,13 +45,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .algorithms import Grow, Shrink, Start, View, make
+from .algorithms import Decision, Shrink, Start, make
 from .job_state import JobState, check_decision
 from .jobs import JobClass, JobSpec
-from .metrics import result_from_records
 from .model import ResizeCostModel
+from .simulate import _END, _READY, SimConfig, Simulator
 
-__all__ = ["EvoTree", "EvolvingJob", "MonitorConfig", "simulate_evolving"]
+__all__ = ["EvoTree", "EvolvingJob", "EvolvingSimulator", "MonitorConfig", "simulate_evolving"]
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,6 @@ class MonitorConfig:
     idle_s: float = 10.0
 
 
-#: The classes that announce ``APGAS-Ready`` (within a second of their start, apgaspy's
-#: measured 0.76 s: before the simulator's next step) and may then be resized.
-_ELASTIC = frozenset({JobClass.MALLEABLE, JobClass.EVOLVING})
-
-
 @dataclass
 class EvolvingJob(JobState):
     """One simulated job: spec, demand, submission time (s) and its run's bookkeeping.
@@ -107,7 +105,9 @@ class EvolvingJob(JobState):
     Any job class runs the same ``evotree`` program: a rigid or moldable job keeps the nodes
     it started with, a malleable one is resized by the scheduler's orders, an evolving one
     asks for nodes and gives them back (module doc).  ``shrinks`` / ``grows`` count the
-    scheduler's orders to a malleable job; ``pause_s`` is resize time still to be spent.
+    scheduler's orders to a malleable job; ``pause_s`` is resize time still to be spent;
+    ``phase``, ``left`` (work left in it) and ``pause_s`` are as of the step ``step``, and
+    ``version`` voids the end events of an allotment that changed since.
     What it takes orders, what the policy sees of it and its record are the other
     schedulers' (:class:`~scheduler.job_state.JobState`).
     """
@@ -134,6 +134,8 @@ class EvolvingJob(JobState):
     shrinks: int = 0
     grows: int = 0
     pause_s: float = 0.0
+    step: int = 0
+    version: int = 0
 
     @property
     def node_seconds(self) -> float:
@@ -160,123 +162,256 @@ def _pause(job: EvolvingJob, seconds: float) -> None:
     job.pause_s += seconds
 
 
-def _run(jobs: list[EvolvingJob], algorithm: Any, total_nodes: int, interval_s: float,
-         monitor: MonitorConfig, costs: ResizeCostModel) -> list[EvolvingJob]:
-    names = [f"n{i + 1}" for i in range(total_nodes)]
-    free = set(names)
-    pending = sorted(jobs, key=lambda j: (j.submit_s, j.job_id))
-    waiting: list[EvolvingJob] = []
-    running: list[EvolvingJob] = []
-    dt = monitor.decide_s
-    now = 0.0
-    step = 0
-    last_call = -math.inf
-    ended = False  # a job ended or a shrink freed nodes in the last step: call again
-    while pending or waiting or running:
-        changed, ended = ended, False
-        while pending and pending[0].submit_s <= now + 1e-9:
-            waiting.append(pending.pop(0))
-            waiting[-1].state = "waiting"
-            changed = True
-        # the monitors: requests and releases
-        for job in running:
-            if job.spec.job_class is not JobClass.EVOLVING or now - job.start_s < monitor.standby_s:
-                continue
-            want, have = job.demand(), len(job.nodes)
-            if have < want:
-                job.idle_since_s = None
-                if job.requested == 0:
-                    job.requested = 1
-                    job.requests += 1
-                    changed = True
-            elif have > want:
-                if job.idle_since_s is None:
-                    job.idle_since_s = now
-                if now - job.idle_since_s >= monitor.idle_s:
-                    node = job.nodes.pop()
-                    job.allotment.append((now, tuple(job.nodes)))
-                    free.add(node)
-                    job.releases += 1
-                    job.requested = 0
-                    _pause(job, costs.shrink_s(1))
-                    changed = True
-            else:
-                job.idle_since_s = None
-        if changed or now - last_call >= interval_s - 1e-9:
-            last_call = now
-            view = View(
-                now_s=now,
-                free_nodes=tuple(free),
-                running=tuple(j.running_view() for j in running),
-                waiting=tuple(j.waiting_view() for j in waiting),
-                total_nodes=total_nodes,
-            )
-            by_id = {j.job_id: j for j in waiting + running}
-            for decision in algorithm.decide(view):
-                job = check_decision(decision, by_id, free, algorithm.name)
-                if isinstance(decision, Shrink):
-                    # the most recently added nodes leave first, never the first one
-                    gone = job.nodes[-decision.count:]
-                    del job.nodes[-decision.count:]
-                    job.allotment.append((now, tuple(job.nodes)))
-                    free.update(gone)
-                    job.last_order_s = now
-                    job.shrinks += 1
-                    _pause(job, costs.shrink_s(decision.count))
-                    ended = True
+def _progress(job: EvolvingJob, steps: int | None,
+              dt: float) -> tuple[int, float, float, int, bool]:
+    """The job's program after ``steps`` more steps of ``dt`` seconds on its nodes (``None``:
+    until it ends), without changing the job: ``(phase, work left in it, pause left, steps
+    taken, a phase has changed)``; ``phase`` is the number of phases once the program has
+    ended (then at the last step taken).
+
+    One step (the model of the module docstring): the pause still to be spent stops the job
+    for up to ``dt``; for the rest of the step a tree phase gets one node-second a second
+    from every node held, any other phase one second a second; a phase that ends within the
+    step hands the work the step did beyond it to the next phase.  Whole steps within a
+    phase are taken at once when their work is a whole number (``dt = 1`` s): the work left
+    and each step's work are then exact in floating point, so the jump gives the same floats,
+    and so the same step of every phase change, as taking the steps one by one.
+    """
+    phases = job.tree.phases()
+    phase, left, pause = job.phase, job.left, job.pause_s
+    held = len(job.nodes)
+    taken, changed = 0, False
+    while steps is None or taken < steps:
+        rate = held if phases[phase][0] == "tree" else 1
+        if pause == 0.0:
+            work = rate * dt
+            if work.is_integer() and 1e-9 < left < 2.0**52:
+                # the whole steps before the one that ends the phase: left - j * work > 1e-9
+                skip = int((left - 1e-9) // work)
+                while skip > 0 and not left - skip * work > 1e-9:
+                    skip -= 1
+                while left - (skip + 1) * work > 1e-9:
+                    skip += 1
+                if steps is not None:
+                    skip = min(skip, steps - taken)
+                if skip:
+                    left -= skip * work
+                    taken += skip
                     continue
-                free.difference_update(decision.nodes)
-                job.nodes.extend(decision.nodes)
-                job.allotment.append((now, tuple(job.nodes)))
-                if isinstance(decision, Start):
-                    waiting.remove(job)
-                    running.append(job)
-                    job.state = "running"
-                    # an elastic job announces APGAS-Ready before the next step (apgaspy)
-                    job.ready = job.spec.job_class in _ELASTIC
-                    job.start_s = now
-                    job.left = job.tree.phases()[0][1]
-                    # a malleable job's APGAS-Ready (0.76 s measured) is an event: call again
-                    ended = ended or job.spec.job_class is JobClass.MALLEABLE
-                elif isinstance(decision, Grow):
-                    job.last_order_s = now
-                    _pause(job, costs.grow_s(len(decision.nodes)))
-                    if job.spec.job_class is JobClass.EVOLVING:
-                        job.requested = 0
-                        job.requests_served += 1
-                    else:
-                        job.grows += 1
-        # progress over [now, now + dt]
-        step += 1
-        now = step * dt
-        for job in list(running):
-            kind, _ = job.tree.phases()[job.phase]
-            stopped = min(dt, job.pause_s)
-            job.pause_s -= stopped
-            job.left -= (len(job.nodes) if kind == "tree" else 1) * (dt - stopped)
-            while job.left <= 1e-9:
-                job.phase += 1
-                phases = job.tree.phases()
-                if job.phase == len(phases):
-                    job.end_s = now
-                    job.state = "ended"
-                    free.update(job.nodes)
-                    job.nodes.clear()
-                    job.allotment.append((now, ()))
-                    running.remove(job)
-                    ended = True
-                    break
-                job.left += phases[job.phase][1]
+        stopped = min(dt, pause)
+        pause -= stopped
+        left -= rate * (dt - stopped)
+        taken += 1
+        while left <= 1e-9:
+            phase += 1
+            if phase == len(phases):
+                return phase, left, pause, taken, changed
+            left += phases[phase][1]
+            changed = True
+    return phase, left, pause, taken, changed
+
+
+# Events of the evolving mode besides the simulator's (handled in the order they were pushed
+# at one time: they commute).
+_MONITOR, _CALL = 10, 11
+
+
+class EvolvingSimulator(Simulator):
+    """The :class:`~scheduler.simulate.Simulator` in evolving mode: jobs run the ``evotree``
+    program, evolving ones under the runtime's monitor (module docstring).
+
+    The engine is the simulator's: one event heap, the same policy calls, the same check of
+    a decision (:class:`~scheduler._exceptions.InvalidDecisionError` for a refused one), the
+    same records and metrics (:meth:`~scheduler.simulate.Simulator.run` returns a
+    :class:`~scheduler.records.SimResult`).  What the mode changes:
+
+    * time moves in steps of ``monitor.decide_s`` (1 s): every event falls on a step, a
+      submission on the first step at or after it;
+    * a **monitor event** per running evolving job every step from ``monitor.standby_s``
+      after its start: it asks for one node or releases one (module docstring); a request or
+      a release is an event that calls the policy at once;
+    * a job's progress is counted per step (:func:`_progress`); its end is an event at the
+      step its last phase ends, computed at its start and again at every resize;
+    * the policy is called at every event and ``config.interval_s`` (5 s) after its last
+      call, never skipped; a shrink's nodes are free at once and the policy is called again
+      at the next step (the job's reply), as it is after a malleable job's start (its
+      ``APGAS-Ready``, on the next step); an evolving job takes grants from its start;
+    * a resize (a grant or grow, a shrink, a release) stops the job's progress for its
+      cost; no order is ever in flight (``busy`` stays false).
+
+    Args:
+        jobs: the batch (fresh :class:`EvolvingJob` objects, distinct ``job_id``; they are
+            filled in).
+        algorithm: the policy object (:func:`scheduler.algorithms.make`).
+        config: cluster size, the policy's period and the bounded-slowdown threshold (the
+            other fields of :class:`~scheduler.simulate.SimConfig` are not used).
+        monitor: the runtime monitor's delays.
+        costs: resize durations.
+
+    Raises:
+        ValueError: two jobs with one ``job_id``, or ``monitor.decide_s <= 0``.
+    """
+
+    _every_tick = True  # the period restarts at every call: no call may be skipped
+
+    def __init__(self, jobs: Sequence[EvolvingJob], algorithm: Any, config: SimConfig,
+                 monitor: MonitorConfig, costs: ResizeCostModel) -> None:
+        if len({job.job_id for job in jobs}) != len(jobs):
+            raise ValueError("the jobs' job_id must be distinct")
+        if not monitor.decide_s > 0:
+            raise ValueError(f"monitor.decide_s must be > 0 s, got {monitor.decide_s}")
+        self.config = config
+        self.algorithm = algorithm
+        self.monitor = monitor
+        self.costs = costs
+        self._jobs = list(jobs)  # type: ignore[arg-type]
+
+    # the clock: steps of decide_s, the period counted from the last call
+
+    def _step(self, time_s: float) -> int:
+        """The step index of a time that falls on a step."""
+        return round(time_s / self.monitor.decide_s)
+
+    def _submit_time(self, job: JobState) -> float:
+        """The first step at or after the job's submission (within 1 ns)."""
+        dt = self.monitor.decide_s
+        k = max(0, math.ceil(job.submit_s / dt))
+        while k > 0 and job.submit_s <= (k - 1) * dt + 1e-9:
+            k -= 1
+        while not job.submit_s <= k * dt + 1e-9:
+            k += 1
+        return k * dt
+
+    def _next_tick(self, tick: int, now: float, last_run: float,
+                   wake: float | None) -> tuple[float, int, int]:
+        """The first step ``interval_s`` (within 1 ns) or more after the last call."""
+        dt, period = self.monitor.decide_s, self.config.interval_s
+        k = self._step(now)
+        if last_run > -math.inf:
+            k = max(k, self._step(last_run) + 1)
+        while not k * dt - last_run >= period - 1e-9:
+            k += 1
+        return k * dt, -1, tick
+
+    # the jobs' progress
+
+    def _sync(self, job: EvolvingJob, step: int) -> None:
+        """Bring the job's program to ``step`` (a phase change clears its idle time)."""
+        if step > job.step:
+            job.phase, job.left, job.pause_s, _, changed = _progress(
+                job, step - job.step, self.monitor.decide_s)
+            job.step = step
+            if changed:
                 job.idle_since_s = None
-        if now > 1e7:
-            raise RuntimeError("simulation does not end")
-    return jobs
+
+    def _reschedule_end(self, job: EvolvingJob) -> None:
+        """Push the job's end event for its nodes and pause now (the older one is void)."""
+        _, _, _, taken, _ = _progress(job, None, self.monitor.decide_s)
+        job.version += 1
+        self._push((job.step + taken) * self.monitor.decide_s, _END, job)
+
+    # events
+
+    def _handle(self, kind: int, job: EvolvingJob, version: int,  # type: ignore[override]
+                now: float) -> bool:
+        if kind == _CALL:
+            return True
+        if kind == _MONITOR:
+            return job.job_id in self._running and self._sample(job, now)
+        return super()._handle(kind, job, version, now)  # type: ignore[arg-type]
+
+    def _sample(self, job: EvolvingJob, now: float) -> bool:
+        """The monitor's decision at ``now``; ``True`` when it asked for or released a node."""
+        step = self._step(now)
+        self._sync(job, step)
+        if job.phase == len(job.tree.phases()):
+            return False  # the program ended at this step: its end event is due now
+        self._push((step + 1) * self.monitor.decide_s, _MONITOR, job)
+        want, have = job.demand(), len(job.nodes)
+        if have < want:
+            job.idle_since_s = None
+            if job.requested == 0:
+                job.requested = 1
+                job.requests += 1
+                self._refresh(job)  # type: ignore[arg-type]
+                return True
+            return False
+        if have == want:
+            job.idle_since_s = None
+            return False
+        if job.idle_since_s is None:
+            job.idle_since_s = now
+        if now - job.idle_since_s < self.monitor.idle_s:
+            return False
+        self._free.add(job.nodes.pop())
+        self._free_changed()
+        job.allotment.append((now, tuple(job.nodes)))
+        job.releases += 1
+        job.requested = 0
+        _pause(job, self.costs.shrink_s(1))
+        self._refresh(job)  # type: ignore[arg-type]
+        self._reschedule_end(job)
+        return True
+
+    # decisions
+
+    def _apply(self, decision: Decision, now: float) -> None:
+        job = check_decision(decision, self._by_id, self._free,  # type: ignore[type-var]
+                             self.algorithm.name)
+        assert isinstance(job, EvolvingJob)
+        dt, step = self.monitor.decide_s, self._step(now)
+        if isinstance(decision, Start):
+            del self._waiting[job.job_id]
+            self._free.difference_update(decision.nodes)
+            self._free_changed()
+            job.nodes.extend(decision.nodes)
+            job.allotment.append((now, tuple(job.nodes)))
+            job.state = "running"
+            job.start_s = now
+            job.step, job.phase, job.left = step, 0, job.tree.phases()[0][1]
+            self._running[job.job_id] = job  # type: ignore[assignment]
+            if job.spec.job_class is JobClass.EVOLVING:
+                job.ready = True
+                first = step + 1  # the monitors of a step sample before its policy call
+                while first * dt - job.start_s < self.monitor.standby_s:
+                    first += 1
+                self._push(first * dt, _MONITOR, job)
+            elif job.spec.job_class is JobClass.MALLEABLE:
+                self._push((step + 1) * dt, _READY, job)
+            self._refresh(job)  # type: ignore[arg-type]
+            self._reschedule_end(job)
+            return
+        self._sync(job, step)
+        job.last_order_s = now
+        if isinstance(decision, Shrink):
+            # the most recently added nodes leave first, never the first one
+            gone = job.nodes[-decision.count:]
+            del job.nodes[-decision.count:]
+            self._free.update(gone)
+            self._free_changed()
+            job.shrinks += 1
+            _pause(job, self.costs.shrink_s(decision.count))
+            self._push((step + 1) * dt, _CALL, job)
+        else:  # Grow: check_decision accepts nothing else
+            self._free.difference_update(decision.nodes)
+            self._free_changed()
+            job.nodes.extend(decision.nodes)
+            _pause(job, self.costs.grow_s(len(decision.nodes)))
+            if job.spec.job_class is JobClass.EVOLVING:
+                job.requested = 0
+                job.requests_served += 1
+            else:
+                job.grows += 1
+        job.allotment.append((now, tuple(job.nodes)))
+        self._refresh(job)  # type: ignore[arg-type]
+        self._reschedule_end(job)
 
 
 def simulate_evolving(jobs: Sequence[EvolvingJob], algorithm: str, *, total_nodes: int = 10,
                       interval_s: float = 5.0, monitor: MonitorConfig | None = None,
                       costs: ResizeCostModel | None = None, **options: Any) -> dict[str, Any]:
-    """Run one batch under one algorithm.
+    """Run one batch under one algorithm, in the simulator's evolving mode
+    (:class:`EvolvingSimulator`).
 
     Args:
         jobs: the batch (fresh :class:`EvolvingJob` objects; they are filled in).
@@ -299,15 +434,15 @@ def simulate_evolving(jobs: Sequence[EvolvingJob], algorithm: str, *, total_node
         ValueError: an unknown algorithm, or a job that needs more nodes than the cluster.
         InvalidDecisionError: the algorithm made a decision the mechanism refuses (the real
             scheduler's check, :func:`scheduler.job_state.check_decision`).
+        SimulationError: jobs wait on an idle cluster and the algorithm starts nothing.
     """
     for job in jobs:
         if problem := job.spec.fits(total_nodes):
             raise ValueError(problem)
-    policy = make(algorithm, **options)
-    done = _run(list(jobs), policy, total_nodes, interval_s, monitor or MonitorConfig(),
-                costs or ResizeCostModel())
-    result = result_from_records([j.record() for j in done], algorithm=policy.name,
-                                 total_nodes=total_nodes)
+    done = list(jobs)
+    result = EvolvingSimulator(done, make(algorithm, **options),
+                               SimConfig(total_nodes=total_nodes, interval_s=interval_s),
+                               monitor or MonitorConfig(), costs or ResizeCostModel()).run()
     return {
         "makespan_s": result.makespan_s,
         "mean_turnaround_s": result.mean_turnaround_s,

@@ -44,6 +44,12 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
 
 The result of a run (:class:`~scheduler.records.SimResult`) is computed from the jobs'
 records by :func:`scheduler.metrics.result_from_records`, as for a real run.
+
+Evolving jobs are simulated by this engine in its evolving mode
+(:class:`scheduler.evolving_simulation.EvolvingSimulator`, a subclass that changes the job
+model only: ``evotree`` jobs, a monitor event per evolving job every second, the period
+counted from the last call; its hooks here are :meth:`Simulator._submit_time`,
+:meth:`Simulator._next_tick`, :meth:`Simulator._handle` and :meth:`Simulator._apply`).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ._exceptions import SimulationError
 from .algorithms import make
@@ -158,6 +164,13 @@ def _first_tick(tick: int, time_s: float, interval_s: float) -> int:
     return k
 
 
+class _Versioned(Protocol):
+    """A job whose events the heap holds: its id and the version of its end events."""
+
+    job_id: int
+    version: int
+
+
 # Event kinds, in the order they are handled at one time.
 _SUBMIT, _RESIZE_DONE, _READY, _END = 0, 1, 2, 3
 
@@ -254,7 +267,6 @@ class Simulator:
             SimulationError: jobs wait, nothing runs or is due, and nothing starts.
         """
         cfg = self.config
-        interval = cfg.interval_s
         self._free: set[str] = set(cfg.nodes())
         self._free_view: tuple[str, ...] | None = None
         self._waiting: dict[int, WaitingJob] = {}
@@ -264,8 +276,8 @@ class Simulator:
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = itertools.count()
         by_id = self._by_id = {job.job_id: job for job in self._jobs}
-        for job in self._jobs:
-            self._push(job.submit_s, _SUBMIT, job)
+        for job in sorted(self._jobs, key=lambda j: (j.submit_s, j.job_id)):
+            self._push(self._submit_time(job), _SUBMIT, job)
         skip = not self._every_tick
         tick = 0  # index of the next period not yet passed: its time is tick * interval
         now = 0.0
@@ -278,12 +290,8 @@ class Simulator:
         while self._heap or self._running or self._waiting:
             t_event = self._heap[0][0] if self._heap else math.inf
             if self._running or self._waiting:
-                if tick * interval < now:
-                    tick = _first_tick(tick, now, interval)
-                next_tick = tick
-                if skip and quiet and wake > tick * interval:
-                    next_tick = _first_tick(tick, wake, interval)
-                t_tick = next_tick * interval if next_tick >= 0 else math.inf
+                t_tick, next_tick, tick = self._next_tick(tick, now, last_run,
+                                                          wake if skip and quiet else None)
             else:
                 t_tick, next_tick = math.inf, -1
             now = min(t_event, t_tick)
@@ -329,9 +337,30 @@ class Simulator:
             progress(self._done)
         return self._result(calls)
 
+    def _next_tick(self, tick: int, now: float, last_run: float,
+                   wake: float | None) -> tuple[float, int, int]:
+        """The next periodic call: ``(time s, its period index, the first period not yet
+        passed)``, the time ``inf`` when there is none.
+
+        Periods are ``k * interval_s``; ``tick`` is the first one not yet passed, ``now`` the
+        time of the last event handled, ``last_run`` that of the last call, and ``wake`` the
+        time before which calls would answer nothing (``None``: no call may be skipped).
+        """
+        interval = self.config.interval_s
+        if tick * interval < now:
+            tick = _first_tick(tick, now, interval)
+        next_tick = tick
+        if wake is not None and wake > tick * interval:
+            next_tick = _first_tick(tick, wake, interval)
+        return (next_tick * interval if next_tick >= 0 else math.inf), next_tick, tick
+
     # ------------------------------------------------------------------------- events
 
-    def _push(self, time_s: float, kind: int, job: _Job) -> None:
+    def _submit_time(self, job: JobState) -> float:
+        """When the job's submission is handled (seconds): its submission time."""
+        return job.submit_s
+
+    def _push(self, time_s: float, kind: int, job: _Job | _Versioned) -> None:
         heapq.heappush(self._heap, (time_s, next(self._seq), kind, job.job_id, job.version))
 
     def _free_changed(self) -> None:
@@ -367,7 +396,6 @@ class Simulator:
             del self._running_view[job.job_id]
             job.end_s = now
             job.state = "ended"
-            job.work_left = 0.0
             self._free.update(job.nodes)
             self._free_changed()
             job.nodes = []

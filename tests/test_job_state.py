@@ -5,15 +5,22 @@ view, the same refusal of a decision, the same record."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from scheduler import InvalidDecisionError, JobSpec
-from scheduler.algorithms import Grow, Shrink, Start, View
-from scheduler.evolving_simulation import EvolvingJob, EvoTree, MonitorConfig, _run
+from scheduler.algorithms import Grow, Shrink, Start, View, make
+from scheduler.evolving_simulation import (
+    EvolvingJob,
+    EvolvingSimulator,
+    EvoTree,
+    MonitorConfig,
+    _progress,
+)
 from scheduler.job_state import check_decision, decision_refusal
 from scheduler.model import ResizeCostModel, ScalingCurve
-from scheduler.simulate import _Job
+from scheduler.simulate import SimConfig, Simulator, _Job
 from scheduler.state import ServerJob
 
 MALLEABLE = JobSpec(name="m", job_class="malleable", min_nodes=1, max_nodes=4,
@@ -76,8 +83,81 @@ def test_the_evolving_simulation_refuses_as_the_simulator_does() -> None:
             return [Shrink(view.running[0].job_id, 1)]
 
     job = EvolvingJob(0, RIGID, EvoTree(2, 10.0), 0.0)
+    simulator = EvolvingSimulator([job], ShrinkTheRigid(), SimConfig(total_nodes=4),
+                                  MonitorConfig(), ResizeCostModel())
+    assert isinstance(simulator, Simulator)
     with pytest.raises(InvalidDecisionError, match="shrink-the-rigid: Shrink.*not malleable"):
-        _run([job], ShrinkTheRigid(), 4, 5.0, MonitorConfig(), ResizeCostModel())
+        simulator.run()
+    # the real scheduler refuses the same decision for the same reason
+    assert decision_refusal(Shrink(0, 1), job, set()) == "the job is not malleable"
+
+
+def test_the_evolving_mode_runs_in_the_simulators_engine(monkeypatch) -> None:
+    """The evolving jobs' monitors are events of the simulator's loop, and its policy calls
+    and results are the simulator's: one evolving job of 1-2 nodes alone on 2 nodes."""
+    samples: list[float] = []
+    sample = EvolvingSimulator._sample
+
+    def counted_sample(self, job, now):
+        samples.append(now)
+        return sample(self, job, now)
+
+    class Recorded:
+        """evolving-easy, remembering when it was called."""
+
+        def __init__(self) -> None:
+            self.policy = make("evolving-easy", cooldown_s=0.0)
+            self.name = self.policy.name
+            self.calls: list[float] = []
+
+        def decide(self, view: View) -> list:
+            self.calls.append(view.now_s)
+            return self.policy.decide(view)
+
+    monkeypatch.setattr(EvolvingSimulator, "_sample", counted_sample)
+    spec = JobSpec(name="e", job_class="evolving", min_nodes=1, max_nodes=2,
+                   required_time_s=100)
+    job = EvolvingJob(0, spec, EvoTree(2, 10.0), 0.0)
+    policy = Recorded()
+    result = EvolvingSimulator([job], policy, SimConfig(total_nodes=2), MonitorConfig(),
+                               ResizeCostModel.free()).run()
+    assert result.makespan_s == 40.0 and result.records[0].end_s == 40.0
+    assert result.decide_calls == len(policy.calls)
+    # one monitor event a second from the standby (3 s) to the step before the end
+    assert samples == [float(t) for t in range(3, 40)]
+    # calls: the submission at 0, then every 5 s after the last call (the release at 20 s
+    # falls on one), the request at 30 s (answered by a grant), the end at 40 s
+    assert policy.calls == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0]
+    assert (job.releases, job.requests, job.requests_served) == (1, 1, 1)
+
+
+def test_jumping_over_steps_gives_the_floats_of_stepping() -> None:
+    """The evolving mode takes whole steps of a phase at once; the floats, and so the steps
+    at which phases end, are those of one step at a time."""
+    rng = random.Random(7)
+    for _ in range(300):
+        spec = JobSpec(name="e", job_class="evolving", min_nodes=1, max_nodes=8,
+                       required_time_s=100)
+        job = EvolvingJob(0, spec, EvoTree(rng.randint(1, 8), rng.choice([10.0, 33.3, 50.0])),
+                          0.0, nodes=[f"n{i}" for i in range(rng.randint(1, 8))])
+        job.left = job.tree.phases()[0][1] - rng.random() * 3
+        job.pause_s = rng.choice([0.0, 0.005, 0.17, 1.3])
+        ahead = _progress(job, None, 1.0)
+        # one step at a time, as a stepped simulation counts it
+        phases, steps, left, pause, phase = job.tree.phases(), 0, job.left, job.pause_s, 0
+        while phase < len(phases):
+            stopped = min(1.0, pause)
+            pause -= stopped
+            left -= (len(job.nodes) if phases[phase][0] == "tree" else 1) * (1.0 - stopped)
+            steps += 1
+            while left <= 1e-9:
+                phase += 1
+                if phase == len(phases):
+                    break
+                left += phases[phase][1]
+            if steps == 50:  # and part of the way, from the state stepping reached
+                assert _progress(job, 50, 1.0)[:4] == (phase, left, pause, 50)
+        assert ahead[:4] == (phase, left, pause, steps)
 
 
 def test_every_scheduler_makes_the_same_record() -> None:

@@ -155,6 +155,27 @@ def test_evolving_job_gives_back_nodes_below_its_minimum_in_the_branch():
     assert job.node_seconds == 70.0  # 20 + 20 + 10 + 20: one node held from 20 s to 30 s
 
 
+@pytest.mark.parametrize(("name", "share", "mix", "expected"), [
+    ("easy", 0, "rigid", {
+        "makespan_s": 1400.0, "mean_turnaround_s": 385.304, "mean_wait_s": 185.304,
+        "utilisation": 0.7714285714285715, "requests": 0, "requests_served": 0,
+        "releases": 0, "shrinks": 0, "grows": 0}),
+    ("evolving-elastic", 60, "mixed", {
+        "makespan_s": 905.0, "mean_turnaround_s": 239.904, "mean_wait_s": 25.203999999999997,
+        "utilisation": 0.96, "requests": 54, "requests_served": 42, "releases": 24,
+        "shrinks": 5, "grows": 8}),
+    ("evolving-elastic", 100, "mixed", {
+        "makespan_s": 879.0, "mean_turnaround_s": 227.554, "mean_wait_s": 38.70399999999999,
+        "utilisation": 0.9163822525597269, "requests": 108, "requests_served": 96,
+        "releases": 49, "shrinks": 0, "grows": 0}),
+])
+def test_the_evolving_study_figures_to_the_last_digit(name, share, mix, expected):
+    """Three runs of the evolving study (seed 42) give, unrounded, what the stepped loop that
+    simulated evolving jobs before the simulator's evolving mode gave."""
+    assert simulate_evolving(evolving_batch(42, share, mix=mix), name,
+                             total_nodes=10) == expected
+
+
 def test_evolving_batch_shares_and_ranges():
     batch = evolving_batch(42, 50)
     assert len(batch) == 20 and sum(j.spec.job_class is JobClass.EVOLVING for j in batch) == 10
