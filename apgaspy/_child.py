@@ -141,59 +141,84 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             os._exit(code)
 
 
-def _forward_to(child: int) -> Any:
-    """A signal handler that sends the signal on to ``child`` (the place)."""
+def _forward_to(children: list[int]) -> Any:
+    """A signal handler that sends the signal on to ``children`` (the places)."""
     def forward(signum: int, _frame: Any) -> None:
-        try:
-            os.kill(child, signum)
-        except ProcessLookupError:  # the place has already ended
-            pass
+        for child in children:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:  # the place has already ended
+                pass
 
     return forward
 
 
-def _wait_for(child: int) -> None:
-    """Forward SIGINT, SIGTERM and SIGHUP to ``child``, wait until it ends, exit 0.
+def _wait_for(children: list[int]) -> None:
+    """Forward SIGINT, SIGTERM and SIGHUP to ``children``, wait until they all end, exit 0.
 
     The waiter of :func:`_become_waiter` where there is no GNU ``tail`` (this script run
-    again as ``python -I -S _child.py apgaspy-anchor <pid>``), and its last resort."""
+    again as ``python -I -S _child.py apgaspy-anchor <pid> [<pid> ...]``), and its last
+    resort."""
     for sig in _FORWARDED:
-        signal.signal(sig, _forward_to(child))
-    try:
-        os.waitpid(child, 0)
-    except ChildProcessError:  # not (or no longer) a child of this process
-        pass
+        signal.signal(sig, _forward_to(children))
+    left = set(children)
+    while left:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:  # no child left (or none of these was ours)
+            break
+        except InterruptedError:
+            continue
+        left.discard(pid)
     os._exit(0)
 
 
-def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
-    """The MPI process: relays the handshake, then waits for the place to end."""
+def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
+            alive: int) -> None:
+    """The MPI process: relays the handshake of its places, then waits for them to end.
+
+    Place 0 sends ``(specs, secret, prep, env, far)``, ``specs`` one ``(place id, host)`` per
+    forked place; each place gets its own tuple, binds its socket and answers; the anchor sends
+    back the list of answers (``None`` for a place that died meanwhile), then relays the
+    table, to every place that answered, once place 0 has it.
+    """
     for sig in _FORWARDED:
-        signal.signal(sig, _forward_to(child))
+        signal.signal(sig, _forward_to(children))
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     from mpi4py import MPI
 
     parent = MPI.Comm.Get_parent()
-    answer: Any = None
+    answers: list[Any] = [None] * len(children)
     try:
-        pickle.dump(sleepy_recv(parent, 0, TAG), down)
-        down.flush()
-        answer = pickle.load(up)
-    except (EOFError, OSError, pickle.UnpicklingError):
-        answer = None  # the place died during the handshake
-    parent.send(answer, dest=0, tag=TAG)
-    table = sleepy_recv(parent, 0, TAG, max_sleep=0.05)  # comes once every place started
-    if answer is not None:
+        specs, secret, prep, env, far = sleepy_recv(parent, 0, TAG)
+    except (TypeError, ValueError):  # not a launch message: nothing can start
+        specs = []
+    for i, down in enumerate(downs):  # every place first: they bind their sockets at once
         try:
-            pickle.dump(table, down)
+            place_id, host = specs[i]
+            pickle.dump((place_id, host, secret, prep, env, far), down)
             down.flush()
-        except OSError:
+        except (IndexError, OSError):
             pass
+    for i, up in enumerate(ups):
+        try:
+            answers[i] = pickle.load(up)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            answers[i] = None  # the place died during the handshake
+    parent.send(answers, dest=0, tag=TAG)
+    table = sleepy_recv(parent, 0, TAG, max_sleep=0.05)  # comes once every place started
+    for answer, down in zip(answers, downs, strict=True):
+        if answer is not None:
+            try:
+                pickle.dump(table, down)
+                down.flush()
+            except OSError:
+                pass
     parent.Disconnect()
     MPI.Finalize()
-    down.close()
-    up.close()
-    _become_waiter(child)
+    for stream in (*downs, *ups):
+        stream.close()
+    _become_waiter(children, alive)
 
 
 def _gnu_tail() -> str | None:
@@ -212,20 +237,28 @@ def _gnu_tail() -> str | None:
     return path if b"GNU coreutils" in out else None
 
 
-def _become_waiter(child: int) -> None:
-    """Replace this process (MPI finalized) with a small one that ends when the place ends.
+def _become_waiter(children: list[int], alive: int) -> None:
+    """Replace this process (MPI finalized) with a small one that ends when its places end.
 
-    GNU ``tail --pid`` (about 1.8 MB RSS) where there is one: ``SIGCHLD`` ignored, which ``execv``
-    keeps, lets the kernel reap the place, so ``tail`` sees it gone (within 0.1 s); a place
-    that ended before is reaped here.  ``tail`` cannot forward signals, and if one ended it,
+    GNU ``tail`` (about 1.8 MB RSS) where there is one.  One place: ``tail --pid``;
+    ``SIGCHLD`` ignored, which ``execv`` keeps, lets the kernel reap the place, so ``tail``
+    sees it gone (within 0.1 s); a place that ended before is reaped here.  Several places
+    (``tail --pid`` takes one pid before coreutils 9.5): ``tail -c 1`` reading the pipe
+    ``alive``, whose write end only the places hold; it reads end of file, and exits 0, when
+    the last of them has ended (the kernel closes a process's descriptors at its exit), and
+    reaping is the kernel's again.  ``tail`` cannot forward signals, and if one ended it,
     Hydra would see an abnormal exit and kill the whole job, place 0 included (MPICH does
     that even after ``MPI_Finalize``): so SIGINT, SIGTERM and SIGHUP are ignored (also kept
-    by ``execv``).  The place still gets every signal sent to it (a batch system signals
-    every process of the job) and its anchor ends when it ends; SIGKILL of the anchor ends
+    by ``execv``).  The places still get every signal sent to them (a batch system signals
+    every process of the job) and their anchor ends when they end; SIGKILL of the anchor ends
     the job, as it always did.  Elsewhere this script, run again by an interpreter started
     with ``-I -S`` (:func:`_wait_for`, 11.5 MB RSS), waits and forwards SIGINT, SIGTERM and
-    SIGHUP, then exits 0.  ``apgaspy-anchor`` is in
-    the argv of both (``argv[0]`` for ``tail``).
+    SIGHUP, then exits 0.  ``apgaspy-anchor`` is in the argv of both (``argv[0]`` for
+    ``tail``).
+
+    Args:
+        children: the pids of this anchor's places.
+        alive: the read end of the pipe whose write end each place holds.
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -238,45 +271,71 @@ def _become_waiter(child: int) -> None:
         if tail is not None:
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)
             # A place that ended before that is a zombie, which SIG_IGN does not reap and
-            # tail would take for alive: reap it here (and then there is nothing to wait for).
-            try:
-                if os.waitpid(child, os.WNOHANG)[0] != 0:
-                    os._exit(0)
-            except ChildProcessError:  # reaped by the kernel already
+            # tail would take for alive: reap it here.
+            left = []
+            for child in children:
+                try:
+                    if os.waitpid(child, os.WNOHANG)[0] == 0:
+                        left.append(child)
+                except ChildProcessError:  # reaped by the kernel already
+                    pass
+            if not left:
                 os._exit(0)
-            os.execv(tail, [ANCHOR_MARK, f"--pid={child}", "-s", "0.1", "-f", os.devnull])
+            if len(children) == 1:
+                os.execv(tail, [ANCHOR_MARK, f"--pid={left[0]}", "-s", "0.1", "-f",
+                                os.devnull])
+            os.dup2(alive, 0)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.execv(tail, [ANCHOR_MARK, "-c", "1"])
         os.execv(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__),
-                                  ANCHOR_MARK, str(child)])
+                                  ANCHOR_MARK, *map(str, children)])
     except OSError:  # nothing to exec: wait here, with everything loaded
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _wait_for(child)
+        _wait_for(children)
 
 
 def main() -> None:
-    """Fork into anchor and place; never returns.  Run as ``_child.py apgaspy-anchor <pid>``:
-    the anchor's waiter where there is no GNU ``tail`` (:func:`_wait_for`)."""
+    """Fork into an anchor and its places (``_child.py [N]``: N places, default 1); never
+    returns.  Run as ``_child.py apgaspy-anchor <pid> [<pid> ...]``: the anchor's waiter where
+    there is no GNU ``tail`` (:func:`_wait_for`).
+
+    Several places are forked from an interpreter that has already imported apgaspy (not
+    MPI): they skip the imports, a third to a half of a place's start, and share those pages
+    with the anchor until it becomes its waiter.
+    """
     if sys.argv[1:2] == [ANCHOR_MARK]:
-        _wait_for(int(sys.argv[2]))
+        _wait_for([int(a) for a in sys.argv[2:]])
     if "mpi4py.MPI" in sys.modules:
         sys.exit("apgaspy._child must fork before MPI starts")
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m
         sys.path.insert(0, os.getcwd())
-    down_r, down_w = os.pipe()
-    up_r, up_w = os.pipe()
-    anchor = os.getpid()
-    child = os.fork()
-    if child == 0:
-        os.close(down_w)
-        os.close(up_r)
-        if __name__ == "__main__":  # the script: the place is the package's own module
-            from apgaspy._child import _place as place
-        else:
-            place = _place
-        place(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), anchor)
+        if count > 1:
+            import apgaspy._launch  # noqa: F401 - warm: each forked place skips the imports
+        from apgaspy._child import _place as place
     else:
+        place = _place
+    alive_r, alive_w = os.pipe()
+    anchor = os.getpid()
+    children: list[int] = []
+    kept: list[tuple[int, int]] = []  # the anchor's ends: (down_w, up_r) of each place
+    for _ in range(count):
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            for fd in (down_w, up_r, alive_r, *(f for pair in kept for f in pair)):
+                os.close(fd)  # the anchor's ends, and the earlier places' pipes
+            place(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), anchor)
         os.close(down_r)
         os.close(up_w)
-        _anchor(child, os.fdopen(down_w, "wb"), os.fdopen(up_r, "rb"))
+        children.append(child)
+        kept.append((down_w, up_r))
+    os.close(alive_w)
+    downs = [os.fdopen(down_w, "wb") for down_w, _ in kept]
+    ups = [os.fdopen(up_r, "rb") for _, up_r in kept]
+    _anchor(children, downs, ups, alive_r)
 
 
 if __name__ == "__main__":

@@ -445,41 +445,47 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     toward = _address_of(rt.transport.endpoint)
     results: dict[int, tuple[Any, Any]] = {}
     failed: dict[int, tuple[str, str]] = {}
+    groups = launch_groups(specs, setting("LAUNCH_GROUP"))
 
-    # Spawns in flight are bounded: a new place's MPI_Init busy-polls until place 0, which
+    # Spawns in flight are bounded: a new launcher's MPI_Init busy-polls until place 0, which
     # serves one spawn at a time, gets to it; 32 places at once on 2 cores took 15-19 s to be
     # ready and 0.9-1.1 s of CPU per place, 4 at a time 9-10 s and 0.5-0.6 s.
     gate = threading.BoundedSemaphore(setting("SPAWN_CONCURRENCY")
                                       or max(4, 2 * (os.cpu_count() or 1)))
 
-    def launch(pid: int, host: str) -> None:
+    def launch(group: list[tuple[int, str]]) -> None:
+        host = group[0][1]
         try:
             info = MPI.Info.Create()
             info.Set("host", mpi_hosts[host])
             info.Set("wdir", os.getcwd())
             with gate:
-                inter = MPI.COMM_SELF.Spawn(sys.executable, ["-P", _CHILD_SCRIPT], 1, info)
+                inter = MPI.COMM_SELF.Spawn(sys.executable,
+                                            ["-P", _CHILD_SCRIPT, str(len(group))], 1, info)
             info.Free()
             far = None if mpi_hosts[host] == "localhost" else toward
-            inter.send((pid, host, rt.secret, prep, env, far), dest=0, tag=_TAG)
-            answer = _sleepy_recv(inter, 0, _TAG)
-            results[pid] = (inter, answer)
-            if answer is None:
-                failed[pid] = (host, "its process died while starting (see its stderr)")
+            inter.send((group, rt.secret, prep, env, far), dest=0, tag=_TAG)
+            answers = _sleepy_recv(inter, 0, _TAG)
+            for (pid, _), answer in zip(group, answers, strict=True):
+                results[pid] = (inter, answer)
+                if answer is None:
+                    failed[pid] = (host, "its process died while starting (see its stderr)")
         except BaseException as exc:  # noqa: BLE001 - reported below
-            failed[pid] = (host, f"{type(exc).__name__}: {exc}")
+            for pid, _ in group:
+                failed[pid] = (host, f"{type(exc).__name__}: {exc}")
 
-    threads = [threading.Thread(target=launch, args=spec, daemon=True) for spec in specs]
+    threads = [threading.Thread(target=launch, args=(group,), daemon=True) for group in groups]
     deadline = time.monotonic() + setting("START_TIMEOUT")
     with _own_stdio_for_process_manager():
         for t in threads:
             t.start()
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
-    for (pid, host), t in zip(specs, threads, strict=True):
+    for group, t in zip(groups, threads, strict=True):
         if t.is_alive():
-            failed[pid] = (host, f"MPI_Comm_spawn did not return within "
-                                 f"{setting('START_TIMEOUT'):g} s (APGAS_START_TIMEOUT)")
+            for pid, host in group:
+                failed[pid] = (host, f"MPI_Comm_spawn did not return within "
+                                     f"{setting('START_TIMEOUT'):g} s (APGAS_START_TIMEOUT)")
     slot_of = dict(zip((pid for pid, _ in specs), slots or [pid for pid, _ in specs],
                        strict=True))
     done = dict(results)
@@ -490,7 +496,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     ]
     table = [*known, *new] if not failed else None
     finals = []
-    for inter, _ in done.values():
+    for inter in {id(inter): inter for inter, _ in done.values()}.values():
 
         def finish_handshake(inter: Any = inter) -> None:
             inter.send(table, dest=0, tag=_TAG)
@@ -504,6 +510,28 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     if failed:
         _raise_failed(len(specs), failed)
     return new
+
+
+def launch_groups(specs: Sequence[tuple[int, str]],
+                  size: int) -> list[list[tuple[int, str]]]:
+    """Split ``specs`` (``(place id, host)`` pairs) into launch groups: the places of one host,
+    in order, at most ``size`` to a group; each group is one ``MPI_Comm_spawn`` of one
+    launcher process, which forks the group's places.
+
+    Args:
+        specs: the places to start, each ``(id, host)``.
+        size: the most places of one group (``APGAS_LAUNCH_GROUP``; 1: a launch per place).
+
+    Raises:
+        ValueError: ``size`` < 1.
+    """
+    if size < 1:
+        raise ValueError(f"a launch group holds at least one place, not {size}")
+    by_host: dict[str, list[tuple[int, str]]] = {}
+    for pid, host in specs:
+        by_host.setdefault(host, []).append((pid, host))
+    return [places[i:i + size] for places in by_host.values()
+            for i in range(0, len(places), size)]
 
 
 def _raise_failed(total: int, failed: dict[int, tuple[str, str]]) -> None:
