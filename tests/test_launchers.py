@@ -11,8 +11,16 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROGRAMS, ROOT, Result, descendants, env_for, kill_tree, run_program
-from conftest import wait_gone
+from conftest import (
+    PROGRAMS,
+    ROOT,
+    Result,
+    descendants,
+    env_for,
+    kill_tree,
+    run_program,
+    wait_gone,
+)
 
 MANY = 160  # more than the 128 places at which start-up used to fail
 
