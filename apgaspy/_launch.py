@@ -22,6 +22,7 @@ program resolve at every place.  Its MPI anchor disconnects and finalizes after 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing.spawn
 import os
@@ -50,6 +51,7 @@ from ._hosts import (
     resolve_host,
     slurm_allocation,
 )
+from ._logging import configure_logging
 from ._membership import PlaceInfo
 from ._runtime import Runtime, current_runtime, set_runtime
 from .elastic._orders import Malleability
@@ -169,6 +171,58 @@ def _sleepy_barrier(comm: Any) -> None:
         delay = min(delay * 2, 0.1)
 
 
+FDS_PER_PLACE = 6
+"""Open files place 0 holds per place: two TCP connections (its own to the place, the
+place's to it), the ZeroMQ socket to the place with its mailbox, and the socket monitor
+that watches it (5.1 per place measured at 512 places), rounded up."""
+_FDS_BASE = 256  # what place 0 holds besides: the interpreter, MPI, pools, the program
+
+
+def ensure_fd_limit(places: int) -> None:
+    """Make sure this process (place 0) may open the files ``places`` places need.
+
+    Raises the soft limit on open files (``RLIMIT_NOFILE``) to what ``places`` need, never
+    above the hard limit (as a server that expects many connections does).
+
+    Args:
+        places: the number of places the computation will have, place 0 included.
+
+    Raises:
+        StartupError: the hard limit is too low (one line: how many are needed, and the fix).
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX: nothing to check
+        return
+    need = _FDS_BASE + FDS_PER_PLACE * places
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise StartupError(
+            f"{places} places need about {need} open files at place 0, but the hard limit is "
+            f"{hard}: raise it (ulimit -Hn {need}, or nofile in /etc/security/limits.conf) "
+            f"or start fewer places")
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+@contextmanager
+def _announced(count: int, hosts: int, after_s: float = 2.0) -> Iterator[None]:
+    """Log at INFO (``APGAS_LOG_LEVEL=INFO``) that ``count`` places are starting on ``hosts``
+    hosts if that takes more than ``after_s`` seconds, and then when they have started."""
+    began = time.monotonic()
+    timer = threading.Timer(after_s, log.info, ("starting %d place(s) on %d host(s)",
+                                                count, hosts))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        took = time.monotonic() - began
+        if took > after_s:
+            log.info("%d place(s) on %d host(s) started in %.1f s", count, hosts, took)
+
+
 # ---------------------------------------------------------------------- start
 class Session:
     """How this process takes part in the computation (set by :func:`start`)."""
@@ -203,6 +257,8 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
         raise ApgasError("a spawned place cannot start a runtime of its own")
     world = MPI.COMM_WORLD
     if world.Get_size() > 1:
+        if world.Get_rank() == 0:
+            ensure_fd_limit(world.Get_size())
         return _start_world(world), world.Get_rank() == 0
     return _start_embedded(places), True
 
@@ -333,21 +389,26 @@ def _start_embedded(places: int | None) -> Runtime:
         layout = [here] * count
     if alloc is not None:
         os.environ.setdefault("SLURM_OVERLAP", "1")  # spawned steps share the job's CPUs
+    ensure_fd_limit(count)
+    configure_logging(0)  # start-up's progress lines (INFO)
     rt = Runtime(0, os.urandom(32), choose_address(here, _remote_address(layout)))
     me = PlaceInfo(0, rt.transport.endpoint, here, os.getpid(), "embedded", 0)
-    try:
-        others = spawn_places(rt, list(enumerate(layout))[1:], [me],
-                              slots=[i // per_host for i in range(1, count)])
-    except MalleabilityError as exc:
-        rt.close()
-        raise StartupError(str(exc), getattr(exc, "places", None)) from exc.__cause__
-    except BaseException:
-        rt.close()
-        raise
-    SESSION.world = None
-    _install(rt)
-    rt.start([me, *others])
-    failed = _not_ready(rt, rt.membership.place_ids())
+    announce = _announced(count - 1, len(set(layout[1:])), after_s=0.0 if count > 64 else 2.0)
+    with announce:
+        try:
+            others = spawn_places(rt, list(enumerate(layout))[1:], [me],
+                                  slots=[i // per_host for i in range(1, count)],
+                                  announce=False)
+        except MalleabilityError as exc:
+            rt.close()
+            raise StartupError(str(exc), getattr(exc, "places", None)) from exc.__cause__
+        except BaseException:
+            rt.close()
+            raise
+        SESSION.world = None
+        _install(rt)
+        rt.start([me, *others])
+        failed = _not_ready(rt, rt.membership.place_ids())
     if failed:
         rt.membership.shutdown(1)
         rt.close()
@@ -413,7 +474,8 @@ def _check_hosts(rt: Runtime, hosts: Sequence[str]) -> tuple[dict[str, str], dic
 def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
                  known: Sequence[PlaceInfo],
                  slots: Sequence[int] | None = None,
-                 mpi_hosts: dict[str, str] | None = None) -> list[PlaceInfo]:
+                 mpi_hosts: dict[str, str] | None = None,
+                 announce: bool = True) -> list[PlaceInfo]:
     """Start one place per ``(id, host)`` of ``specs``, all at once; return their infos.
 
     Every new place learns the table ``known`` + the new places.  The places are not added to
@@ -424,6 +486,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         slots: the host slot of each new place (default: its id).
         mpi_hosts: each host's MPI ``host`` info value, already checked
             (default: :func:`check_grow_hosts` now).
+        announce: log at INFO what is starting when it takes more than 2 s.
 
     Raises:
         MalleabilityError: a host cannot run a place, or a spawn failed or timed out (nothing
@@ -476,7 +539,9 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
 
     threads = [threading.Thread(target=launch, args=(group,), daemon=True) for group in groups]
     deadline = time.monotonic() + setting("START_TIMEOUT")
-    with _own_stdio_for_process_manager():
+    hosts = len({host for _, host in specs})
+    with _own_stdio_for_process_manager(), (_announced(len(specs), hosts) if announce
+                                            else contextlib.nullcontext()):
         for t in threads:
             t.start()
         for t in threads:

@@ -66,3 +66,38 @@ def test_a_killed_launcher_leaves_none_of_its_places():
     assert {report["launchers"][str(p)] for p in range(1, 6)} == {launcher}
     assert proc.returncode != 0  # the job did not go on as if nothing happened
     assert wait_gone(sorted(seen | set(places) | {launcher}), 15) == []
+
+
+def test_launch_groups_are_per_host_and_bounded():
+    """One group per host, in order, split at the group size; 1 is a launch per place."""
+    from apgaspy._launch import launch_groups
+
+    specs = [(1, "a"), (2, "b"), (3, "a"), (4, "a"), (5, "b")]
+    assert launch_groups(specs, 256) == [[(1, "a"), (3, "a"), (4, "a")], [(2, "b"), (5, "b")]]
+    assert launch_groups(specs, 2) == [[(1, "a"), (3, "a")], [(4, "a")], [(2, "b"), (5, "b")]]
+    assert launch_groups(specs, 1) == [[s] for s in [(1, "a"), (3, "a"), (4, "a"), (2, "b"),
+                                                     (5, "b")]]
+    with pytest.raises(ValueError, match="at least one place"):
+        launch_groups(specs, 0)
+
+
+@pytest.mark.timeout(30)
+def test_too_low_a_hard_file_limit_is_one_clear_error_and_a_low_soft_one_is_raised():
+    """Place 0 raises its soft limit on open files to what the places need; a hard limit
+    below that is a StartupError that says how many are needed."""
+    code = ("import resource\n"
+            "from apgaspy._launch import ensure_fd_limit\n"
+            "from apgaspy import StartupError\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (300, 1200))\n"
+            "ensure_fd_limit(100)\n"
+            "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+            "try:\n"
+            "    ensure_fd_limit(1000)\n"
+            "except StartupError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=25, check=True).stdout.splitlines()
+    assert out[0] == "856"
+    assert out[1] == ("1000 places need about 6256 open files at place 0, but the hard limit "
+                      "is 1200: raise it (ulimit -Hn 6256, or nofile in "
+                      "/etc/security/limits.conf) or start fewer places")
