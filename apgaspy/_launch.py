@@ -560,6 +560,8 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         if pid in done and done[pid][1] is not None and pid not in failed
     ]
     table = [*known, *new] if not failed else None
+    for group in groups:
+        LaunchTraffic.add(len(group), (group, rt.secret, prep, env, toward), table)
     finals = []
     for inter in {id(inter): inter for inter, _ in done.values()}.values():
 
@@ -575,6 +577,25 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     if failed:
         _raise_failed(len(specs), failed)
     return new
+
+
+class LaunchTraffic:
+    """What place 0 sent its launchers over MPI so far (for measurements): ``launches``
+    (``MPI_Comm_spawn`` calls), ``places`` and ``bytes`` (pickled start data and tables)."""
+
+    launches = 0
+    places = 0
+    bytes = 0
+
+    @classmethod
+    def add(cls, places: int, *messages: Any) -> None:
+        """Count one launch of ``places`` places and the ``messages`` sent to it."""
+        import pickle
+
+        cls.launches += 1
+        cls.places += places
+        cls.bytes += sum(len(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
+                         for m in messages)
 
 
 def launch_groups(specs: Sequence[tuple[int, str]],
