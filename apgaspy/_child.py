@@ -1,31 +1,48 @@
-"""Entry point of a place started with ``MPI_Comm_spawn`` (``python -P …/apgaspy/_child.py``).
+"""Entry point of a host's launcher started with ``MPI_Comm_spawn``
+(``python -P …/apgaspy/_child.py N``): it starts N places of one host.
 
 The file runs as a script, not as ``-m apgaspy._child``, so that the MPI process imports
-nothing of apgaspy: the place, forked from it, imports the package; the anchor keeps only the
-interpreter, mpi4py and MPICH until the handshake is over, and then becomes a tiny waiter.
-The spawned MPI process forks before it initializes MPI::
+nothing of apgaspy: the places, forked from it, import the package; the MPI process (the
+*anchor*) keeps only the interpreter, mpi4py and MPICH until the handshake is over, and then
+becomes a tiny waiter.  It forks before it initializes MPI.  One place (N = 1)::
 
     MPI_Comm_spawn ─► anchor (MPI process)          place (plain process, never touches MPI)
-                       │ fork ─────────────────────► waits on a pipe
+                       │ fork ─────────────────────► imports apgaspy, waits on a pipe
                        │ MPI_Init, recv init data ──► binds its ZeroMQ socket, answers its
                        │ ◄─────────────────────────── endpoint and pid, imports the
                        │ send endpoint to parent,     program's main module
                        │ recv table ────────────────► joins the computation, serves tasks
                        │ MPI_Comm_disconnect, MPI_Finalize
                        │ exec a small waiter ("apgaspy-anchor" in its argv)
-                       │ waitpid(place) ... (no CPU)    ... until shutdown, release or crash
+                       │ ... (no CPU)                 ... until shutdown, release or crash
                        └ exit 0  ◄────────────────────── exits
+
+Several places (N > 1, the places of one host in one launch, see ``APGAS_LAUNCH_GROUP``): the
+anchor first forks a *forker*, which imports apgaspy while the anchor starts MPI, then forks
+the N places (they skip the imports and share those pages) and becomes a waiter too.  The
+anchor relays the handshake of all N at once (one message in, one list of answers out, one
+table), each place through its own pair of pipes::
+
+    anchor ──fork──► forker: import apgaspy ──fork──► place 1 ... place N
+      │ MPI_Init, handshake for the N places            (each as above)
+      │ exec waiter                    exec waiter (ends when its places have ended)
+      └ exit 0 when the forker has ended
+
+A place is never an MPI process, so a shrink ends any one place alone: its process exits, and
+the waiters wait for the others.
 
 Why: MPICH's process manager (Hydra) ends the whole job, place 0 included, when one of its
 processes dies abnormally, even with ``-disable-auto-cleanup``.  With an anchor in between,
 Hydra only ever sees clean exits, so a crashed place becomes a :class:`DeadPlaceError` that
 the program can handle, and a released place's process exits on its own.  The place dies with
-its anchor (``PR_SET_PDEATHSIG``), so nothing is left behind if the anchor is killed.
+its parent (``PR_SET_PDEATHSIG``: the anchor, or the forker, which dies with the anchor), so
+nothing is left behind if either is killed.
 
 Memory: the anchor used to keep what it had loaded for MPI, about 38 MB RSS per
 place; once MPI is finalized it replaces its image (``execv``, same pid, so Hydra and the
 place's ``PR_SET_PDEATHSIG`` see no change) with a small waiter (:func:`_become_waiter`):
-about 1.8 MB RSS.  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
+about 1.8 MB RSS for the host's places together (a launcher of several places has two: the
+anchor and the forker).  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
 (MPI-4.0 §11.2.2); Hydra only looks at how it exits.
 """
 
@@ -38,6 +55,7 @@ import sys
 import time
 from typing import Any, BinaryIO
 
+_STARTED = time.monotonic()  # when the launcher's script began (after the interpreter's start)
 _PR_SET_PDEATHSIG = 1
 TAG = 4711
 """The MPI tag of the spawn handshake (place 0 ↔ anchor)."""
@@ -106,6 +124,9 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     place_id, host, secret, prep, env, toward = pickle.load(down)
     os.environ.update(env)
     configure_logging(place_id)
+    logger = logging.getLogger("apgaspy")
+    logger.debug("place(%d): start data %.3f s after its launcher's script began", place_id,
+                 time.monotonic() - _STARTED)
     rt = Runtime(place_id, secret, choose_address(host, toward))
     pickle.dump((rt.transport.endpoint, os.getpid(), socket.gethostname()), up)
     up.flush()
@@ -123,7 +144,11 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         finally:
             importing_main = None
+        logger.debug("place(%d): main module imported %.3f s after its launcher's script "
+                     "began", place_id, time.monotonic() - _STARTED)
         table = pickle.load(down)
+        logger.debug("place(%d): table %.3f s after its launcher's script began", place_id,
+                     time.monotonic() - _STARTED)
         if table is None:  # the start of the group failed elsewhere
             code = 0
             return
@@ -188,7 +213,7 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
     from mpi4py import MPI
 
     parent = MPI.Comm.Get_parent()
-    answers: list[Any] = [None] * len(children)
+    answers: list[Any] = [None] * len(downs)
     try:
         specs, secret, prep, env, far = sleepy_recv(parent, 0, TAG)
     except (TypeError, ValueError):  # not a launch message: nothing can start
@@ -217,7 +242,10 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
     parent.Disconnect()
     MPI.Finalize()
     for stream in (*downs, *ups):
-        stream.close()
+        try:
+            stream.close()
+        except OSError:  # a place that died left its pipe broken: nothing more to say to it
+            pass
     _become_waiter(children, alive)
 
 
@@ -295,14 +323,36 @@ def _become_waiter(children: list[int], alive: int) -> None:
         _wait_for(children)
 
 
+def _fork_places(ends: list[tuple[int, int]], others: list[int]) -> list[int]:
+    """Fork one place per ``(down_r, up_w)`` pair of ``ends``; return their pids.
+
+    Each place closes ``others`` (descriptors it must not hold) and the other places' ends,
+    and runs :func:`_place` with its pipes and this process's pid."""
+    parent = os.getpid()
+    children = []
+    for i, (down_r, up_w) in enumerate(ends):
+        child = os.fork()
+        if child == 0:
+            for fd in (*others, *(f for j, pair in enumerate(ends) if j != i for f in pair)):
+                os.close(fd)
+            _place_function()(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), parent)
+        children.append(child)
+    return children
+
+
 def main() -> None:
     """Fork into an anchor and its places (``_child.py [N]``: N places, default 1); never
     returns.  Run as ``_child.py apgaspy-anchor <pid> [<pid> ...]``: the anchor's waiter where
     there is no GNU ``tail`` (:func:`_wait_for`).
 
-    Several places are forked from an interpreter that has already imported apgaspy (not
-    MPI): they skip the imports, a third to a half of a place's start, and share those pages
-    with the anchor until it becomes its waiter.
+    One place is forked at once and imports apgaspy while the anchor starts MPI.  Several
+    places come from a *forker*, forked first (a zygote, as Android starts its apps): it
+    imports apgaspy (not MPI) while the anchor starts MPI, then forks the places, which skip
+    the imports (a third to a half of a place's start) and share those pages; then it waits
+    for them as the anchor does (it dies with the anchor, the places die with it)::
+
+        anchor ──fork──► forker: import apgaspy ──fork──► place, place, ...
+          │ MPI_Init, handshake (relayed to the places through their pipes)
     """
     if sys.argv[1:2] == [ANCHOR_MARK]:
         _wait_for([int(a) for a in sys.argv[2:]])
@@ -311,31 +361,44 @@ def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m
         sys.path.insert(0, os.getcwd())
-        if count > 1:
-            import apgaspy._launch  # noqa: F401 - warm: each forked place skips the imports
-        from apgaspy._child import _place as place
-    else:
-        place = _place
-    alive_r, alive_w = os.pipe()
+    alive_r, alive_w = os.pipe()  # the places hold the write end: see _become_waiter
+    downs = [os.pipe() for _ in range(count)]
+    ups = [os.pipe() for _ in range(count)]
+    ends = [(down[0], up[1]) for down, up in zip(downs, ups, strict=True)]  # the places'
+    mine = [(down[1], up[0]) for down, up in zip(downs, ups, strict=True)]  # the anchor's
+    anchor_fds = [fd for pair in mine for fd in pair]
     anchor = os.getpid()
-    children: list[int] = []
-    kept: list[tuple[int, int]] = []  # the anchor's ends: (down_w, up_r) of each place
-    for _ in range(count):
-        down_r, down_w = os.pipe()
-        up_r, up_w = os.pipe()
-        child = os.fork()
-        if child == 0:
-            for fd in (down_w, up_r, alive_r, *(f for pair in kept for f in pair)):
-                os.close(fd)  # the anchor's ends, and the earlier places' pipes
-            place(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), anchor)
-        os.close(down_r)
-        os.close(up_w)
-        children.append(child)
-        kept.append((down_w, up_r))
-    os.close(alive_w)
-    downs = [os.fdopen(down_w, "wb") for down_w, _ in kept]
-    ups = [os.fdopen(up_r, "rb") for _, up_r in kept]
-    _anchor(children, downs, ups, alive_r)
+    if count == 1:
+        children = _fork_places(ends, [alive_r, *anchor_fds])
+    else:
+        forker = os.fork()
+        if forker == 0:
+            for fd in anchor_fds:
+                os.close(fd)
+            _die_with_parent()
+            if os.getppid() != anchor:  # the anchor died before prctl took effect
+                os._exit(1)
+            _place_function(warm=True)
+            places = _fork_places(ends, [alive_r])
+            for fd in (alive_w, *(fd for pair in ends for fd in pair)):
+                os.close(fd)
+            _become_waiter(places, alive_r)
+        children = [forker]
+    for fd in (alive_w, *(fd for pair in ends for fd in pair)):
+        os.close(fd)
+    _anchor(children, [os.fdopen(w, "wb") for w, _ in mine],
+            [os.fdopen(r, "rb") for _, r in mine], alive_r)
+
+
+def _place_function(warm: bool = False) -> Any:
+    """The place's entry point: :func:`_place` of the package's module (the script imports
+    it; ``warm``: with all of apgaspy, so that forked places skip the imports)."""
+    if __name__ != "__main__":
+        return _place
+    if warm:
+        import apgaspy._launch  # noqa: F401 - warm: each forked place skips the imports
+    from apgaspy._child import _place as place
+    return place
 
 
 if __name__ == "__main__":

@@ -6,18 +6,22 @@ Two ways to start:
   r.  Rank 0 draws the job secret and broadcasts it; the ranks allgather their ZeroMQ
   endpoints.
 * **embedded** (``python prog.py``): the process is an MPI singleton and becomes place 0; it
-  starts the other places with ``MPI_Comm_spawn``, one process per call, all calls at once
-  from as many threads.  (A single spawn of n processes would give them one shared
-  ``MPI_COMM_WORLD``; ``MPI_Finalize`` is collective over it, so none of them could leave
-  before the others, and MPICH's Hydra kills the whole group when one exits without
-  finalizing.  Separate spawns let a shrink end any one of them.)
+  starts the other places with ``MPI_Comm_spawn``: one launcher process per host (and per
+  ``APGAS_LAUNCH_GROUP`` places), all launches at once from as many threads.  The launcher
+  forks the host's places, which are not MPI processes.  (A single spawn of n MPI processes
+  would give them one shared ``MPI_COMM_WORLD``; ``MPI_Finalize`` is collective over it, so
+  none of them could leave before the others, and MPICH's Hydra kills the whole group when one
+  exits without finalizing.  Places forked by a launcher let a shrink end any one of them.)
 
-A spawned place runs :mod:`apgaspy._child` (as a script): it receives its id, host, the
+A launcher runs :mod:`apgaspy._child` (as a script): it receives its places' ids, host, the
 secret and the parent's ``multiprocessing`` preparation data over the intercommunicator,
-binds its socket, answers with its endpoint, receives the table of places, and imports the
-user's main module the way ``multiprocessing``'s spawn start method does (as
-``__mp_main__``, same working directory and ``sys.path``), so functions and classes of the
-program resolve at every place.  Its MPI anchor disconnects and finalizes after the handshake.
+hands each place its part, answers with their endpoints, receives the table of places once
+for all of them, and each place imports the user's main module the way ``multiprocessing``'s
+spawn start method does (as ``__mp_main__``, same working directory and ``sys.path``), so
+functions and classes of the program resolve at every place.  The launcher's MPI process
+disconnects and finalizes after the handshake.  So a grow by a host costs one launch however
+many places it brings, place 0 keeps one thread per launch, not per place, and the table goes
+once to each launcher, not to each place.
 """
 
 from __future__ import annotations
@@ -516,6 +520,8 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     gate = threading.BoundedSemaphore(setting("SPAWN_CONCURRENCY")
                                       or max(4, 2 * (os.cpu_count() or 1)))
 
+    began = time.monotonic()
+
     def launch(group: list[tuple[int, str]]) -> None:
         host = group[0][1]
         try:
@@ -526,9 +532,13 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
                 inter = MPI.COMM_SELF.Spawn(sys.executable,
                                             ["-P", _CHILD_SCRIPT, str(len(group))], 1, info)
             info.Free()
+            spawned = time.monotonic() - began
             far = None if mpi_hosts[host] == "localhost" else toward
             inter.send((group, rt.secret, prep, env, far), dest=0, tag=_TAG)
             answers = _sleepy_recv(inter, 0, _TAG)
+            log.debug("launcher of %d place(s) on %s: MPI_Comm_spawn returned after %.3f s, "
+                      "its places answered after %.3f s", len(group), host, spawned,
+                      time.monotonic() - began)
             for (pid, _), answer in zip(group, answers, strict=True):
                 results[pid] = (inter, answer)
                 if answer is None:
@@ -574,6 +584,8 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         finals.append(t)
     for t in finals:
         t.join(max(1.0, deadline - time.monotonic()))
+    log.debug("%d place(s) in %d launch(es): tables sent after %.3f s", len(specs),
+              len(groups), time.monotonic() - began)
     if failed:
         _raise_failed(len(specs), failed)
     return new

@@ -27,27 +27,27 @@ MANY = 160  # more than the 128 places at which start-up used to fail
 
 @pytest.mark.timeout(150)
 def test_more_places_than_the_old_ceiling_start_finish_and_stop():
-    """160 places start on this machine (one launcher forks places 1-159), a finish over an
-    empty task at every place counts every task, and no process is left."""
+    """160 places start on this machine (one launcher, one forker for places 1-159), a
+    finish over an empty task at every place counts every task, and no process is left."""
     r = run_program("launchers.py", MANY, "spawn", "many", timeout=140,
                     env=env_for(MANY, APGAS_START_TIMEOUT="120"))
     assert r.returncode == 0, r.stderr[-3000:]
     report = r.json_lines()[0]
     assert report["places"] == list(range(MANY))
     assert report["tasks"] == MANY
-    launchers = {report["launchers"][str(p)] for p in range(1, MANY)}
-    assert len(launchers) == 1, "one launch for the host's places"
+    launchers = set(report["launchers"].values())
+    forkers = set(report["parents"].values())
+    assert len(launchers) == 1 and len(forkers) == 1, "one launch for the host's places"
+    assert launchers != forkers
     pids = [int(pid) for pid in report["pids"].values()]
     assert len(set(pids)) == MANY
-    assert wait_gone(pids + sorted(launchers), 15) == []
+    assert wait_gone(pids + sorted(launchers | forkers), 15) == []
 
 
-@pytest.mark.timeout(90)
-def test_a_killed_launcher_leaves_none_of_its_places():
-    """SIGKILL to the launcher of places 1-5: each of them dies with it (their parent-death
-    signal), the job ends (MPICH's process manager ends it on that abnormal exit, as it did
-    for a place's own anchor), and nothing of it is left."""
-    proc = subprocess.Popen([sys.executable, str(PROGRAMS / "launchers.py"), "kill"],
+def _kill(who: str) -> tuple[Result, dict, set[int]]:
+    """Run ``launchers.py kill WHO`` with 6 places; its result, first report and every process
+    seen below it."""
+    proc = subprocess.Popen([sys.executable, str(PROGRAMS / "launchers.py"), "kill", who],
                             cwd=ROOT, env=env_for(6), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     seen: set[int] = set()
@@ -58,14 +58,33 @@ def test_a_killed_launcher_leaves_none_of_its_places():
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)
         out, err = proc.communicate()
-        pytest.fail(f"the job did not end after its launcher was killed\n{out}\n{err}")
+        pytest.fail(f"the job did not end after its {who} was killed\n{out}\n{err}")
     r = Result(proc.returncode, line + out, err)
     report = r.json_lines()[0]
-    places = [int(report["pids"][str(p)]) for p in range(1, 6)]
-    launcher = report["launchers"]["1"]
-    assert {report["launchers"][str(p)] for p in range(1, 6)} == {launcher}
-    assert proc.returncode != 0  # the job did not go on as if nothing happened
-    assert wait_gone(sorted(seen | set(places) | {launcher}), 15) == []
+    assert set(report["launchers"].values()) == {report["launchers"]["1"]}
+    assert set(report["parents"].values()) == {report["parents"]["1"]}
+    return r, report, seen | {int(v) for v in report["pids"].values()}
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_forker_takes_its_places_and_the_job_runs_on():
+    """SIGKILL to the process that forked places 1-5: they die with it (their parent-death
+    signal), the launcher then ends normally, so place 0 runs on alone, and nothing of the
+    job is left at its end."""
+    r, report, seen = _kill("forker")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.json_lines()[1] == {"after": [0]}
+    assert wait_gone(sorted(seen), 15) == []
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_launcher_leaves_none_of_its_places():
+    """SIGKILL to the launcher (the MPI process) of places 1-5: its forker dies with it and
+    the places with the forker; the job ends (MPICH's process manager ends it on that
+    abnormal exit, as it did for a place's own anchor), and nothing of it is left."""
+    r, report, seen = _kill("launcher")
+    assert r.returncode != 0 or r.json_lines()[1:] == [{"after": [0]}], r.stderr[-2000:]
+    assert wait_gone(sorted(seen), 15) == []
 
 
 def test_launch_groups_are_per_host_and_bounded():

@@ -1,12 +1,13 @@
-"""Many places from per-host launchers: ``launchers.py many`` or ``launchers.py kill``.
+"""Many places from per-host launchers: ``launchers.py many`` or ``launchers.py kill WHO``.
 
 ``many``: runs one ``finish`` over an empty ``async_at`` to every place, then prints
-``{"places": [ids], "tasks": n, "pids": {id: pid}, "launchers": {id: parent pid}}`` and ends
-normally.
+``{"places": [ids], "tasks": n, "pids": {id: pid}, "parents": {id: parent pid},
+"launchers": {id: launcher pid}}`` and ends normally (a place's parent is the forker of its
+launcher, or the launcher itself for a launcher of one place).
 
-``kill``: prints the same ``pids`` and ``launchers`` (no finish), then kills place 1's launcher
-with SIGKILL and waits up to 30 s for the job to notice (the places of that launcher die with
-it; MPICH's Hydra ends the job on its abnormal exit).
+``kill forker`` / ``kill launcher``: prints the same ``pids``, ``parents`` and ``launchers``
+(no finish), then kills place 1's forker or launcher with SIGKILL, waits up to 20 s until no
+place but place 0 is left, and prints ``{"after": [ids]}``.
 """
 
 import json
@@ -32,20 +33,35 @@ def _empty():
     at(places()[0], _tick)
 
 
+def _launcher():
+    """The MPI process that launched this place: the parent of the forker, or the parent."""
+    parent = os.getppid()
+    with open(f"/proc/{parent}/stat") as fh:
+        grand = int(fh.read().rsplit(")", 1)[1].split()[1])
+    with open(f"/proc/{grand}/cmdline", "rb") as fh:
+        argv = fh.read().split(b"\0")
+    return grand if any(b"_child.py" in a or b"apgaspy-anchor" in a for a in argv) else parent
+
+
 def main():
     everyone = places()
     pids = {p.id: at(p, os.getpid) for p in everyone}
-    launchers = {p.id: at(p, os.getppid) for p in everyone}
+    parents = {p.id: at(p, os.getppid) for p in everyone[1:]}
+    launchers = {p.id: at(p, _launcher) for p in everyone[1:]}
     if sys.argv[1] == "many":
         with finish():
             for p in everyone:
                 async_at(p, _empty)
         print(json.dumps({"places": [p.id for p in everyone], "tasks": _count, "pids": pids,
-                          "launchers": launchers}), flush=True)
+                          "parents": parents, "launchers": launchers}), flush=True)
         return
-    print(json.dumps({"pids": pids, "launchers": launchers}), flush=True)
-    os.kill(launchers[1], signal.SIGKILL)
-    time.sleep(30)
+    print(json.dumps({"pids": pids, "parents": parents, "launchers": launchers}), flush=True)
+    victim = parents[1] if sys.argv[2] == "forker" else launchers[1]
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while len(places()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(json.dumps({"after": [p.id for p in places()]}), flush=True)
 
 
 if __name__ == "__main__":
