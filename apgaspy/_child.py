@@ -232,10 +232,11 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
             answers[i] = None  # the place died during the handshake
     parent.send(answers, dest=0, tag=TAG)
     table = sleepy_recv(parent, 0, TAG, max_sleep=0.05)  # comes once every place started
+    table_bytes = pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)  # once for all
     for answer, down in zip(answers, downs, strict=True):
         if answer is not None:
             try:
-                pickle.dump(table, down)
+                down.write(table_bytes)
                 down.flush()
             except OSError:
                 pass

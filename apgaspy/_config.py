@@ -161,7 +161,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("SPAWN_CONCURRENCY", None, int, _positive,
                 "MPI_Comm_spawn calls place 0 has in flight at once (default: twice its cores, "
                 "at least 4); a new place's MPI start-up spins while it waits for place 0"),
-        Setting("LAUNCH_GROUP", 256, int, _positive,
+        Setting("LAUNCH_GROUP", 1024, int, _positive,
                 "places one launcher process starts on a host (one MPI_Comm_spawn each: it "
                 "forks them from an interpreter that has apgaspy imported); 1: a launch per "
                 "place"),
