@@ -379,7 +379,7 @@ def main() -> None:
             _die_with_parent()
             if os.getppid() != anchor:  # the anchor died before prctl took effect
                 os._exit(1)
-            _place_function(warm=True)
+            _place_function()  # warm: the places forked next skip the imports
             places = _fork_places(ends, [alive_r])
             for fd in (alive_w, *(fd for pair in ends for fd in pair)):
                 os.close(fd)
@@ -391,13 +391,13 @@ def main() -> None:
             [os.fdopen(r, "rb") for _, r in mine], alive_r)
 
 
-def _place_function(warm: bool = False) -> Any:
-    """The place's entry point: :func:`_place` of the package's module (the script imports
-    it; ``warm``: with all of apgaspy, so that forked places skip the imports)."""
+def _place_function() -> Any:
+    """The place's entry point: :func:`_place` of the package's module (run as a script,
+    this imports the package, all of apgaspy)."""
     if __name__ != "__main__":
         return _place
-    if warm:
-        import apgaspy._launch  # noqa: F401 - warm: each forked place skips the imports
+    # Importing the package's module imports all of apgaspy (its __init__): in the forker,
+    # before it forks, so the places skip the imports.
     from apgaspy._child import _place as place
     return place
 

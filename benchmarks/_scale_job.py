@@ -22,8 +22,7 @@ import os
 import time
 
 from apgaspy import async_at, at, finish, places, run
-from apgaspy._launch import LaunchTraffic
-from apgaspy._runtime import current_runtime
+from apgaspy.traffic import launch_traffic, traffic
 
 from ._procfs import fd_info, job_processes, top_mappings
 from ._tasks import noop
@@ -32,18 +31,16 @@ from ._tasks import noop
 def main() -> dict:
     """Measure; returns the JSON data (see the module docstring), all times in seconds."""
     in_main = time.monotonic()
-    rt = current_runtime()
-    at_start = rt.transport.traffic()
-    launch = {"launches": LaunchTraffic.launches, "places": LaunchTraffic.places,
-              "bytes": LaunchTraffic.bytes}
+    at_start = traffic()
+    launch = launch_traffic()
     everyone = places()
-    before = rt.transport.traffic()
+    before = traffic()
     t = time.monotonic()
     with finish():
         for p in everyone:
             async_at(p, noop)
     finish_s = time.monotonic() - t
-    after = rt.transport.traffic()
+    after = traffic()
     finish_home = {k: after[k] - before[k] for k in after}
     again = []
     for _ in range(3):  # the same finish again: every place has run a task before
