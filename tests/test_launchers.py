@@ -87,6 +87,25 @@ def test_a_killed_launcher_leaves_none_of_its_places():
     assert wait_gone(sorted(seen), 15) == []
 
 
+@pytest.mark.timeout(120)
+def test_a_grow_by_a_host_of_four_places_is_one_launch_and_its_shrink_ends_them():
+    """A grow by one host with APGAS_PLACES_PER_HOST=4 adds places 1-4 with one
+    MPI_Comm_spawn (one forker is their parent); a shrink by one host then releases the four,
+    whose processes are gone (checked half a second after they left the table).  (A shrink
+    of one place among several of a launcher is in tests/test_faults.py and
+    tests/test_malleability.py: their places 1 and 2 share one.)"""
+    env = env_for(1, APGAS_COMMUNICATOR="schedule", APGAS_PLACES_PER_HOST="4",
+                  APGAS_SCHEDULE="after 1 s grow 1 on localhost; after 6 s shrink 1")
+    r = run_program("launchers.py", 1, "spawn", "grow", timeout=110, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    grown, shrunk = r.json_lines()
+    assert grown["grown"] == [0, 1, 2, 3, 4]
+    assert grown["launches"] == 1
+    assert len(set(grown["parents"].values())) == 1
+    assert shrunk == {"shrunk": [0], "alive": {"1": False, "2": False, "3": False,
+                                               "4": False}}
+
+
 def test_launch_groups_are_per_host_and_bounded():
     """One group per host, in order, split at the group size; 1 is a launch per place."""
     from apgaspy._launch import launch_groups

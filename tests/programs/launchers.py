@@ -8,6 +8,13 @@ launcher, or the launcher itself for a launcher of one place).
 ``kill forker`` / ``kill launcher``: prints the same ``pids``, ``parents`` and ``launchers``
 (no finish), then kills place 1's forker or launcher with SIGKILL, waits up to 20 s until no
 place but place 0 is left, and prints ``{"after": [ids]}``.
+
+``grow``: run with ``APGAS_COMMUNICATOR=schedule`` and a schedule that grows by one host
+(``APGAS_PLACES_PER_HOST`` places) and then shrinks by one host (releasing the highest
+places): waits until the grow has
+come, prints ``{"grown": [ids], "launches": n, "parents": {id: parent pid}}`` (``launches``:
+the ``MPI_Comm_spawn`` calls the grow made), waits until the shrink has come, and prints
+``{"shrunk": [ids], "alive": {id: bool}}``: whether each grown place's process still runs.
 """
 
 import json
@@ -17,7 +24,8 @@ import sys
 import threading
 import time
 
-from apgaspy import async_at, at, finish, places, run
+from apgaspy import MalleableHandler, async_at, at, define_malleable_handler, finish, places, run
+from apgaspy.traffic import launch_traffic
 
 _count = 0
 _lock = threading.Lock()
@@ -43,7 +51,56 @@ def _launcher():
     return grand if any(b"_child.py" in a or b"apgaspy-anchor" in a for a in argv) else parent
 
 
+class _Handler(MalleableHandler):
+    """Releases the highest place of a shrink; records nothing."""
+
+    def pre_shrink(self, n):
+        return places()[-n:]
+
+    def post_shrink(self, n, removed):
+        pass
+
+    def pre_grow(self, n):
+        pass
+
+    def post_grow(self, n, continued, added):
+        pass
+
+
+def _wait_places(test, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not test(len(places())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _grow():
+    define_malleable_handler(_Handler())
+    before = launch_traffic()["launches"]
+    _wait_places(lambda n: n > 1)
+    grown = places()
+    pids = {p.id: at(p, os.getpid) for p in grown}
+    print(json.dumps({"grown": [p.id for p in grown],
+                      "launches": launch_traffic()["launches"] - before,
+                      "parents": {p.id: at(p, os.getppid) for p in grown[1:]}}), flush=True)
+    _wait_places(lambda n: n < len(grown))
+    time.sleep(0.5)
+    print(json.dumps({"shrunk": [p.id for p in places()],
+                      "alive": {i: _alive(pid) for i, pid in pids.items() if i}}), flush=True)
+
+
 def main():
+    if sys.argv[1] == "grow":
+        _grow()
+        return
     everyone = places()
     pids = {p.id: at(p, os.getpid) for p in everyone}
     parents = {p.id: at(p, os.getppid) for p in everyone[1:]}
