@@ -261,8 +261,6 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
         raise ApgasError("a spawned place cannot start a runtime of its own")
     world = MPI.COMM_WORLD
     if world.Get_size() > 1:
-        if world.Get_rank() == 0:
-            ensure_fd_limit(world.Get_size())
         return _start_world(world), world.Get_rank() == 0
     return _start_embedded(places), True
 
@@ -295,7 +293,15 @@ def _start_world(world: Any) -> Runtime:
     same :class:`StartupError` (a rank that raised alone would leave the others waiting in a
     collective call, and mpiexec would hang)."""
     rank = world.Get_rank()
-    secret = world.bcast(os.urandom(32) if rank == 0 else None, root=0)
+    limit = None
+    if rank == 0:
+        try:
+            ensure_fd_limit(world.Get_size())
+        except StartupError as exc:
+            limit = str(exc)
+    secret, limit = world.bcast((os.urandom(32), limit) if rank == 0 else None, root=0)
+    if limit:
+        raise StartupError(limit if rank == 0 else f"start-up failed: {limit}")
     host = _mpi().Get_processor_name()
     names = world.allgather(host)
     toward = _remote_address([names[0], *names]) if len(set(names)) > 1 else None
