@@ -1,31 +1,48 @@
-"""Entry point of a place started with ``MPI_Comm_spawn`` (``python -P …/apgaspy/_child.py``).
+"""Entry point of a host's launcher started with ``MPI_Comm_spawn``
+(``python -P …/apgaspy/_child.py N``): it starts N places of one host.
 
 The file runs as a script, not as ``-m apgaspy._child``, so that the MPI process imports
-nothing of apgaspy: the place, forked from it, imports the package; the anchor keeps only the
-interpreter, mpi4py and MPICH until the handshake is over, and then becomes a tiny waiter.
-The spawned MPI process forks before it initializes MPI::
+nothing of apgaspy: the places, forked from it, import the package; the MPI process (the
+*anchor*) keeps only the interpreter, mpi4py and MPICH until the handshake is over, and then
+becomes a tiny waiter.  It forks before it initializes MPI.  One place (N = 1)::
 
     MPI_Comm_spawn ─► anchor (MPI process)          place (plain process, never touches MPI)
-                       │ fork ─────────────────────► waits on a pipe
+                       │ fork ─────────────────────► imports apgaspy, waits on a pipe
                        │ MPI_Init, recv init data ──► binds its ZeroMQ socket, answers its
                        │ ◄─────────────────────────── endpoint and pid, imports the
                        │ send endpoint to parent,     program's main module
                        │ recv table ────────────────► joins the computation, serves tasks
                        │ MPI_Comm_disconnect, MPI_Finalize
                        │ exec a small waiter ("apgaspy-anchor" in its argv)
-                       │ waitpid(place) ... (no CPU)    ... until shutdown, release or crash
+                       │ ... (no CPU)                 ... until shutdown, release or crash
                        └ exit 0  ◄────────────────────── exits
+
+Several places (N > 1, the places of one host in one launch, see ``APGAS_LAUNCH_GROUP``): the
+anchor first forks a *forker*, which imports apgaspy while the anchor starts MPI, then forks
+the N places (they skip the imports and share those pages) and becomes a waiter too.  The
+anchor relays the handshake of all N at once (one message in, one list of answers out, one
+table), each place through its own pair of pipes::
+
+    anchor ──fork──► forker: import apgaspy ──fork──► place 1 ... place N
+      │ MPI_Init, handshake for the N places            (each as above)
+      │ exec waiter                    exec waiter (ends when its places have ended)
+      └ exit 0 when the forker has ended
+
+A place is never an MPI process, so a shrink ends any one place alone: its process exits, and
+the waiters wait for the others.
 
 Why: MPICH's process manager (Hydra) ends the whole job, place 0 included, when one of its
 processes dies abnormally, even with ``-disable-auto-cleanup``.  With an anchor in between,
 Hydra only ever sees clean exits, so a crashed place becomes a :class:`DeadPlaceError` that
 the program can handle, and a released place's process exits on its own.  The place dies with
-its anchor (``PR_SET_PDEATHSIG``), so nothing is left behind if the anchor is killed.
+its parent (``PR_SET_PDEATHSIG``: the anchor, or the forker, which dies with the anchor), so
+nothing is left behind if either is killed.
 
 Memory: the anchor used to keep what it had loaded for MPI, about 38 MB RSS per
 place; once MPI is finalized it replaces its image (``execv``, same pid, so Hydra and the
 place's ``PR_SET_PDEATHSIG`` see no change) with a small waiter (:func:`_become_waiter`):
-about 1.8 MB RSS.  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
+about 1.8 MB RSS for the host's places together (a launcher of several places has two: the
+anchor and the forker).  A process may go on after ``MPI_Finalize`` as long as it makes no MPI call
 (MPI-4.0 §11.2.2); Hydra only looks at how it exits.
 """
 
@@ -38,6 +55,7 @@ import sys
 import time
 from typing import Any, BinaryIO
 
+_STARTED = time.monotonic()  # when the launcher's script began (after the interpreter's start)
 _PR_SET_PDEATHSIG = 1
 TAG = 4711
 """The MPI tag of the spawn handshake (place 0 ↔ anchor)."""
@@ -106,6 +124,9 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     place_id, host, secret, prep, env, toward = pickle.load(down)
     os.environ.update(env)
     configure_logging(place_id)
+    logger = logging.getLogger("apgaspy")
+    logger.debug("place(%d): start data %.3f s after its launcher's script began", place_id,
+                 time.monotonic() - _STARTED)
     rt = Runtime(place_id, secret, choose_address(host, toward))
     pickle.dump((rt.transport.endpoint, os.getpid(), socket.gethostname()), up)
     up.flush()
@@ -123,7 +144,11 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         finally:
             importing_main = None
+        logger.debug("place(%d): main module imported %.3f s after its launcher's script "
+                     "began", place_id, time.monotonic() - _STARTED)
         table = pickle.load(down)
+        logger.debug("place(%d): table %.3f s after its launcher's script began", place_id,
+                     time.monotonic() - _STARTED)
         if table is None:  # the start of the group failed elsewhere
             code = 0
             return
@@ -141,59 +166,88 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             os._exit(code)
 
 
-def _forward_to(child: int) -> Any:
-    """A signal handler that sends the signal on to ``child`` (the place)."""
+def _forward_to(children: list[int]) -> Any:
+    """A signal handler that sends the signal on to ``children`` (the places)."""
     def forward(signum: int, _frame: Any) -> None:
-        try:
-            os.kill(child, signum)
-        except ProcessLookupError:  # the place has already ended
-            pass
+        for child in children:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:  # the place has already ended
+                pass
 
     return forward
 
 
-def _wait_for(child: int) -> None:
-    """Forward SIGINT, SIGTERM and SIGHUP to ``child``, wait until it ends, exit 0.
+def _wait_for(children: list[int]) -> None:
+    """Forward SIGINT, SIGTERM and SIGHUP to ``children``, wait until they all end, exit 0.
 
     The waiter of :func:`_become_waiter` where there is no GNU ``tail`` (this script run
-    again as ``python -I -S _child.py apgaspy-anchor <pid>``), and its last resort."""
+    again as ``python -I -S _child.py apgaspy-anchor <pid> [<pid> ...]``), and its last
+    resort."""
     for sig in _FORWARDED:
-        signal.signal(sig, _forward_to(child))
-    try:
-        os.waitpid(child, 0)
-    except ChildProcessError:  # not (or no longer) a child of this process
-        pass
+        signal.signal(sig, _forward_to(children))
+    left = set(children)
+    while left:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:  # no child left (or none of these was ours)
+            break
+        except InterruptedError:
+            continue
+        left.discard(pid)
     os._exit(0)
 
 
-def _anchor(child: int, down: BinaryIO, up: BinaryIO) -> None:
-    """The MPI process: relays the handshake, then waits for the place to end."""
+def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
+            alive: int) -> None:
+    """The MPI process: relays the handshake of its places, then waits for them to end.
+
+    Place 0 sends ``(specs, secret, prep, env, far)``, ``specs`` one ``(place id, host)`` per
+    forked place; each place gets its own tuple, binds its socket and answers; the anchor sends
+    back the list of answers (``None`` for a place that died meanwhile), then relays the
+    table, to every place that answered, once place 0 has it.
+    """
     for sig in _FORWARDED:
-        signal.signal(sig, _forward_to(child))
+        signal.signal(sig, _forward_to(children))
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     from mpi4py import MPI
 
     parent = MPI.Comm.Get_parent()
-    answer: Any = None
+    answers: list[Any] = [None] * len(downs)
     try:
-        pickle.dump(sleepy_recv(parent, 0, TAG), down)
-        down.flush()
-        answer = pickle.load(up)
-    except (EOFError, OSError, pickle.UnpicklingError):
-        answer = None  # the place died during the handshake
-    parent.send(answer, dest=0, tag=TAG)
-    table = sleepy_recv(parent, 0, TAG, max_sleep=0.05)  # comes once every place started
-    if answer is not None:
+        specs, secret, prep, env, far = sleepy_recv(parent, 0, TAG)
+    except (TypeError, ValueError):  # not a launch message: nothing can start
+        specs = []
+    for i, down in enumerate(downs):  # every place first: they bind their sockets at once
         try:
-            pickle.dump(table, down)
+            place_id, host = specs[i]
+            pickle.dump((place_id, host, secret, prep, env, far), down)
             down.flush()
-        except OSError:
+        except (IndexError, OSError):
             pass
+    for i, up in enumerate(ups):
+        try:
+            answers[i] = pickle.load(up)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            answers[i] = None  # the place died during the handshake
+    parent.send(answers, dest=0, tag=TAG)
+    table = sleepy_recv(parent, 0, TAG, max_sleep=0.05)  # comes once every place started
+    table_bytes = pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)  # once for all
+    for answer, down in zip(answers, downs, strict=True):
+        if answer is not None:
+            try:
+                down.write(table_bytes)
+                down.flush()
+            except OSError:
+                pass
     parent.Disconnect()
     MPI.Finalize()
-    down.close()
-    up.close()
-    _become_waiter(child)
+    for stream in (*downs, *ups):
+        try:
+            stream.close()
+        except OSError:  # a place that died left its pipe broken: nothing more to say to it
+            pass
+    _become_waiter(children, alive)
 
 
 def _gnu_tail() -> str | None:
@@ -212,20 +266,28 @@ def _gnu_tail() -> str | None:
     return path if b"GNU coreutils" in out else None
 
 
-def _become_waiter(child: int) -> None:
-    """Replace this process (MPI finalized) with a small one that ends when the place ends.
+def _become_waiter(children: list[int], alive: int) -> None:
+    """Replace this process (MPI finalized) with a small one that ends when its places end.
 
-    GNU ``tail --pid`` (about 1.8 MB RSS) where there is one: ``SIGCHLD`` ignored, which ``execv``
-    keeps, lets the kernel reap the place, so ``tail`` sees it gone (within 0.1 s); a place
-    that ended before is reaped here.  ``tail`` cannot forward signals, and if one ended it,
+    GNU ``tail`` (about 1.8 MB RSS) where there is one.  One place: ``tail --pid``;
+    ``SIGCHLD`` ignored, which ``execv`` keeps, lets the kernel reap the place, so ``tail``
+    sees it gone (within 0.1 s); a place that ended before is reaped here.  Several places
+    (``tail --pid`` takes one pid before coreutils 9.5): ``tail -c 1`` reading the pipe
+    ``alive``, whose write end only the places hold; it reads end of file, and exits 0, when
+    the last of them has ended (the kernel closes a process's descriptors at its exit), and
+    reaping is the kernel's again.  ``tail`` cannot forward signals, and if one ended it,
     Hydra would see an abnormal exit and kill the whole job, place 0 included (MPICH does
     that even after ``MPI_Finalize``): so SIGINT, SIGTERM and SIGHUP are ignored (also kept
-    by ``execv``).  The place still gets every signal sent to it (a batch system signals
-    every process of the job) and its anchor ends when it ends; SIGKILL of the anchor ends
+    by ``execv``).  The places still get every signal sent to them (a batch system signals
+    every process of the job) and their anchor ends when they end; SIGKILL of the anchor ends
     the job, as it always did.  Elsewhere this script, run again by an interpreter started
     with ``-I -S`` (:func:`_wait_for`, 11.5 MB RSS), waits and forwards SIGINT, SIGTERM and
-    SIGHUP, then exits 0.  ``apgaspy-anchor`` is in
-    the argv of both (``argv[0]`` for ``tail``).
+    SIGHUP, then exits 0.  ``apgaspy-anchor`` is in the argv of both (``argv[0]`` for
+    ``tail``).
+
+    Args:
+        children: the pids of this anchor's places.
+        alive: the read end of the pipe whose write end each place holds.
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -238,45 +300,106 @@ def _become_waiter(child: int) -> None:
         if tail is not None:
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)
             # A place that ended before that is a zombie, which SIG_IGN does not reap and
-            # tail would take for alive: reap it here (and then there is nothing to wait for).
-            try:
-                if os.waitpid(child, os.WNOHANG)[0] != 0:
-                    os._exit(0)
-            except ChildProcessError:  # reaped by the kernel already
+            # tail would take for alive: reap it here.
+            left = []
+            for child in children:
+                try:
+                    if os.waitpid(child, os.WNOHANG)[0] == 0:
+                        left.append(child)
+                except ChildProcessError:  # reaped by the kernel already
+                    pass
+            if not left:
                 os._exit(0)
-            os.execv(tail, [ANCHOR_MARK, f"--pid={child}", "-s", "0.1", "-f", os.devnull])
+            if len(children) == 1:
+                os.execv(tail, [ANCHOR_MARK, f"--pid={left[0]}", "-s", "0.1", "-f",
+                                os.devnull])
+            os.dup2(alive, 0)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.execv(tail, [ANCHOR_MARK, "-c", "1"])
         os.execv(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__),
-                                  ANCHOR_MARK, str(child)])
+                                  ANCHOR_MARK, *map(str, children)])
     except OSError:  # nothing to exec: wait here, with everything loaded
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _wait_for(child)
+        _wait_for(children)
+
+
+def _fork_places(ends: list[tuple[int, int]], others: list[int]) -> list[int]:
+    """Fork one place per ``(down_r, up_w)`` pair of ``ends``; return their pids.
+
+    Each place closes ``others`` (descriptors it must not hold) and the other places' ends,
+    and runs :func:`_place` with its pipes and this process's pid."""
+    parent = os.getpid()
+    children = []
+    for i, (down_r, up_w) in enumerate(ends):
+        child = os.fork()
+        if child == 0:
+            for fd in (*others, *(f for j, pair in enumerate(ends) if j != i for f in pair)):
+                os.close(fd)
+            _place_function()(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), parent)
+        children.append(child)
+    return children
 
 
 def main() -> None:
-    """Fork into anchor and place; never returns.  Run as ``_child.py apgaspy-anchor <pid>``:
-    the anchor's waiter where there is no GNU ``tail`` (:func:`_wait_for`)."""
+    """Fork into an anchor and its places (``_child.py [N]``: N places, default 1); never
+    returns.  Run as ``_child.py apgaspy-anchor <pid> [<pid> ...]``: the anchor's waiter where
+    there is no GNU ``tail`` (:func:`_wait_for`).
+
+    One place is forked at once and imports apgaspy while the anchor starts MPI.  Several
+    places come from a *forker*, forked first (a zygote, as Android starts its apps): it
+    imports apgaspy (not MPI) while the anchor starts MPI, then forks the places, which skip
+    the imports (a third to a half of a place's start) and share those pages; then it waits
+    for them as the anchor does (it dies with the anchor, the places die with it)::
+
+        anchor ──fork──► forker: import apgaspy ──fork──► place, place, ...
+          │ MPI_Init, handshake (relayed to the places through their pipes)
+    """
     if sys.argv[1:2] == [ANCHOR_MARK]:
-        _wait_for(int(sys.argv[2]))
+        _wait_for([int(a) for a in sys.argv[2:]])
     if "mpi4py.MPI" in sys.modules:
         sys.exit("apgaspy._child must fork before MPI starts")
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m
         sys.path.insert(0, os.getcwd())
-    down_r, down_w = os.pipe()
-    up_r, up_w = os.pipe()
+    alive_r, alive_w = os.pipe()  # the places hold the write end: see _become_waiter
+    downs = [os.pipe() for _ in range(count)]
+    ups = [os.pipe() for _ in range(count)]
+    ends = [(down[0], up[1]) for down, up in zip(downs, ups, strict=True)]  # the places'
+    mine = [(down[1], up[0]) for down, up in zip(downs, ups, strict=True)]  # the anchor's
+    anchor_fds = [fd for pair in mine for fd in pair]
     anchor = os.getpid()
-    child = os.fork()
-    if child == 0:
-        os.close(down_w)
-        os.close(up_r)
-        if __name__ == "__main__":  # the script: the place is the package's own module
-            from apgaspy._child import _place as place
-        else:
-            place = _place
-        place(os.fdopen(down_r, "rb"), os.fdopen(up_w, "wb"), anchor)
+    if count == 1:
+        children = _fork_places(ends, [alive_r, *anchor_fds])
     else:
-        os.close(down_r)
-        os.close(up_w)
-        _anchor(child, os.fdopen(down_w, "wb"), os.fdopen(up_r, "rb"))
+        forker = os.fork()
+        if forker == 0:
+            for fd in anchor_fds:
+                os.close(fd)
+            _die_with_parent()
+            if os.getppid() != anchor:  # the anchor died before prctl took effect
+                os._exit(1)
+            _place_function()  # warm: the places forked next skip the imports
+            places = _fork_places(ends, [alive_r])
+            for fd in (alive_w, *(fd for pair in ends for fd in pair)):
+                os.close(fd)
+            _become_waiter(places, alive_r)
+        children = [forker]
+    for fd in (alive_w, *(fd for pair in ends for fd in pair)):
+        os.close(fd)
+    _anchor(children, [os.fdopen(w, "wb") for w, _ in mine],
+            [os.fdopen(r, "rb") for _, r in mine], alive_r)
+
+
+def _place_function() -> Any:
+    """The place's entry point: :func:`_place` of the package's module (run as a script,
+    this imports the package, all of apgaspy)."""
+    if __name__ != "__main__":
+        return _place
+    # Importing the package's module imports all of apgaspy (its __init__): in the forker,
+    # before it forks, so the places skip the imports.
+    from apgaspy._child import _place as place
+    return place
 
 
 if __name__ == "__main__":

@@ -161,6 +161,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("SPAWN_CONCURRENCY", None, int, _positive,
                 "MPI_Comm_spawn calls place 0 has in flight at once (default: twice its cores, "
                 "at least 4); a new place's MPI start-up spins while it waits for place 0"),
+        Setting("LAUNCH_GROUP", 1024, int, _positive,
+                "places one launcher process starts on a host (one MPI_Comm_spawn each: it "
+                "forks them from an interpreter that has apgaspy imported); 1: a launch per "
+                "place"),
         Setting("SLURM", True, parse_bool, _any,
                 "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,

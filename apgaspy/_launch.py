@@ -6,22 +6,27 @@ Two ways to start:
   r.  Rank 0 draws the job secret and broadcasts it; the ranks allgather their ZeroMQ
   endpoints.
 * **embedded** (``python prog.py``): the process is an MPI singleton and becomes place 0; it
-  starts the other places with ``MPI_Comm_spawn``, one process per call, all calls at once
-  from as many threads.  (A single spawn of n processes would give them one shared
-  ``MPI_COMM_WORLD``; ``MPI_Finalize`` is collective over it, so none of them could leave
-  before the others, and MPICH's Hydra kills the whole group when one exits without
-  finalizing.  Separate spawns let a shrink end any one of them.)
+  starts the other places with ``MPI_Comm_spawn``: one launcher process per host (and per
+  ``APGAS_LAUNCH_GROUP`` places), all launches at once from as many threads.  The launcher
+  forks the host's places, which are not MPI processes.  (A single spawn of n MPI processes
+  would give them one shared ``MPI_COMM_WORLD``; ``MPI_Finalize`` is collective over it, so
+  none of them could leave before the others, and MPICH's Hydra kills the whole group when one
+  exits without finalizing.  Places forked by a launcher let a shrink end any one of them.)
 
-A spawned place runs :mod:`apgaspy._child` (as a script): it receives its id, host, the
+A launcher runs :mod:`apgaspy._child` (as a script): it receives its places' ids, host, the
 secret and the parent's ``multiprocessing`` preparation data over the intercommunicator,
-binds its socket, answers with its endpoint, receives the table of places, and imports the
-user's main module the way ``multiprocessing``'s spawn start method does (as
-``__mp_main__``, same working directory and ``sys.path``), so functions and classes of the
-program resolve at every place.  Its MPI anchor disconnects and finalizes after the handshake.
+hands each place its part, answers with their endpoints, receives the table of places once
+for all of them, and each place imports the user's main module the way ``multiprocessing``'s
+spawn start method does (as ``__mp_main__``, same working directory and ``sys.path``), so
+functions and classes of the program resolve at every place.  The launcher's MPI process
+disconnects and finalizes after the handshake.  So a grow by a host costs one launch however
+many places it brings, place 0 keeps one thread per launch, not per place, and the table goes
+once to each launcher, not to each place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing.spawn
 import os
@@ -50,6 +55,7 @@ from ._hosts import (
     resolve_host,
     slurm_allocation,
 )
+from ._logging import configure_logging
 from ._membership import PlaceInfo
 from ._runtime import Runtime, current_runtime, set_runtime
 from .elastic._malleability import Malleability
@@ -169,6 +175,58 @@ def _sleepy_barrier(comm: Any) -> None:
         delay = min(delay * 2, 0.1)
 
 
+FDS_PER_PLACE = 6
+"""Open files place 0 holds per place: two TCP connections (its own to the place, the
+place's to it), the ZeroMQ socket to the place with its mailbox, and the socket monitor
+that watches it (5.1 per place measured at 512 places), rounded up."""
+_FDS_BASE = 256  # what place 0 holds besides: the interpreter, MPI, pools, the program
+
+
+def ensure_fd_limit(places: int) -> None:
+    """Make sure this process (place 0) may open the files ``places`` places need.
+
+    Raises the soft limit on open files (``RLIMIT_NOFILE``) to what ``places`` need, never
+    above the hard limit (as a server that expects many connections does).
+
+    Args:
+        places: the number of places the computation will have, place 0 included.
+
+    Raises:
+        StartupError: the hard limit is too low (one line: how many are needed, and the fix).
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX: nothing to check
+        return
+    need = _FDS_BASE + FDS_PER_PLACE * places
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise StartupError(
+            f"{places} places need about {need} open files at place 0, but the hard limit is "
+            f"{hard}: raise it (ulimit -Hn {need}, or nofile in /etc/security/limits.conf) "
+            f"or start fewer places")
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+@contextmanager
+def _announced(count: int, hosts: int, after_s: float = 2.0) -> Iterator[None]:
+    """Log at INFO (``APGAS_LOG_LEVEL=INFO``) that ``count`` places are starting on ``hosts``
+    hosts if that takes more than ``after_s`` seconds, and then when they have started."""
+    began = time.monotonic()
+    timer = threading.Timer(after_s, log.info, ("starting %d place(s) on %d host(s)",
+                                                count, hosts))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        took = time.monotonic() - began
+        if took > after_s:
+            log.info("%d place(s) on %d host(s) started in %.1f s", count, hosts, took)
+
+
 # ---------------------------------------------------------------------- start
 class Session:
     """How this process takes part in the computation (set by :func:`start`)."""
@@ -235,7 +293,15 @@ def _start_world(world: Any) -> Runtime:
     same :class:`StartupError` (a rank that raised alone would leave the others waiting in a
     collective call, and mpiexec would hang)."""
     rank = world.Get_rank()
-    secret = world.bcast(os.urandom(32) if rank == 0 else None, root=0)
+    limit = None
+    if rank == 0:
+        try:
+            ensure_fd_limit(world.Get_size())
+        except StartupError as exc:
+            limit = str(exc)
+    secret, limit = world.bcast((os.urandom(32), limit) if rank == 0 else None, root=0)
+    if limit:
+        raise StartupError(limit if rank == 0 else f"start-up failed: {limit}")
     host = _mpi().Get_processor_name()
     names = world.allgather(host)
     toward = _remote_address([names[0], *names]) if len(set(names)) > 1 else None
@@ -333,21 +399,26 @@ def _start_embedded(places: int | None) -> Runtime:
         layout = [here] * count
     if alloc is not None:
         os.environ.setdefault("SLURM_OVERLAP", "1")  # spawned steps share the job's CPUs
+    ensure_fd_limit(count)
+    configure_logging(0)  # start-up's progress lines (INFO)
     rt = Runtime(0, os.urandom(32), choose_address(here, _remote_address(layout)))
     me = PlaceInfo(0, rt.transport.endpoint, here, os.getpid(), "embedded", 0)
-    try:
-        others = spawn_places(rt, list(enumerate(layout))[1:], [me],
-                              slots=[i // per_host for i in range(1, count)])
-    except MalleabilityError as exc:
-        rt.close()
-        raise StartupError(str(exc), getattr(exc, "places", None)) from exc.__cause__
-    except BaseException:
-        rt.close()
-        raise
-    SESSION.world = None
-    _install(rt)
-    rt.start([me, *others])
-    failed = _not_ready(rt, rt.membership.place_ids())
+    announce = _announced(count - 1, len(set(layout[1:])), after_s=0.0 if count > 64 else 2.0)
+    with announce:
+        try:
+            others = spawn_places(rt, list(enumerate(layout))[1:], [me],
+                                  slots=[i // per_host for i in range(1, count)],
+                                  announce=False)
+        except MalleabilityError as exc:
+            rt.close()
+            raise StartupError(str(exc), getattr(exc, "places", None)) from exc.__cause__
+        except BaseException:
+            rt.close()
+            raise
+        SESSION.world = None
+        _install(rt)
+        rt.start([me, *others])
+        failed = _not_ready(rt, rt.membership.place_ids())
     if failed:
         rt.membership.shutdown(1)
         rt.close()
@@ -413,7 +484,8 @@ def _check_hosts(rt: Runtime, hosts: Sequence[str]) -> tuple[dict[str, str], dic
 def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
                  known: Sequence[PlaceInfo],
                  slots: Sequence[int] | None = None,
-                 mpi_hosts: dict[str, str] | None = None) -> list[PlaceInfo]:
+                 mpi_hosts: dict[str, str] | None = None,
+                 announce: bool = True) -> list[PlaceInfo]:
     """Start one place per ``(id, host)`` of ``specs``, all at once; return their infos.
 
     Every new place learns the table ``known`` + the new places.  The places are not added to
@@ -424,6 +496,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         slots: the host slot of each new place (default: its id).
         mpi_hosts: each host's MPI ``host`` info value, already checked
             (default: :func:`check_grow_hosts` now).
+        announce: log at INFO what is starting when it takes more than 2 s.
 
     Raises:
         MalleabilityError: a host cannot run a place, or a spawn failed or timed out (nothing
@@ -445,41 +518,55 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     toward = _address_of(rt.transport.endpoint)
     results: dict[int, tuple[Any, Any]] = {}
     failed: dict[int, tuple[str, str]] = {}
+    groups = launch_groups(specs, setting("LAUNCH_GROUP"))
 
-    # Spawns in flight are bounded: a new place's MPI_Init busy-polls until place 0, which
+    # Spawns in flight are bounded: a new launcher's MPI_Init busy-polls until place 0, which
     # serves one spawn at a time, gets to it; 32 places at once on 2 cores took 15-19 s to be
     # ready and 0.9-1.1 s of CPU per place, 4 at a time 9-10 s and 0.5-0.6 s.
     gate = threading.BoundedSemaphore(setting("SPAWN_CONCURRENCY")
                                       or max(4, 2 * (os.cpu_count() or 1)))
 
-    def launch(pid: int, host: str) -> None:
+    began = time.monotonic()
+
+    def launch(group: list[tuple[int, str]]) -> None:
+        host = group[0][1]
         try:
             info = MPI.Info.Create()
             info.Set("host", mpi_hosts[host])
             info.Set("wdir", os.getcwd())
             with gate:
-                inter = MPI.COMM_SELF.Spawn(sys.executable, ["-P", _CHILD_SCRIPT], 1, info)
+                inter = MPI.COMM_SELF.Spawn(sys.executable,
+                                            ["-P", _CHILD_SCRIPT, str(len(group))], 1, info)
             info.Free()
+            spawned = time.monotonic() - began
             far = None if mpi_hosts[host] == "localhost" else toward
-            inter.send((pid, host, rt.secret, prep, env, far), dest=0, tag=_TAG)
-            answer = _sleepy_recv(inter, 0, _TAG)
-            results[pid] = (inter, answer)
-            if answer is None:
-                failed[pid] = (host, "its process died while starting (see its stderr)")
+            inter.send((group, rt.secret, prep, env, far), dest=0, tag=_TAG)
+            answers = _sleepy_recv(inter, 0, _TAG)
+            log.debug("launcher of %d place(s) on %s: MPI_Comm_spawn returned after %.3f s, "
+                      "its places answered after %.3f s", len(group), host, spawned,
+                      time.monotonic() - began)
+            for (pid, _), answer in zip(group, answers, strict=True):
+                results[pid] = (inter, answer)
+                if answer is None:
+                    failed[pid] = (host, "its process died while starting (see its stderr)")
         except BaseException as exc:  # noqa: BLE001 - reported below
-            failed[pid] = (host, f"{type(exc).__name__}: {exc}")
+            for pid, _ in group:
+                failed[pid] = (host, f"{type(exc).__name__}: {exc}")
 
-    threads = [threading.Thread(target=launch, args=spec, daemon=True) for spec in specs]
+    threads = [threading.Thread(target=launch, args=(group,), daemon=True) for group in groups]
     deadline = time.monotonic() + setting("START_TIMEOUT")
-    with _own_stdio_for_process_manager():
+    hosts = len({host for _, host in specs})
+    with _own_stdio_for_process_manager(), (_announced(len(specs), hosts) if announce
+                                            else contextlib.nullcontext()):
         for t in threads:
             t.start()
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
-    for (pid, host), t in zip(specs, threads, strict=True):
+    for group, t in zip(groups, threads, strict=True):
         if t.is_alive():
-            failed[pid] = (host, f"MPI_Comm_spawn did not return within "
-                                 f"{setting('START_TIMEOUT'):g} s (APGAS_START_TIMEOUT)")
+            for pid, host in group:
+                failed[pid] = (host, f"MPI_Comm_spawn did not return within "
+                                     f"{setting('START_TIMEOUT'):g} s (APGAS_START_TIMEOUT)")
     slot_of = dict(zip((pid for pid, _ in specs), slots or [pid for pid, _ in specs],
                        strict=True))
     done = dict(results)
@@ -489,8 +576,10 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         if pid in done and done[pid][1] is not None and pid not in failed
     ]
     table = [*known, *new] if not failed else None
+    for group in groups:
+        LaunchTraffic.add(len(group), (group, rt.secret, prep, env, toward), table)
     finals = []
-    for inter, _ in done.values():
+    for inter in {id(inter): inter for inter, _ in done.values()}.values():
 
         def finish_handshake(inter: Any = inter) -> None:
             inter.send(table, dest=0, tag=_TAG)
@@ -501,9 +590,52 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         finals.append(t)
     for t in finals:
         t.join(max(1.0, deadline - time.monotonic()))
+    log.debug("%d place(s) in %d launch(es): tables sent after %.3f s", len(specs),
+              len(groups), time.monotonic() - began)
     if failed:
         _raise_failed(len(specs), failed)
     return new
+
+
+class LaunchTraffic:
+    """What place 0 sent its launchers over MPI so far (for measurements): ``launches``
+    (``MPI_Comm_spawn`` calls), ``places`` and ``bytes`` (pickled start data and tables)."""
+
+    launches = 0
+    places = 0
+    bytes = 0
+
+    @classmethod
+    def add(cls, places: int, *messages: Any) -> None:
+        """Count one launch of ``places`` places and the ``messages`` sent to it."""
+        import pickle
+
+        cls.launches += 1
+        cls.places += places
+        cls.bytes += sum(len(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
+                         for m in messages)
+
+
+def launch_groups(specs: Sequence[tuple[int, str]],
+                  size: int) -> list[list[tuple[int, str]]]:
+    """Split ``specs`` (``(place id, host)`` pairs) into launch groups: the places of one host,
+    in order, at most ``size`` to a group; each group is one ``MPI_Comm_spawn`` of one
+    launcher process, which forks the group's places.
+
+    Args:
+        specs: the places to start, each ``(id, host)``.
+        size: the most places of one group (``APGAS_LAUNCH_GROUP``; 1: a launch per place).
+
+    Raises:
+        ValueError: ``size`` < 1.
+    """
+    if size < 1:
+        raise ValueError(f"a launch group holds at least one place, not {size}")
+    by_host: dict[str, list[tuple[int, str]]] = {}
+    for pid, host in specs:
+        by_host.setdefault(host, []).append((pid, host))
+    return [places[i:i + size] for places in by_host.values()
+            for i in range(0, len(places), size)]
 
 
 def _raise_failed(total: int, failed: dict[int, tuple[str, str]]) -> None:

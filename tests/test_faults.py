@@ -306,9 +306,11 @@ def test_place_killed_while_starting_is_a_startup_error():
 
 
 def _is_place_process(pid: int) -> bool:
-    """A place: an ``apgaspy/_child.py`` process whose parent is its anchor (``_child.py``
+    """A place: an ``apgaspy/_child.py N`` process below its launcher's anchor (``_child.py``
     during the handshake, then a waiter with the argument ``apgaspy-anchor``: argv[0] of GNU
-    ``tail --pid``, or a later argument of the ``python -I -S`` fallback)."""
+    ``tail``, or a later argument of the ``python -I -S`` fallback).  With N = 1 the anchor
+    forks the place; with N > 1 it forks a forker (the same command line), which forks the
+    places: then a place has two such ancestors, the forker one."""
     def cmdline(p: int) -> list[str]:
         try:
             return psutil.Process(p).cmdline()
@@ -321,9 +323,19 @@ def _is_place_process(pid: int) -> bool:
         except psutil.Error:
             return 0
 
-    anchor = cmdline(parent(pid))
-    return (any("apgaspy/_child.py" in a for a in cmdline(pid))
-            and (any("apgaspy/_child.py" in a for a in anchor) or "apgaspy-anchor" in anchor))
+    def launcher_process(argv: list[str]) -> bool:
+        return any("apgaspy/_child.py" in a for a in argv) or "apgaspy-anchor" in argv
+
+    own = cmdline(pid)
+    if not any("apgaspy/_child.py" in a for a in own):
+        return False
+    script = next(i for i, a in enumerate(own) if "apgaspy/_child.py" in a)
+    count = int(own[script + 1]) if len(own) > script + 1 and own[script + 1].isdigit() else 1
+    ancestors, p = 0, parent(pid)
+    while p and launcher_process(cmdline(p)):
+        ancestors += 1
+        p = parent(p)
+    return ancestors == (1 if count == 1 else 2)
 
 
 # ---------------------------------------------------------------------- notifications

@@ -76,18 +76,24 @@ def test_spawns_one_at_a_time():
 @pytest.mark.timeout(60)
 def test_a_spawned_place_anchor_waits_small():
     """Memory per place: after the MPI handshake a spawned place's anchor has
-    finalized MPI and become GNU tail --pid (argv[0] apgaspy-anchor), about 2 MB RSS, where
-    it kept 38 MB of interpreter, apgaspy and MPICH before."""
+    finalized MPI and become GNU tail (argv[0] apgaspy-anchor), about 2 MB RSS, where
+    it kept 38 MB of interpreter, apgaspy and MPICH before: ``tail --pid`` for a launcher of
+    one place, ``tail -c 1`` on the pipe its places hold for a launcher of several (places 1
+    and 2 of one host share one)."""
     if shutil.which("tail") is None:
         pytest.skip("no tail on PATH: the anchor waits as a small interpreter instead")
-    r = run_program("pids.py", 3, "spawn", timeout=60)
-    assert r.returncode == 0, r.stderr
-    anchors = r.json_lines()[0]["anchors"]
-    for pid in ("1", "2"):
-        _, argv, rss_kb = anchors[pid]
-        assert argv[0] == "apgaspy-anchor" and argv[1].startswith("--pid="), argv
-        assert rss_kb < 4096, anchors  # tail: 1.7-1.8 MB here
-    assert "apgaspy-anchor" not in anchors["0"][1]  # place 0 is the program itself
+    for group, shared in (("1", False), (None, True)):
+        env = env_for(3, APGAS_LAUNCH_GROUP=group) if group else None
+        r = run_program("pids.py", 3, "spawn", timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        anchors = r.json_lines()[0]["anchors"]
+        for pid in ("1", "2"):
+            anchor_pid, argv, rss_kb = anchors[pid]
+            assert argv[0] == "apgaspy-anchor", argv
+            assert argv[1:] == ["-c", "1"] if shared else argv[1].startswith("--pid="), argv
+            assert rss_kb < 4096, anchors  # tail: 1.7-1.8 MB here
+        assert (anchors["1"][0] == anchors["2"][0]) == shared, anchors
+        assert "apgaspy-anchor" not in anchors["0"][1]  # place 0 is the program itself
 
 
 @pytest.mark.timeout(30)

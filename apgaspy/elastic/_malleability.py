@@ -263,7 +263,9 @@ class Malleability:
                 raise MalleabilityError("this runtime cannot start places (no launcher)")
             rt = self.rt
             members = rt.membership
+            c0 = time.monotonic()
             mpi_hosts = self.launcher.check_hosts(hosts)  # before the handler hears of it
+            log.debug("grow: %d host(s) checked in %.3f s", len(hosts), time.monotonic() - c0)
             per_host = setting("PLACES_PER_HOST")
             report = OrderReport("grow", len(hosts))
             t0 = time.perf_counter_ns()
@@ -290,10 +292,13 @@ class Malleability:
                                             mpi_hosts)
             except MalleabilityError as exc:
                 error, infos = exc, []
+            log.debug("grow: places launched %.3f s after the check",
+                      time.monotonic() - c0)
             if infos:
                 members.add_places(infos)
                 timeout = setting("START_TIMEOUT")
                 late = set(members.wait_ready([i.id for i in infos], timeout))
+                log.debug("grow: places ready %.3f s after the check", time.monotonic() - c0)
                 lost = [i for i in infos if i.id in late or i.id in members.dead]
                 never_ready |= late
                 if lost:
@@ -313,6 +318,8 @@ class Malleability:
                                                 timeout=setting("ACK_TIMEOUT"))
                 if silent:
                     log.warning("places %s did not confirm the grow in time", silent)
+                log.debug("grow: the other places acknowledged %.3f s after the check",
+                          time.monotonic() - c0)
                 gone = [i for i in infos if i.id not in members.table]  # died after 'ready'
                 if gone:
                     for info in gone:
