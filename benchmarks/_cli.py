@@ -178,6 +178,10 @@ def _parser(bench: Benchmark) -> argparse.ArgumentParser:
                      help="lifeline hypercube base (default GLB_L, else 2)")
     glb.add_argument("--lifeline-dims", type=positive_int, default=None, dest="z",
                      help="lifeline hypercube dimensions (default GLB_Z, else enough)")
+    glb.add_argument("--workers", type=non_negative_int, default=None,
+                     help="worker threads per place, each with its own bag (default "
+                          "GLB_WORKERS, else 1; 0: the host's cores over "
+                          "APGAS_PLACES_PER_HOST, a host as one place with 1)")
     glb.add_argument("--resilient", action="store_const", const=True, default=None,
                      help="survive the death of places other than 0 with the exact answer "
                           "(default GLB_RESILIENT, else off)")
@@ -220,7 +224,7 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "kernels": kernels,
         "warm_up_s": warm_s,
         "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z,
-                "resilient": res.params.resilient},
+                "resilient": res.params.resilient, "workers": res.params.workers},
         "orders": res.orders,
         "phases": res.phases,
         "log": [s.as_dict() for s in res.log],
@@ -235,7 +239,7 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
     problem = bench.validate(params)
     if problem:
         parser.error(problem)
-    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient")}
+    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient", "workers")}
     report = run(_job, bench, params, glb_kwargs, places=args.places)
     if args.json:
         print(json.dumps(report))
@@ -249,7 +253,10 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
             print(f"check: {verdict}")
         shrink_grow = "" if report["places"] == report["places_at_end"] else \
             f" (ended on {report['places_at_end']})"
-        print(f"places: {report['places']}{shrink_grow}, time: {report['seconds']:.3f} s, "
+        workers = report["glb"]["workers"]
+        per_place = f" × {workers} workers" if workers > 1 else ""
+        print(f"places: {report['places']}{per_place}{shrink_grow}, "
+              f"time: {report['seconds']:.3f} s, "
               f"throughput: {report['throughput']:.4g} {bench.unit}, "
               f"kernels: {report['kernels']}")
     sys.stdout.flush()

@@ -1,0 +1,91 @@
+"""The GIL share of a GLB worker: time spent in compiled kernels that release the GIL.
+
+A place with W workers (``workers``) runs W threads of one Python process, which share one
+GIL.  A compiled kernel built with ``nogil=True`` (numba) releases it while it runs; the rest
+of a worker's loop (Python code in ``Bag.process`` around the kernel, splitting, merging)
+holds it.  A bag that calls its kernels through :func:`nogil_call` lets the worker measure
+the share of its time that it holds the GIL: the time in ``process`` outside such calls plus
+the time between two ``process`` calls.  With a share ``g`` per worker, W workers keep the GIL
+busy ``W·g`` of the time: about ``1/g`` workers fit before they queue on it.
+
+A bag that does not use :func:`nogil_call` is counted as holding the GIL all the time (true of
+pure-Python bags; numpy releases it inside many of its functions, which this does not see).
+
+Granularity: with W > 1 the worker grows the work units of its ``process`` calls while it
+holds the GIL more than its fair share, ``1/(2W)``, and the calls last under a few tens of
+milliseconds (self-adjusting granularity after Finnerty, Kamada and Ohta, "Self-adjusting
+task granularity for global load balancer library on clusters of many-core processors",
+PMAM 2020): the Python overhead of a call is paid once for more kernel work.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["nogil_call", "nogil_seconds", "adapt_work_units", "MAX_CALL_S", "MAX_GROWTH"]
+
+T = TypeVar("T")
+
+MAX_CALL_S = 0.02
+"""Seconds a ``process`` call may last before the worker stops growing its work units (and,
+past twice this, shrinks them back towards the configured ``n``)."""
+
+MAX_GROWTH = 1024
+"""At most this many times the configured ``n`` per ``process`` call."""
+
+
+class _Seconds(threading.local):
+    s = 0.0
+
+
+_NOGIL = _Seconds()
+
+
+def nogil_call(fn: Callable[..., T], *args: Any) -> T:
+    """Call ``fn(*args)``, a compiled kernel that releases the GIL, and count its time as
+    time without the GIL for the calling thread (its GLB worker's ``gil_held_s``).
+
+    Args:
+        fn: the kernel (e.g. a numba function compiled with ``nogil=True``).
+        args: its arguments.
+
+    Returns:
+        What ``fn`` returns; what it raises propagates (its time is counted all the same).
+    """
+    t = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        _NOGIL.s += time.perf_counter() - t
+
+
+def nogil_seconds() -> float:
+    """Seconds the calling thread has spent in :func:`nogil_call` since it started."""
+    return _NOGIL.s
+
+
+def adapt_work_units(n: int, base: int, took_s: float, held_s: float, span_s: float,
+                     workers: int) -> int:
+    """The work units of a worker's next ``process`` call (self-adjusting granularity, see the
+    module docstring).
+
+    Args:
+        n: the units of the call that just ended; base: the configured ``n`` (the floor).
+        took_s: seconds the call lasted; span_s: seconds since the previous call ended (the
+            call and the worker's bookkeeping before it); held_s: seconds of ``span_s`` the
+            worker held the GIL.
+        workers: workers of the place (W ≥ 1).
+
+    Returns:
+        ``2n`` while the worker held the GIL more than ``1/(2W)`` of the time, the call lasted
+        under :data:`MAX_CALL_S` and ``n`` is under ``MAX_GROWTH·base``; ``n/2`` (not under
+        ``base``) when the call lasted over twice :data:`MAX_CALL_S`; else ``n``.
+    """
+    if took_s > 2 * MAX_CALL_S and n > base:
+        return max(base, n // 2)
+    if took_s < MAX_CALL_S and n < MAX_GROWTH * base and held_s * 2 * workers > span_s:
+        return n * 2
+    return n
