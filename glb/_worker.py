@@ -418,6 +418,9 @@ class Worker:
         every worker is dry and the queues are empty."""
         while True:
             serve = False
+            bag = self.bag
+            if bag is not None and not bag.is_empty():
+                return True  # work a thief could not take came back
             with self.lock:
                 if self.failure is not None or self.mailbox or self.leaving or self.halted:
                     return True
@@ -710,6 +713,7 @@ class Worker:
         """Report this released place's final result and statistics to place 0."""
         reply = self.leave_reply
         if reply is not None:
+            self.recall()  # W > 1: the results of the workers that stopped
             self.stats.released = True
             self._fold_worker_stats()
             self.stats.idle_s = max(0.0, (time.perf_counter() - self.started) * self.workers
