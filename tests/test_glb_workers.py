@@ -57,6 +57,9 @@ def test_every_bag_exact_with_one_two_and_three_workers(kernels):
     pytest.param("uts", ["--depth", "13"], "numba", 3,
                  marks=pytest.mark.skipif(_numba_missing(), reason="numba is not installed")),
     ("nqueens", ["-N", "15"], "numpy", 2),
+    pytest.param("bc", ["--scale", "12", "--verify"], "numba", 2,
+                 marks=pytest.mark.skipif(_numba_missing(), reason="numba is not installed")),
+    ("pi", ["--samples", "1e9"], "numpy", 3),
 ])
 def test_exact_with_workers_through_shrinks_and_grows(name, args, kernels, workers):
     """A released place stops all its workers and hands their work on; new places start
