@@ -226,6 +226,7 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z,
                 "resilient": res.params.resilient, "workers": res.params.workers},
         "orders": res.orders,
+        "order_times": res.order_times,
         "phases": res.phases,
         "log": [s.as_dict() for s in res.log],
     }

@@ -56,6 +56,7 @@ class GLBResult:
         recovered: places that died during a resilient computation, whose work and partial
             result were recovered (in the order they were taken over).
         rounds: rounds of a resilient computation (1 when no recovery was needed).
+        order_times: when each of ``orders`` began (``time.time()``).
     """
 
     result: Fold
@@ -67,6 +68,7 @@ class GLBResult:
     phases: dict[str, float] = field(default_factory=dict)
     recovered: list[int] = field(default_factory=list)
     rounds: int = 1
+    order_times: list[float] = field(default_factory=list)
 
     @property
     def value(self) -> Any:
@@ -167,7 +169,7 @@ def _run(params: Params, result_factory: Callable[[], Fold],
                      [p.id for p in places()], params,
                      handler.orders if handler is not None else [],
                      {"setup_s": t1 - t0, "compute_s": t2 - t1, "reduce_s": t3 - t2},
-                     recovered, rounds)
+                     recovered, rounds, handler.order_times if handler is not None else [])
 
 
 def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int | None = None,

@@ -5,8 +5,11 @@ GIL.  A compiled kernel built with ``nogil=True`` (numba) releases it while it r
 of a worker's loop (Python code in ``Bag.process`` around the kernel, splitting, merging)
 holds it.  A bag that calls its kernels through :func:`nogil_call` lets the worker measure
 the share of its time that it holds the GIL: the time in ``process`` outside such calls plus
-the time between two ``process`` calls.  With a share ``g`` per worker, W workers keep the GIL
-busy ``W·g`` of the time: about ``1/g`` workers fit before they queue on it.
+the time between two ``process`` calls.  The share is taken on the thread's CPU time (its
+wall-clock time is kept too): on a machine shared with other work a thread also waits for a
+CPU, with or without the GIL, which says nothing about the GIL.  With a share ``g`` per
+worker, W workers keep the GIL busy ``W·g`` of the time: about ``1/g`` workers fit before
+they queue on it.
 
 A bag that does not use :func:`nogil_call` is counted as holding the GIL all the time (true of
 pure-Python bags; numpy releases it inside many of its functions, which this does not see).
@@ -25,7 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["nogil_call", "nogil_seconds", "adapt_work_units", "MAX_CALL_S", "MAX_GROWTH"]
+__all__ = ["nogil_call", "nogil_seconds", "nogil_cpu_seconds", "adapt_work_units",
+           "MAX_CALL_S", "MAX_GROWTH"]
 
 T = TypeVar("T")
 
@@ -39,6 +43,7 @@ MAX_GROWTH = 1024
 
 class _Seconds(threading.local):
     s = 0.0
+    cpu = 0.0
 
 
 _NOGIL = _Seconds()
@@ -55,16 +60,22 @@ def nogil_call(fn: Callable[..., T], *args: Any) -> T:
     Returns:
         What ``fn`` returns; what it raises propagates (its time is counted all the same).
     """
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     try:
         return fn(*args)
     finally:
+        _NOGIL.cpu += time.thread_time() - c
         _NOGIL.s += time.perf_counter() - t
 
 
 def nogil_seconds() -> float:
     """Seconds the calling thread has spent in :func:`nogil_call` since it started."""
     return _NOGIL.s
+
+
+def nogil_cpu_seconds() -> float:
+    """CPU seconds of the calling thread in :func:`nogil_call` since it started."""
+    return _NOGIL.cpu
 
 
 def adapt_work_units(n: int, base: int, took_s: float, held_s: float, span_s: float,
@@ -74,9 +85,9 @@ def adapt_work_units(n: int, base: int, took_s: float, held_s: float, span_s: fl
 
     Args:
         n: the units of the call that just ended; base: the configured ``n`` (the floor).
-        took_s: seconds the call lasted; span_s: seconds since the previous call ended (the
-            call and the worker's bookkeeping before it); held_s: seconds of ``span_s`` the
-            worker held the GIL.
+        took_s: seconds the call lasted; span_s: the worker's CPU seconds since the previous
+            call ended (the call and the worker's bookkeeping before it); held_s: CPU seconds
+            of ``span_s`` the worker held the GIL.
         workers: workers of the place (W ≥ 1).
 
     Returns:

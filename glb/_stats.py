@@ -33,10 +33,15 @@ class WorkerStats:
         loop_s: seconds in the worker's processing loop: its ``process`` calls and the
             bookkeeping between two of them (not its waits for work).
         gil_held_s: the part of ``loop_s`` it held the GIL: all of it but the time in
-            compiled kernels called through :func:`glb.nogil_call`.
+            compiled kernels called through :func:`glb.nogil_call` (it includes waits for the
+            GIL and for a CPU).
+        loop_cpu_s, gil_held_cpu_s: the same on the thread's CPU time, which a machine's
+            other work does not inflate: ``gil_share`` is their ratio.
         work_units: the work units of its last ``process`` call (W > 1 adjusts them;
             ``glb._gil.adapt_work_units``).
         starts: times the worker was started with work (worker 0: by the place's task).
+        first_work_at: when its first ``process`` call began (``time.time()``, seconds since
+            the epoch), or ``None``.
     """
 
     worker: int
@@ -49,13 +54,17 @@ class WorkerStats:
     run_delay_s: float | None = 0.0
     loop_s: float = 0.0
     gil_held_s: float = 0.0
+    loop_cpu_s: float = 0.0
+    gil_held_cpu_s: float = 0.0
     work_units: int = 0
     starts: int = 0
+    first_work_at: float | None = None
 
     @property
     def gil_share(self) -> float | None:
-        """``gil_held_s / loop_s``, or ``None`` before the first ``process`` call."""
-        return self.gil_held_s / self.loop_s if self.loop_s > 0 else None
+        """The share of its CPU time in the processing loop the worker held the GIL,
+        ``gil_held_cpu_s / loop_cpu_s``, or ``None`` before the first ``process`` call."""
+        return self.gil_held_cpu_s / self.loop_cpu_s if self.loop_cpu_s > 0 else None
 
     def as_dict(self) -> dict[str, Any]:
         """The statistics as a plain dict (for JSON), ``gil_share`` included."""
@@ -98,8 +107,9 @@ class PlaceStats:
         workers: worker threads of the place (W).  With W > 1 the figures above are sums
             over its workers (``busy_s``, ``idle_s`` in worker-seconds: ``idle_s`` is W times
             the computation's time less ``busy_s``), and ``per_worker`` has each one's.
-        loop_s, gil_held_s: seconds the workers spent in their processing loops, and the
-            part of it they held the GIL (see :class:`WorkerStats`).
+        loop_s, gil_held_s, loop_cpu_s, gil_held_cpu_s: seconds (and CPU seconds) the
+            workers spent in their processing loops, and the part of it they held the GIL
+            (see :class:`WorkerStats`).
         per_worker: each worker's :class:`WorkerStats` as a dict (W > 1; empty for W = 1,
             whose figures are the place's).
         released: true for a place released by a shrink during the computation.
@@ -129,6 +139,8 @@ class PlaceStats:
     workers: int = 1
     loop_s: float = 0.0
     gil_held_s: float = 0.0
+    loop_cpu_s: float = 0.0
+    gil_held_cpu_s: float = 0.0
     per_worker: list[dict[str, Any]] = field(default_factory=list)
     released: bool = False
     died: bool = False

@@ -84,7 +84,7 @@ from apgaspy.elastic import set_load_source
 from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
-from ._gil import adapt_work_units, nogil_seconds
+from ._gil import adapt_work_units, nogil_cpu_seconds, nogil_seconds
 from ._lifeline import heir, lifeline_graph, steal_victim
 from ._liveness import is_dead, live_places
 from ._params import Params
@@ -154,6 +154,7 @@ class Worker:
         self.worker_stats = [WorkerStats(i) for i in range(self.workers)]  # 0: unused (stats)
         self.stats_folded = False
         self.started = time.perf_counter()
+        self.started_at = time.time()
         self.cpu_started = time.process_time()
         self.joined = False  # has taken part (run, or joined by a grow): may register lifelines
         # resilience (glb._store): the round, a halt, and this place's side of the store
@@ -241,7 +242,7 @@ class Worker:
         while True:
             self._merge_mailbox()
             bag = self.bag
-            last = None  # end of the previous process() call (W > 1: the GIL share)
+            last = last_c = None  # end of the previous process() call (the GIL share)
             while bag is not None and not bag.is_empty() and not self.leaving \
                     and not self.halted:
                 if multi:
@@ -249,10 +250,10 @@ class Worker:
                         break
                     self._share(bag)
                 splittable = bag.is_splittable()  # could another place take some of it?
-                t, c, k = clock(), thread_clock(), nogil_seconds()
+                t, c, k, kc = clock(), thread_clock(), nogil_seconds(), nogil_cpu_seconds()
                 bag.process(n, self.result)
-                end = clock()
-                stats.busy_cpu_s += thread_clock() - c
+                end, end_c = clock(), thread_clock()
+                stats.busy_cpu_s += end_c - c
                 stats.busy_s += end - t
                 if splittable:
                     stats.splittable_busy_s += end - t
@@ -262,12 +263,15 @@ class Worker:
                 stats.process_calls += 1
                 stats.processed += n
                 span = end - (t if last is None else last)
-                held = span - (nogil_seconds() - k)
                 stats.loop_s += span
-                stats.gil_held_s += held
-                last = end
+                stats.gil_held_s += span - (nogil_seconds() - k)
+                span_c = end_c - (c if last_c is None else last_c)
+                held_c = span_c - (nogil_cpu_seconds() - kc)
+                stats.loop_cpu_s += span_c
+                stats.gil_held_cpu_s += held_c
+                last, last_c = end, end_c
                 if multi:
-                    n = adapt_work_units(n, params.n, end - t, held, span, self.workers)
+                    n = adapt_work_units(n, params.n, end - t, held_c, span_c, self.workers)
                     self.worker_stats[0].work_units = n
                 self._distribute()
                 if self.resilient and self.client.backup_is_due():
@@ -359,25 +363,30 @@ class Worker:
         error: BaseException | None = None
         try:
             while True:
-                last = None
+                last = last_c = None
                 while not bag.is_empty() and not self.recalling and self.failure is None:
                     self._share(bag)
                     splittable = bag.is_splittable()
-                    t, c, k = clock(), thread_clock(), nogil_seconds()
+                    if ws.first_work_at is None:
+                        ws.first_work_at = time.time()
+                    t, c, k, kc = clock(), thread_clock(), nogil_seconds(), nogil_cpu_seconds()
                     bag.process(n, result)
-                    end = clock()
-                    ws.busy_cpu_s += thread_clock() - c
+                    end, end_c = clock(), thread_clock()
+                    ws.busy_cpu_s += end_c - c
                     ws.busy_s += end - t
                     if splittable:
                         ws.splittable_busy_s += end - t
                     ws.process_calls += 1
                     ws.processed += n
                     span = end - (t if last is None else last)
-                    held = span - (nogil_seconds() - k)
                     ws.loop_s += span
-                    ws.gil_held_s += held
-                    last = end
-                    n = adapt_work_units(n, params.n, end - t, held, span, self.workers)
+                    ws.gil_held_s += span - (nogil_seconds() - k)
+                    span_c = end_c - (c if last_c is None else last_c)
+                    held_c = span_c - (nogil_cpu_seconds() - kc)
+                    ws.loop_cpu_s += span_c
+                    ws.gil_held_cpu_s += held_c
+                    last, last_c = end, end_c
+                    n = adapt_work_units(n, params.n, end - t, held_c, span_c, self.workers)
                     ws.work_units = n
                 if self.recalling or self.failure is not None:
                     break
@@ -816,9 +825,11 @@ class Worker:
         self.stats_folded = True
         st = self.stats
         first = WorkerStats(0, **{f.name: getattr(st, f.name) for f in fields(WorkerStats)
-                                  if f.name not in ("worker", "work_units", "starts")},
+                                  if f.name not in ("worker", "work_units", "starts",
+                                                    "first_work_at")},
                             work_units=self.worker_stats[0].work_units or self.params.n,
-                            starts=1)
+                            starts=1, first_work_at=None if st.first_work_s is None
+                            else self.started_at + st.first_work_s)
         per = [first, *self.worker_stats[1:]]
         for ws in per[1:]:
             st.process_calls += ws.process_calls
@@ -829,6 +840,8 @@ class Worker:
             st.worker_cpu_s += ws.worker_cpu_s
             st.loop_s += ws.loop_s
             st.gil_held_s += ws.gil_held_s
+            st.loop_cpu_s += ws.loop_cpu_s
+            st.gil_held_cpu_s += ws.gil_held_cpu_s
             if st.run_delay_s is not None:
                 st.run_delay_s = None if ws.run_delay_s is None else \
                     st.run_delay_s + ws.run_delay_s

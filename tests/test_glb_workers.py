@@ -42,6 +42,7 @@ def test_every_bag_exact_with_one_two_and_three_workers(kernels):
             assert not per or sum(p["process_calls"] for p in per) == s["process_calls"], s
             for p in per:
                 assert 0 <= p["gil_held_s"] <= p["loop_s"] + 1e-3, p
+                assert -1e-3 <= p["gil_held_cpu_s"] <= p["loop_cpu_s"] + 1e-3, p
     for w in (2, 3):  # the other workers did take part
         helped = [p for x in runs if x["workers"] == w for s in x["log"]
                   for p in s["per_worker"][1:] if p["process_calls"] > 0]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchmarks.scaling import Run, _median, _sequential_run, glb_run
+from benchmarks.scaling import Run, _median, glb_run, sequential_run
 from glb import thread_run_delay_s
 
 
@@ -36,7 +36,7 @@ def test_a_sequential_run_on_an_idle_thread_is_mostly_available_time():
         while time.thread_time() < end:
             pass
 
-    r = _sequential_run(spin)
+    r = sequential_run(spin)
     assert r.work_cpu_s == pytest.approx(0.2, abs=0.02)
     assert r.seconds >= r.work_cpu_s - 0.01
     if thread_run_delay_s() is not None:
