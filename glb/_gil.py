@@ -15,7 +15,8 @@ A bag that does not use :func:`nogil_call` is counted as holding the GIL all the
 pure-Python bags; numpy releases it inside many of its functions, which this does not see).
 
 Granularity: with W > 1 the worker grows the work units of its ``process`` calls while it
-holds the GIL more than its fair share, ``1/(2W)``, and the calls last under a few tens of
+holds the GIL more than :data:`GIL_TARGET` of its time (1 %, or ``1/(2W)`` where that is
+less: the GIL then stays free for 50 workers or more) and the calls last under a few
 milliseconds (self-adjusting granularity after Finnerty, Kamada and Ohta, "Self-adjusting
 task granularity for global load balancer library on clusters of many-core processors",
 PMAM 2020): the Python overhead of a call is paid once for more kernel work.
@@ -29,13 +30,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = ["nogil_call", "nogil_seconds", "nogil_cpu_seconds", "adapt_work_units",
-           "MAX_CALL_S", "MAX_GROWTH"]
+           "MAX_CALL_S", "MAX_GROWTH", "GIL_TARGET"]
 
 T = TypeVar("T")
 
 MAX_CALL_S = 0.02
-"""Seconds a ``process`` call may last before the worker stops growing its work units (and,
-past twice this, shrinks them back towards the configured ``n``)."""
+"""Seconds a ``process`` call may last: the worker grows its work units only while twice them
+stay under it, and past twice this shrinks them back towards the configured ``n``."""
+
+GIL_TARGET = 0.01
+"""The share of its CPU time a worker aims to hold the GIL (at most; ``1/(2W)`` if less)."""
 
 MAX_GROWTH = 1024
 """At most this many times the configured ``n`` per ``process`` call."""
@@ -91,12 +95,16 @@ def adapt_work_units(n: int, base: int, took_s: float, held_s: float, span_s: fl
         workers: workers of the place (W ≥ 1).
 
     Returns:
-        ``2n`` while the worker held the GIL more than ``1/(2W)`` of the time, the call lasted
-        under :data:`MAX_CALL_S` and ``n`` is under ``MAX_GROWTH·base``; ``n/2`` (not under
-        ``base``) when the call lasted over twice :data:`MAX_CALL_S`; else ``n``.
+        ``2n`` while the worker held the GIL more than :data:`GIL_TARGET` (or ``1/(2W)``,
+        if less) of the time, the call lasted
+        under half :data:`MAX_CALL_S` (twice the units stay under it) and ``n`` is under
+        ``MAX_GROWTH·base``; when the call lasted over twice :data:`MAX_CALL_S`, the units
+        that would have lasted :data:`MAX_CALL_S` at its pace (not under ``base``); else
+        ``n``.
     """
     if took_s > 2 * MAX_CALL_S and n > base:
-        return max(base, n // 2)
-    if took_s < MAX_CALL_S and n < MAX_GROWTH * base and held_s * 2 * workers > span_s:
+        return max(base, int(n * MAX_CALL_S / took_s))
+    target = min(GIL_TARGET, 1 / (2 * workers))
+    if 2 * took_s < MAX_CALL_S and n < MAX_GROWTH * base and held_s > target * span_s:
         return n * 2
     return n

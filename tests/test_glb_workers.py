@@ -77,15 +77,17 @@ def test_exact_with_workers_through_shrinks_and_grows(name, args, kernels, worke
 
 
 def test_work_units_grow_while_the_gil_is_held_and_shrink_when_calls_are_long():
-    # W = 2: a worker holding the GIL over 1/4 of its time doubles its units...
-    assert adapt_work_units(100, 100, 0.001, 0.0005, 0.0015, 2) == 200
-    # ... not below that share, nor once calls last 20 ms, nor past MAX_GROWTH times n
-    assert adapt_work_units(100, 100, 0.001, 0.0001, 0.0011, 2) == 100
-    assert adapt_work_units(100, 100, 0.03, 0.03, 0.03, 2) == 100
+    # a worker holding the GIL over 1 % of its time doubles its units...
+    assert adapt_work_units(100, 100, 0.001, 0.00002, 0.0011, 2) == 200
+    # (1/(2W) where that is less: W = 100)
+    assert adapt_work_units(100, 100, 0.001, 0.0000075, 0.0011, 100) == 200
+    # ... not below that share, nor once calls last 10 ms, nor past MAX_GROWTH times n
+    assert adapt_work_units(100, 100, 0.001, 0.00001, 0.0011, 2) == 100
+    assert adapt_work_units(100, 100, 0.015, 0.015, 0.015, 2) == 100
     assert adapt_work_units(100 * MAX_GROWTH, 100, 0.001, 0.001, 0.001, 2) == 100 * MAX_GROWTH
-    # calls over 40 ms halve the units, never below the configured n
-    assert adapt_work_units(800, 100, 0.05, 0.0, 0.05, 2) == 400
-    assert adapt_work_units(100, 100, 0.05, 0.0, 0.05, 2) == 100
+    # calls over 40 ms: the units that last 20 ms at that pace, never below the configured n
+    assert adapt_work_units(800, 100, 0.08, 0.0, 0.08, 2) == 200
+    assert adapt_work_units(800, 100, 1.0, 0.0, 1.0, 2) == 100
 
 
 def test_nogil_call_counts_its_time_for_the_calling_thread():
