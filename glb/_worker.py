@@ -238,40 +238,22 @@ class Worker:
         stats = self.stats
         multi = self.workers > 1
         n = params.n
-        clock, thread_clock = time.perf_counter, time.thread_time
         while True:
             self._merge_mailbox()
             bag = self.bag
-            last = last_c = None  # end of the previous process() call (the GIL share)
+            last = None  # end of the previous process() call (the GIL share)
             while bag is not None and not bag.is_empty() and not self.leaving \
                     and not self.halted:
                 if multi:
                     if self.failure is not None:
                         break
                     self._share(bag)
-                splittable = bag.is_splittable()  # could another place take some of it?
-                t, c, k, kc = clock(), thread_clock(), nogil_seconds(), nogil_cpu_seconds()
-                bag.process(n, self.result)
-                end, end_c = clock(), thread_clock()
-                stats.busy_cpu_s += end_c - c
-                stats.busy_s += end - t
-                if splittable:
-                    stats.splittable_busy_s += end - t
+                t, took, held_c, span_c, last = _process(bag, n, self.result, stats, last)
                 if stats.first_work_s is None:
                     stats.first_work_s = t - self.started
-                stats.last_work_s = end - self.started
-                stats.process_calls += 1
-                stats.processed += n
-                span = end - (t if last is None else last)
-                stats.loop_s += span
-                stats.gil_held_s += span - (nogil_seconds() - k)
-                span_c = end_c - (c if last_c is None else last_c)
-                held_c = span_c - (nogil_cpu_seconds() - kc)
-                stats.loop_cpu_s += span_c
-                stats.gil_held_cpu_s += held_c
-                last, last_c = end, end_c
+                stats.last_work_s = last[0] - self.started
                 if multi:
-                    n = adapt_work_units(n, params.n, end - t, held_c, span_c, self.workers)
+                    n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
                     self.worker_stats[0].work_units = n
                 self._distribute()
                 if self.resilient and self.client.backup_is_due():
@@ -358,35 +340,17 @@ class Worker:
         result = self.result_factory()
         params = self.params
         n = ws.work_units or params.n
-        clock, thread_clock = time.perf_counter, time.thread_time
-        cpu, delay = thread_clock(), thread_run_delay_s()
+        cpu, delay = time.thread_time(), thread_run_delay_s()
         error: BaseException | None = None
         try:
             while True:
-                last = last_c = None
+                last = None
                 while not bag.is_empty() and not self.recalling and self.failure is None:
                     self._share(bag)
-                    splittable = bag.is_splittable()
                     if ws.first_work_at is None:
                         ws.first_work_at = time.time()
-                    t, c, k, kc = clock(), thread_clock(), nogil_seconds(), nogil_cpu_seconds()
-                    bag.process(n, result)
-                    end, end_c = clock(), thread_clock()
-                    ws.busy_cpu_s += end_c - c
-                    ws.busy_s += end - t
-                    if splittable:
-                        ws.splittable_busy_s += end - t
-                    ws.process_calls += 1
-                    ws.processed += n
-                    span = end - (t if last is None else last)
-                    ws.loop_s += span
-                    ws.gil_held_s += span - (nogil_seconds() - k)
-                    span_c = end_c - (c if last_c is None else last_c)
-                    held_c = span_c - (nogil_cpu_seconds() - kc)
-                    ws.loop_cpu_s += span_c
-                    ws.gil_held_cpu_s += held_c
-                    last, last_c = end, end_c
-                    n = adapt_work_units(n, params.n, end - t, held_c, span_c, self.workers)
+                    _, took, held_c, span_c, last = _process(bag, n, result, ws, last)
+                    n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
                     ws.work_units = n
                 if self.recalling or self.failure is not None:
                     break
@@ -405,7 +369,7 @@ class Worker:
                 bag.submit(result)
             except BaseException as exc:  # noqa: BLE001
                 error = error or exc
-            ws.worker_cpu_s += thread_clock() - cpu
+            ws.worker_cpu_s += time.thread_time() - cpu
             after = thread_run_delay_s()
             if delay is None or after is None or ws.run_delay_s is None:
                 ws.run_delay_s = None
@@ -848,6 +812,40 @@ class Worker:
         st.per_worker = [ws.as_dict() for ws in per]
 
 
+def _process(bag: Bag, n: int, result: Fold, st: PlaceStats | WorkerStats,
+             last: tuple[float, float] | None
+             ) -> tuple[float, float, float, float, tuple[float, float]]:
+    """One ``bag.process(n, result)`` call of a worker, accounted in ``st`` (its busy time
+    and CPU, the splittable part, and the GIL share of the loop since ``last``, the previous
+    call's end as ``(perf_counter, thread_time)``, or ``None`` for the first of a run).
+
+    Returns:
+        ``(start, took_s, held_cpu_s, span_cpu_s, end)``: when the call began
+        (``perf_counter``), how long it took, the CPU seconds since ``last`` that the worker
+        held the GIL and all of them, and ``end`` for the next call.
+    """
+    splittable = bag.is_splittable()  # could another place take some of it?
+    t, c = time.perf_counter(), time.thread_time()
+    k, kc = nogil_seconds(), nogil_cpu_seconds()
+    bag.process(n, result)
+    end, end_c = time.perf_counter(), time.thread_time()
+    took = end - t
+    st.busy_cpu_s += end_c - c
+    st.busy_s += took
+    if splittable:
+        st.splittable_busy_s += took
+    st.process_calls += 1
+    st.processed += n
+    span = end - (t if last is None else last[0])
+    st.loop_s += span
+    st.gil_held_s += span - (nogil_seconds() - k)
+    span_c = end_c - (c if last is None else last[1])
+    held_c = span_c - (nogil_cpu_seconds() - kc)
+    st.loop_cpu_s += span_c
+    st.gil_held_cpu_s += held_c
+    return t, took, held_c, span_c, (end, end_c)
+
+
 # ---------------------------------------------------------------------- messages
 # Module-level functions: they travel by name.  ``current_worker()`` finds the place's worker.
 
@@ -899,10 +897,11 @@ def on_steal_request(thief: int, attempt: int) -> None:
     thread; when that is empty the workers are asked to fill it."""
     w = current_worker()
     loot = None
-    with w.lock:
-        if w.workers > 1 and w.inter and not w.resilient and not w.leaving and not w.halted:
-            loot = w.inter.pop()
-            w.stats.random_answers += 1
+    if w.workers > 1 and not w.resilient:
+        with w.lock:
+            if w.inter and not w.leaving and not w.halted:
+                loot = w.inter.pop()
+                w.stats.random_answers += 1
     if loot is not None:
         if not answer_thief(thief, attempt, loot):
             with w.lock:
