@@ -67,6 +67,12 @@ from .scaling import (
 SMALL_SIZES = {"uts": 12, "bc": 12, "pi": 2 * 10**9, "nqueens": 14}
 """``--small``: sizes for a loaded machine (compiled kernels)."""
 
+NOTE = ("Workers of a place share one GIL: W > 1 speeds up only bags whose kernels release "
+        "it (the compiled UTS, BC and Pi kernels). N-Queens runs numpy only, and pure-Python "
+        "or numpy bags in general hold the GIL most of the time: correct with W > 1, but "
+        "not expected to run faster than with W = 1; use places for them.")
+"""Printed with every run and kept in its results."""
+
 GROW_AFTER_S = 0.3
 """Seconds into the computation at which the grow run adds its place."""
 
@@ -277,11 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     figures = measure(names, args.configs, args.repeats, sizes, not args.no_grow)
     load = {"before": load_before, "after": load_average()}
     print(f"load averages (1, 5, 15 min): before {load['before']}, after {load['after']}")
+    print(NOTE)
     if args.no_write:
         return 0
     params = {**vars(args), "configs": [f"{p}x{w}" for p, w in args.configs], "sizes": sizes}
     path = write_result("workers" + (f"-{args.label}" if args.label else ""),
-                        {"params": params, "load_average": load, "benchmarks": figures})
+                        {"params": params, "load_average": load, "benchmarks": figures,
+                         "note": NOTE})
     print(f"wrote {path}")
     return 0
 

@@ -28,8 +28,9 @@ class WorkerStats:
 
     Attributes:
         worker: the worker's index at its place, 0..W-1.
-        process_calls, processed, busy_s, busy_cpu_s, splittable_busy_s, worker_cpu_s,
-            run_delay_s: as in :class:`PlaceStats`, for this worker's thread alone.
+        process_calls: as in :class:`PlaceStats`, for this worker's thread alone; so are
+            ``processed``, ``busy_s``, ``busy_cpu_s``, ``splittable_busy_s``,
+            ``worker_cpu_s`` and ``run_delay_s``.
         loop_s: seconds in the worker's processing loop: its ``process`` calls and the
             bookkeeping between two of them (not its waits for work).
         gil_held_s: the part of ``loop_s`` it held the GIL: all of it but the time in
