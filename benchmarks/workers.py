@@ -30,9 +30,10 @@ its workers hold the GIL most of the time and W > 1 does not speed it up.
 sampled every 0.1 s (psutil); ``pss_peak_mb`` is the peak of their sum, ``pss_per_core_mb`` that
 over ``c``: what a core costs as one more place against one more worker.
 
-**A grow.**  One ``1x2`` run per benchmark is grown by one 2-worker place 0.3 s into the
-computation (``APGAS_COMMUNICATOR=schedule``): ``grow_to_busy_s`` is the time from the order
-(the handler's ``pre_grow``) to the moment both workers of the new place had begun work
+**A grow.**  One ``1x2`` run per benchmark, at the default size (``--small`` runs are too
+short for it), is grown by one 2-worker place 0.1 s into the computation
+(``APGAS_COMMUNICATOR=schedule``): ``grow_to_busy_s`` is the time from the order (the
+handler's ``pre_grow``) to the moment both workers of the new place had begun work
 (``first_work_at`` of each; ``None`` when the run ended before both had work).
 
 Results: ``benchmarks/results/workers[-LABEL].json`` with the machine (its vector ISA
@@ -73,7 +74,7 @@ NOTE = ("Workers of a place share one GIL: W > 1 speeds up only bags whose kerne
         "not expected to run faster than with W = 1; use places for them.")
 """Printed with every run and kept in its results."""
 
-GROW_AFTER_S = 0.3
+GROW_AFTER_S = 0.1
 """Seconds into the computation at which the grow run adds its place."""
 
 
@@ -227,8 +228,10 @@ def measure(names: list[str], points: list[tuple[int, int]], repeats: int,
         if grow:
             env = {"APGAS_COMMUNICATOR": "schedule",
                    "APGAS_SCHEDULE": f"after {GROW_AFTER_S} s grow 1 on localhost"}
-            report, _ = glb_run(args, 1, 2, env)
-            entry["grow"] = {"from": "1x2", "after_s": GROW_AFTER_S, "orders": report["orders"],
+            grow_args, _ = sequential(name, default_size(name))
+            report, _ = glb_run(grow_args, 1, 2, env)
+            entry["grow"] = {"from": "1x2", "args": grow_args, "after_s": GROW_AFTER_S,
+                             "orders": report["orders"],
                              "grow_to_busy_s": grow_to_busy_s(report),
                              "seconds": _seconds(report)}
         out[name] = entry
