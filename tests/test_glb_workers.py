@@ -124,3 +124,21 @@ def test_vector_isa_from_cpu_flags():
     arm = "Features\t: fp asimd sha1 sha2 sve\n"
     assert vector_isa(arm) == {"avx2": False, "avx512": False, "sha": True,
                                "flags": ["asimd", "sve", "sha1", "sha2"]}
+
+
+def test_task_load_is_the_busy_share_of_all_workers():
+    """The evolving monitor's task load of a place of W workers: their splittable busy time
+    over W times the span (one of two workers busy: 50 %)."""
+    import time
+    from types import SimpleNamespace
+
+    from glb import PlaceStats, WorkerStats
+    from glb._worker import Worker
+
+    stats = PlaceStats(0, workers=2, splittable_busy_s=1.0)  # worker 0: busy all along
+    place = SimpleNamespace(stats=stats, worker_stats=[WorkerStats(0), WorkerStats(1)],
+                            workers=2, _load_mark=(time.perf_counter() - 1.0, 0.0))
+    assert Worker.load_percent(place) == pytest.approx(50, abs=2)
+    place.worker_stats[1].splittable_busy_s = 0.5
+    place._load_mark = (time.perf_counter() - 0.5, 0.0)  # 1.5 s busy in 2 × 0.5 s: at most 100
+    assert Worker.load_percent(place) == 100.0
