@@ -264,7 +264,8 @@ def glb_run(report: dict[str, Any]) -> Run:
     return Run(t, available, sum(s.get("busy_cpu_s", 0.0) for s in log))
 
 
-def _median(values: list[float | None]) -> float | None:
+def median_known(values: list[float | None]) -> float | None:
+    """The median of ``values``, or ``None`` when one of them is ``None`` (or none is given)."""
     known = [v for v in values if v is not None]
     return statistics.median(known) if len(known) == len(values) and known else None
 
@@ -296,7 +297,7 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
                 c.close()
         seq_runs = runs["seq"]
         t_seq = statistics.median(r.seconds for r in seq_runs)
-        a_seq = _median([r.available_s for r in seq_runs])
+        a_seq = median_known([r.available_s for r in seq_runs])
         cpu_seq = statistics.median(r.work_cpu_s for r in seq_runs)
         entry: dict[str, Any] = {"args": args, "seq_s": t_seq,
                                  "seq_runs_s": [r.seconds for r in seq_runs],
@@ -304,7 +305,7 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
         t_1 = statistics.median(r.seconds for r in runs[1]) if 1 in runs else None
         for p in place_counts:
             t_p = statistics.median(r.seconds for r in runs[p])
-            a_p = _median([r.available_s for r in runs[p]])
+            a_p = median_known([r.available_s for r in runs[p]])
             entry[str(p)] = {
                 "seconds": t_p, "runs_s": [r.seconds for r in runs[p]],
                 "speedup": t_seq / t_p, "efficiency": t_seq / (p * t_p),

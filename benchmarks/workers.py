@@ -14,6 +14,11 @@ configuration's computation time and ``c = P·W`` its cores:
     efficiency_vs_1x1  = T_1x1 / (c · T)
     efficiency_vs_co_run = T_co / (c · T)
 
+and, as :mod:`benchmarks.scaling` computes it, ``efficiency_uncontended = A_seq / A``: the
+same with the time the threads waited for a CPU taken out (``A`` counts W times ``T`` per
+place, less the run delays of all its workers; Linux only), which on a machine shared with
+other work is the figure to compare.
+
 ``T_co`` is the mean time of ``c`` copies of the sequential kernel run at the same moment in
 separate processes (:class:`benchmarks.scaling.CoRun`): what the cores cost each other with
 no communication and no load balancing.  The goal of a node-sized place is that ``1x2``
@@ -60,10 +65,12 @@ from .scaling import (
     CoRun,
     default_size,
     load_average,
+    median_known,
     parse_sizes,
     sequential,
     sequential_run,
 )
+from .scaling import glb_run as run_figures
 
 SMALL_SIZES = {"uts": 12, "bc": 12, "pi": 2 * 10**9, "nqueens": 14}
 """``--small``: sizes for a loaded machine (compiled kernels)."""
@@ -183,6 +190,7 @@ def measure(names: list[str], points: list[tuple[int, int]], repeats: int,
         seq()  # warm up
         co_counts = sorted({p * w for p, w in points if 2 <= p * w <= cores_max})
         seq_runs: list[float] = []
+        seq_available: list[float | None] = []
         co_runs: dict[int, list[float]] = {c: [] for c in co_counts}
         runs: dict[tuple[int, int], list[tuple[dict[str, Any], int]]] = {pt: [] for pt in points}
         co: dict[int, CoRun] = {}
@@ -190,7 +198,9 @@ def measure(names: list[str], points: list[tuple[int, int]], repeats: int,
             for c in co_counts:
                 co[c] = CoRun(name, sizes.get(name), c)
             for _ in range(repeats):
-                seq_runs.append(sequential_run(seq).seconds)
+                one = sequential_run(seq)
+                seq_runs.append(one.seconds)
+                seq_available.append(one.available_s)
                 for c in co_counts:
                     co_runs[c].append(statistics.fmean(r.seconds for r in co[c].run()))
                 for p, w in points:
@@ -199,7 +209,9 @@ def measure(names: list[str], points: list[tuple[int, int]], repeats: int,
             for c_run in co.values():
                 c_run.close()
         t_seq = statistics.median(seq_runs)
-        entry: dict[str, Any] = {"args": args, "seq_s": t_seq, "seq_runs_s": seq_runs}
+        a_seq = median_known(seq_available)
+        entry: dict[str, Any] = {"args": args, "seq_s": t_seq, "seq_runs_s": seq_runs,
+                                 "seq_available_s": a_seq}
         t_11 = statistics.median(_seconds(r) for r, _ in runs[(1, 1)]) if (1, 1) in runs \
             else None
         for (p, w), rs in runs.items():
@@ -207,10 +219,13 @@ def measure(names: list[str], points: list[tuple[int, int]], repeats: int,
             t = statistics.median(_seconds(r) for r, _ in rs)
             shares = [g for r, _ in rs for g in gil_shares(r)]
             pss = statistics.median(m for _, m in rs)
+            a = median_known([run_figures(r).available_s for r, _ in rs])
             point: dict[str, Any] = {
                 "places": p, "workers": w, "seconds": t, "runs_s": [_seconds(r) for r, _ in rs],
                 "efficiency": t_seq / (cores * t),
                 "efficiency_vs_1x1": t_11 / (cores * t) if t_11 else None,
+                "available_s": a,
+                "efficiency_uncontended": a_seq / a if a_seq and a else None,
                 "gil_share_mean": statistics.fmean(shares) if shares else None,
                 "gil_share_max": max(shares) if shares else None,
                 "predicted_workers": (1 / statistics.fmean(shares))
@@ -244,6 +259,8 @@ def _summary(name: str, entry: dict[str, Any], points: list[tuple[int, int]]) ->
     for p, w in points:
         pt = entry[f"{p}x{w}"]
         text = f"{p}x{w}: {pt['seconds']:.3f} s eff {100 * pt['efficiency']:.0f} %"
+        if pt["efficiency_uncontended"] is not None:
+            text += f" (uncontended {100 * pt['efficiency_uncontended']:.0f} %)"
         if "efficiency_vs_co_run" in pt:
             text += f" (vs co-run {100 * pt['efficiency_vs_co_run']:.0f} %)"
         if pt["gil_share_mean"] is not None:
