@@ -8,7 +8,9 @@ throughput, and exits 1 on a wrong answer.  ``--json`` prints one JSON object in
 Under a scheduler (``SCHEDULER_IP``/``SCHEDULER_PORT`` set) the run is a malleable job.
 
 Kernels: ``APGAS_KERNELS`` (``auto``, ``numba``, ``numpy``) chooses the compiled or the numpy
-kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran.
+kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran, and
+``isa`` beside it the machine's vector instruction sets (AVX2, AVX-512, SHA), on which the
+compiled kernels' speed depends.
 Before the computation's clock starts, every place compiles or loads the compiled kernels
 (:func:`benchmarks.kernels.warm_up`); ``warm_up_s`` is the time that took.  A place spawned
 later, by a grow, starts loading them while it imports the program
@@ -27,6 +29,7 @@ from typing import Any
 
 from apgaspy import async_at, finish, places, run
 
+from ._results import vector_isa
 from .kernels._backend import backend, warm_up, warm_up_modules
 
 __all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int",
@@ -222,6 +225,7 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "throughput": out.work / seconds if seconds > 0 else None,
         "unit": bench.unit,
         "kernels": kernels,
+        "isa": vector_isa(),
         "warm_up_s": warm_s,
         "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z,
                 "resilient": res.params.resilient, "workers": res.params.workers},
