@@ -55,6 +55,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -135,18 +136,22 @@ def glb_run(args: list[str], places: int, workers: int,
     env.pop("SCHEDULER_PORT", None)
     cmd = [sys.executable, "-m", f"benchmarks.{args[0]}", *args[1:], "--json",
            "--places", str(places), "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
     peak = 0
-    try:
-        while proc.poll() is None:
-            peak = max(peak, _tree_pss(proc.pid))
-            time.sleep(0.1)
-        out, err = proc.communicate(timeout=1800)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # files, not pipes: the process is polled, not read, while it runs (a report is large)
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out_f, stderr=err_f, text=True)
+        try:
+            deadline = time.monotonic() + 1800
+            while proc.poll() is None and time.monotonic() < deadline:
+                peak = max(peak, _tree_pss(proc.pid))
+                time.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
             proc.wait()
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read(), err_f.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err}")
     report = json.loads(out.strip().splitlines()[-1])
