@@ -17,9 +17,10 @@ pure-Python bags; numpy releases it inside many of its functions, which this doe
 Granularity: with W > 1 the worker grows the work units of its ``process`` calls while it
 holds the GIL more than :data:`GIL_TARGET` of its time (1 %, or ``1/(2W)`` where that is
 less: the GIL then stays free for 50 workers or more) and the calls last under a few
-milliseconds (self-adjusting granularity after Finnerty, Kamada and Ohta, "Self-adjusting
-task granularity for global load balancer library on clusters of many-core processors",
-PMAM 2020): the Python overhead of a call is paid once for more kernel work.
+milliseconds, judging only by calls that used all their units (a call that emptied its bag
+says nothing about them): self-adjusting granularity after Finnerty, Kamada and Ohta,
+"Self-adjusting task granularity for global load balancer library on clusters of many-core
+processors", PMAM 2020. The Python overhead of a call is then paid once for more kernel work.
 """
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ class Worker:
                 if stats.first_work_s is None:
                     stats.first_work_s = t - self.started
                 stats.last_work_s = last[0] - self.started
-                if multi:
+                if multi and not bag.is_empty():  # a call cut short by a dry bag says nothing
                     n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
                     self.worker_stats[0].work_units = n
                 self._distribute()
@@ -350,7 +350,8 @@ class Worker:
                     if ws.first_work_at is None:
                         ws.first_work_at = time.time()
                     _, took, held_c, span_c, last = _process(bag, n, result, ws, last)
-                    n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
+                    if not bag.is_empty():
+                        n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
                     ws.work_units = n
                 if self.recalling or self.failure is not None:
                     break
