@@ -225,13 +225,7 @@ class Worker:
             self._fail(exc)
             raise
         finally:
-            stats = self.stats
-            stats.worker_cpu_s += time.thread_time() - cpu
-            after = thread_run_delay_s()
-            if delay is None or after is None or stats.run_delay_s is None:
-                stats.run_delay_s = None
-            else:
-                stats.run_delay_s += after - delay
+            _account_thread(self.stats, cpu, delay)
 
     def _loop(self) -> None:
         params = self.params
@@ -370,12 +364,7 @@ class Worker:
                 bag.submit(result)
             except BaseException as exc:  # noqa: BLE001
                 error = error or exc
-            ws.worker_cpu_s += time.thread_time() - cpu
-            after = thread_run_delay_s()
-            if delay is None or after is None or ws.run_delay_s is None:
-                ws.run_delay_s = None
-            else:
-                ws.run_delay_s += after - delay
+            _account_thread(ws, cpu, delay)
             with self.lock:
                 if not bag.is_empty():
                     self.intra.append(bag)
@@ -811,6 +800,17 @@ class Worker:
                 st.run_delay_s = None if ws.run_delay_s is None else \
                     st.run_delay_s + ws.run_delay_s
         st.per_worker = [ws.as_dict() for ws in per]
+
+
+def _account_thread(st: PlaceStats | WorkerStats, cpu: float, delay: float | None) -> None:
+    """Add the calling thread's CPU seconds and wait for a CPU since ``cpu``
+    (``time.thread_time()``) and ``delay`` (:func:`thread_run_delay_s`) to ``st``."""
+    st.worker_cpu_s += time.thread_time() - cpu
+    after = thread_run_delay_s()
+    if delay is None or after is None or st.run_delay_s is None:
+        st.run_delay_s = None
+    else:
+        st.run_delay_s += after - delay
 
 
 def _process(bag: Bag, n: int, result: Fold, st: PlaceStats | WorkerStats,
