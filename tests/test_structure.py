@@ -25,7 +25,6 @@ PRODUCT = ("apgaspy", "glb", "communicators", "scheduler")
 #: control room's and the output's have; the list may only shrink.
 TYPE_ONLY_BACK_EDGES = frozenset({
     ("apgaspy._finish", "apgaspy._runtime"),
-    ("apgaspy._membership", "apgaspy._runtime"),
 })
 
 
