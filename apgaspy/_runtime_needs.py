@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ._messages import ControlMessage, Request
 
 __all__ = ["AckRequests", "ControlHost", "DeadPlaces", "FinishesOfDead", "MembershipHost",
-           "MembershipTransport", "OutputHost", "PendingTasks"]
+           "MembershipTransport", "OutputHost", "PendingTasks", "RoomHost"]
 
 
 class DeadPlaces(Protocol):
@@ -32,9 +32,9 @@ class DeadPlaces(Protocol):
         ...
 
 
-class ControlHost(Protocol):
-    """What the control room (:class:`~apgaspy._control_requests.Control`) needs from its
-    runtime."""
+class RoomHost(Protocol):
+    """What every room needs from its runtime: the place, the shared lock, the control
+    messages' send."""
 
     @property
     def here(self) -> int:
@@ -46,13 +46,18 @@ class ControlHost(Protocol):
         """The runtime's lock over finish records, the place table and the acks."""
         ...
 
+    def send_ctrl(self, dest: int, message: ControlMessage) -> None:
+        """Send the control message ``message`` to place ``dest``."""
+
+
+class ControlHost(RoomHost, Protocol):
+    """What the control room (:class:`~apgaspy._control_requests.Control`) needs from its
+    runtime."""
+
     @property
     def membership(self) -> DeadPlaces:
         """The membership room."""
         ...
-
-    def send_ctrl(self, dest: int, message: ControlMessage) -> None:
-        """Send the control message ``message`` to place ``dest``."""
 
 
 class OutputHost(Protocol):
@@ -118,19 +123,9 @@ class PendingTasks(Protocol):
         ...
 
 
-class MembershipHost(Protocol):
+class MembershipHost(RoomHost, Protocol):
     """What the membership room (:class:`~apgaspy._membership.Membership`) needs from its
     runtime: its sends, its transport, the other rooms and the pools."""
-
-    @property
-    def here(self) -> int:
-        """This place's id."""
-        ...
-
-    @property
-    def state_lock(self) -> threading.Lock:
-        """The runtime's lock over finish records, the place table and the acks."""
-        ...
 
     @property
     def transport(self) -> MembershipTransport:
@@ -156,9 +151,6 @@ class MembershipHost(Protocol):
     def immediate(self) -> PendingTasks:
         """The immediate pool."""
         ...
-
-    def send_ctrl(self, dest: int, message: ControlMessage) -> None:
-        """Send the control message ``message`` to place ``dest``."""
 
     def flush_output(self) -> None:
         """Push this place's buffered print output to place 0."""
