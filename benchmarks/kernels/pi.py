@@ -40,10 +40,13 @@ words per second compare the generators' output rates, not the same work either.
 Backends: ``APGAS_KERNELS`` (:mod:`benchmarks.kernels._backend`) chooses this numpy kernel or
 the compiled one of :mod:`benchmarks.kernels._pi_numba` (numba; imported only when chosen),
 which ``PiBag.process`` and so ``estimate_pi`` dispatch on.  The compiled kernel runs the same
-SFC64 generator, written out and started from the numpy generator's state (which it leaves
-where the numpy kernel would), and the same sample layout, fused into one pass per block, so
-both give identical hit counts, take the same samples per ``process`` call and leave the bag
-in the same state: a bag one backend worked on is continued exactly by the other.  It is
+SFC64 generator, written out, and the same sample layout, fused into one pass per block; it
+also seeds the tasks itself, computing numpy's ``SeedSequence([seed, task])`` and SFC64
+seeding (so a ``process`` call plans its tasks in Python, then seeds and draws all of them in
+one compiled call without the GIL).  A begun task keeps its SFC64 state as four ``uint64``
+words, which both backends read and leave alike, so both give identical hit counts, take the
+same samples per ``process`` call and leave the bag in the same state: a bag one backend
+worked on is continued exactly by the other.  It is
 about 3.7 times faster (1.8 G against 0.48 G samples/s on one core of the reference machine).
 
 Public API: ``PiBag`` (a GLB ``Bag[LongSum]`` of hit counts), ``estimate_pi``, ``raw_words``,
@@ -258,9 +261,10 @@ class PiBag(Bag[LongSum]):
     whole blocks of ``3·2^15`` samples) and adds their hits to ``result``.
 
     The pending work is a list of task ranges ``[lo, hi)`` not yet begun (an ``(r, 2)`` int64
-    array) plus the tasks already begun (index, samples done, SFC64 state).  ``split`` gives away
-    whole tasks not yet begun, about half of the remaining samples; a begun task is finished
-    where it is, unless ``split(True)`` empties a bag that is not splittable.
+    array) plus the tasks already begun (index, samples done, SFC64 state as ``uint64[4]``).
+    ``split`` gives away whole tasks not yet begun, about half of the remaining samples; a
+    begun task is finished where it is, unless ``split(True)`` empties a bag that is not
+    splittable.
     """
 
     def __init__(self, samples: int, seed: int = 0) -> None:
