@@ -193,8 +193,13 @@ def tasks_hits(seed_words, tasks, states, fresh, blocks, last, buf):  # type: ig
         The total number of hits (int).
     """
     hits = 0
+    # A state of its own: drawing through a row of ``states`` measured about 45 % slower.
+    row = np.empty(4, dtype=np.uint64)
     for i in range(tasks.shape[0]):
         if fresh[i]:
-            task_state(seed_words, tasks[i], states[i])
-        hits += blocks_hits(states[i], blocks[i], last[i], buf)
+            task_state(seed_words, tasks[i], row)
+        else:
+            row[:] = states[i]
+        hits += blocks_hits(row, blocks[i], last[i], buf)
+        states[i] = row
     return hits
