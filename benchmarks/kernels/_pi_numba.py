@@ -175,18 +175,17 @@ def blocks_hits(state, blocks, last, buf):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def tasks_hits(seed_words, tasks, states, fresh, blocks, last, buf):  # type: ignore[no-untyped-def]
+def tasks_hits(seed_words, plan, states, buf):  # type: ignore[no-untyped-def]
     """Hits of the next blocks of several tasks, seeding those not yet begun: one call.
 
     Args:
         seed_words: ``uint32`` array, the run seed's 32-bit words (see ``task_state``).
-        tasks: ``int64`` array of ``k`` task indices.
-        states: ``uint64`` array ``(k, 4)``: row ``i`` is task ``i``'s SFC64 state; rows with
-            ``fresh[i]`` are first overwritten with the task's starting state.  Every row is
-            advanced in place by ``blocks[i] * 2**16`` words.
-        fresh: ``bool`` array of ``k``: whether task ``i`` begins in this call.
-        blocks: ``int64`` array of ``k``: whole blocks to draw from task ``i`` (>= 1).
-        last: ``int64`` array of ``k``: samples counted in task ``i``'s last block.
+        plan: ``int64`` array ``(k, 4)``: row ``i`` is ``[task, fresh, blocks, last]``: task
+            ``i``'s index, whether it begins in this call (1) or has begun (0), the whole
+            blocks to draw from it (>= 1) and the samples counted in its last block.
+        states: ``uint64`` array ``(k, 4)``: row ``i`` is task ``i``'s SFC64 state (ignored
+            for a task that begins: its starting state is computed here), left advanced by
+            ``blocks * 2**16`` words.
         buf: ``uint64`` scratch array of ``2**16`` words.
 
     Returns:
@@ -195,11 +194,11 @@ def tasks_hits(seed_words, tasks, states, fresh, blocks, last, buf):  # type: ig
     hits = 0
     # A state of its own: drawing through a row of ``states`` measured about 45 % slower.
     row = np.empty(4, dtype=np.uint64)
-    for i in range(tasks.shape[0]):
-        if fresh[i]:
-            task_state(seed_words, tasks[i], row)
+    for i in range(plan.shape[0]):
+        if plan[i, 1]:
+            task_state(seed_words, plan[i, 0], row)
         else:
             row[:] = states[i]
-        hits += blocks_hits(row, blocks[i], last[i], buf)
+        hits += blocks_hits(row, plan[i, 2], plan[i, 3], buf)
         states[i] = row
     return hits

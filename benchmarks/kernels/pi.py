@@ -407,21 +407,11 @@ class PiBag(Bag[LongSum]):
     def _compiled_hits(self, plan: list[tuple[_Started, bool, int, int]]) -> int:
         """Hits of the planned blocks by the compiled kernel: one call, without the GIL,
         seeding the fresh tasks and drawing all the blocks."""
-        k = len(plan)
-        states = np.empty((k, 4), dtype=np.uint64)
-        fresh = np.empty(k, dtype=np.bool_)
-        tasks = np.empty(k, dtype=np.int64)
-        blocks = np.empty(k, dtype=np.int64)
-        last = np.empty(k, dtype=np.int64)
-        for i, (cur, new, nblocks, nlast) in enumerate(plan):
-            tasks[i] = cur.task
-            fresh[i] = new
-            if not new:
-                states[i] = cur.state
-            blocks[i] = nblocks
-            last[i] = nlast
-        hits = int(nogil_call(_nb().tasks_hits, _seed_words(self.seed), tasks, states, fresh,
-                              blocks, last, _scratch.words))
+        rows = np.array([(cur.task, fresh, blocks, last) for cur, fresh, blocks, last in plan],
+                        dtype=np.int64)
+        states = np.array([cur.state for cur, _, _, _ in plan], dtype=np.uint64)
+        hits = int(nogil_call(_nb().tasks_hits, _seed_words(self.seed), rows, states,
+                              _scratch.words))
         for i, (cur, _, _, _) in enumerate(plan):
             cur.state = states[i].copy()
         return hits

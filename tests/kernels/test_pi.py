@@ -249,10 +249,9 @@ def _count_compiled_words(monkeypatch: pytest.MonkeyPatch) -> None:
 
     real = _pi_numba.tasks_hits
 
-    def counting(seed_words: Any, tasks: Any, states: np.ndarray, fresh: np.ndarray,
-                 *rest: Any) -> int:
-        before = np.where(fresh, np.uint64(13), states[:, 3])
-        hits = real(seed_words, tasks, states, fresh, *rest)
+    def counting(seed_words: Any, plan: np.ndarray, states: np.ndarray, buf: Any) -> int:
+        before = np.where(plan[:, 1] != 0, np.uint64(13), states[:, 3])
+        hits = real(seed_words, plan, states, buf)
         _CountingGenerator.drawn += int((states[:, 3] - before).sum())
         return int(hits)
 
