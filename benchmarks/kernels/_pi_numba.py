@@ -24,7 +24,7 @@ _backend.numba_available()  # sets NUMBA_CACHE_DIR before numba is imported
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-__all__ = ["blocks_hits", "task_state", "tasks_hits"]
+__all__ = ["task_state", "tasks_hits"]
 
 _HALF = 1 << 15  # words in half a block (pi._HALF)
 _FIELD = np.uint64((1 << 21) - 1)
@@ -130,8 +130,8 @@ def task_state(seed_words, task, state):  # type: ignore[no-untyped-def]
         _sfc64_round(state)
 
 
-@njit(cache=True, nogil=True)
-def blocks_hits(state, blocks, last, buf):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True, inline="always")
+def _blocks_hits(state, blocks, last, buf):  # type: ignore[no-untyped-def]
     """Hits among the samples of the next ``blocks`` blocks of one SFC64 stream.
 
     Args:
@@ -192,13 +192,10 @@ def tasks_hits(seed_words, plan, states, buf):  # type: ignore[no-untyped-def]
         The total number of hits (int).
     """
     hits = 0
-    # A state of its own: drawing through a row of ``states`` measured about 45 % slower.
-    row = np.empty(4, dtype=np.uint64)
+    # ``_blocks_hits`` is inlined by numba (``inline="always"``): called as a compiled
+    # function, the draw measured about 45 % slower when loaded from numba's cache.
     for i in range(plan.shape[0]):
         if plan[i, 1]:
-            task_state(seed_words, plan[i, 0], row)
-        else:
-            row[:] = states[i]
-        hits += blocks_hits(row, plan[i, 2], plan[i, 3], buf)
-        states[i] = row
+            task_state(seed_words, plan[i, 0], states[i])
+        hits += _blocks_hits(states[i], plan[i, 2], plan[i, 3], buf)
     return hits
