@@ -226,8 +226,7 @@ def test_hit_test_bias_is_negligible() -> None:
 
 
 class _CountingGenerator:
-    """Wraps a task's bit generator and counts the raw words drawn from it: by ``random_raw``
-    (numpy kernel) or by how far a new ``state`` moves SFC64's counter (compiled kernel)."""
+    """Wraps a task's bit generator and counts the raw words drawn from it (numpy kernel)."""
 
     drawn = 0
 
@@ -242,20 +241,34 @@ class _CountingGenerator:
     def state(self) -> Any:
         return self.gen.state
 
-    @state.setter
-    def state(self, value: Any) -> None:
-        before = int(self.gen.state["state"]["state"][3])
-        _CountingGenerator.drawn += int(value["state"]["state"][3]) - before
-        self.gen.state = value
+
+def _count_compiled_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Count the words the compiled kernel draws: how far each call moves the SFC64 counters
+    (a task seeded in the call starts at counter 13: 1, then 12 outputs discarded)."""
+    from benchmarks.kernels import _pi_numba
+
+    real = _pi_numba.tasks_hits
+
+    def counting(seed_words: Any, plan: np.ndarray, states: np.ndarray, buf: Any) -> int:
+        before = np.where(plan[:, 1] != 0, np.uint64(13), states[:, 3])
+        hits = real(seed_words, plan, states, buf)
+        _CountingGenerator.drawn += int((states[:, 3] - before).sum())
+        return int(hits)
+
+    monkeypatch.setattr(_pi_numba, "tasks_hits", counting)
 
 
 @pytest.mark.parametrize("samples", [1, 98_304, 98_305, TASK_SAMPLES, TASK_SAMPLES + 1,
                                      3 * TASK_SAMPLES + 12_345])
 def test_raw_words_counts_the_words_drawn(samples: int, monkeypatch: pytest.MonkeyPatch,
                                           kernels: str) -> None:
-    real = pi_mod._task_generator
-    monkeypatch.setattr(pi_mod, "_task_generator",
-                        lambda seed, task: _CountingGenerator(real(seed, task)))
+    if kernels == "numba":
+        _count_compiled_words(monkeypatch)
+    else:
+        real = pi_mod._task_generator
+        monkeypatch.setattr(pi_mod, "_task_generator",
+                            lambda seed, task, state=None: _CountingGenerator(
+                                real(seed, task, state)))
     _CountingGenerator.drawn = 0
     hits = run_one_bag(samples, 3, work_units=50_000)
     assert _CountingGenerator.drawn == raw_words(samples)
@@ -279,6 +292,7 @@ def test_raw_words_of_the_benchmark_run() -> None:
 @pytest.mark.parametrize("samples,seed,work_units", [
     (1, 0, 1), (98_305, 1, 7), (TASK_SAMPLES + 1, 2, 50_000),
     (5 * TASK_SAMPLES + 77_777, 9, 3 * TASK_SAMPLES + 5), (2 * 10**7, 123, DEFAULT_WORK_UNITS),
+    (3 * TASK_SAMPLES + 5, 2**70 + 3, 7 * TASK_SAMPLES),  # a seed of three 32-bit words
 ])
 def test_backends_give_identical_hits(samples: int, seed: int, work_units: int) -> None:
     assert (with_backend("numpy", run_one_bag, samples, seed, work_units)
@@ -300,3 +314,40 @@ def test_a_bag_moves_between_backends_exactly() -> None:
         assert pickle.dumps(bags["numpy"]) == pickle.dumps(bags["alternating"])
         assert totals["numpy"].value() == totals["alternating"].value()
     assert bags["numpy"].is_empty() and totals["numpy"].value() == run_one_bag(n, 6)
+
+
+@needs_numba
+@pytest.mark.parametrize("seed", [0, 1, 2**32 - 1, 2**32, 2**70 + 3])
+def test_compiled_seeding_matches_numpy(seed: int) -> None:
+    """The compiled kernel's seeding of a task is numpy's ``SFC64(SeedSequence([seed, task]))``,
+    for seeds and task indices of one and of several 32-bit words."""
+    from benchmarks.kernels import _pi_numba
+
+    for task in [0, 1, 2, 1000, 2**32 - 1, 2**32, 2**40 + 7]:
+        state = np.zeros(4, dtype=np.uint64)
+        _pi_numba.task_state(pi_mod._seed_words(seed), task, state)
+        expected = np.random.SFC64(np.random.SeedSequence([seed, task])).state["state"]["state"]
+        assert state.tolist() == [int(v) for v in expected], (seed, task)
+
+
+@needs_numba
+def test_one_compiled_call_a_process() -> None:
+    """A ``process`` call of many tasks, begun and new, makes one compiled kernel call."""
+    from benchmarks.kernels import _pi_numba
+
+    calls = []
+    real = _pi_numba.tasks_hits
+
+    def counting(*args: Any) -> int:
+        calls.append(len(args[1]))
+        return int(real(*args))
+
+    bag = PiBag(6 * TASK_SAMPLES, 4)
+    total = LongSum()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_pi_numba, "tasks_hits", counting)
+        with_backend("numba", bag.process, TASK_SAMPLES // 2, total)
+        with_backend("numba", bag.process, 4 * TASK_SAMPLES, total)
+    assert calls == [1, 5]  # the begun task, then four new ones
+    with_backend("numba", bag.process, 10**9, total)
+    assert total.value() == with_backend("numpy", run_one_bag, 6 * TASK_SAMPLES, 4)
