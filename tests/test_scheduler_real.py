@@ -293,7 +293,7 @@ def test_refusals_and_odd_replies_of_a_job(tmp_path):
         assert ev("start", b)[0]["t"] >= ev("end", a)[0]["t"]
         assert ev("notify_undefined", a)[0]["line"] == "hello there:127.0.1.1"
         # the job's last line travels on its own connection: it may be read after its end
-        wait_until(lambda: ev("disabled", a), 10, "the job's APGAS-Disabled")
+        wait_until(lambda: ev("disabled", a), 30, "the job's APGAS-Disabled")
 
         lines = [json.loads(x) for x in (server.run_dir / f"job-{a}.out").read_text().split(
             "\n") if x.startswith("{")]
