@@ -56,6 +56,8 @@ import time
 from typing import Any, BinaryIO
 
 _STARTED = time.monotonic()  # when the launcher's script began (after the interpreter's start)
+_STARTED_WALL = time.time()  # the same moment on the wall clock (hosts share it, roughly)
+_CREATED_WALL = float("nan")  # when the launcher's process was created (set by main)
 _PR_SET_PDEATHSIG = 1
 TAG = 4711
 """The MPI tag of the spawn handshake (place 0 ↔ anchor)."""
@@ -96,6 +98,21 @@ def sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> A
         delay = min(delay * 2, max_sleep)
 
 
+def _process_created() -> float:
+    """The wall-clock time the launcher's process was created (the interpreter's start), from
+    ``/proc``: this process's start in clock ticks after boot, plus the boot time; ``nan``
+    where ``/proc`` cannot tell.  Called by the launcher before it forks (a forked place's
+    own start is its fork)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return float("nan")
+
+
 def _die_with_parent() -> None:
     import ctypes
 
@@ -121,7 +138,13 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     if os.getppid() != anchor:  # the anchor died before prctl took effect
         os._exit(1)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    # Wall-clock stamps of the place's start, logged at DEBUG once it is ready (a grow's
+    # phases: docs/design/scale.md): the launcher process created, its script begun, this
+    # place forked with apgaspy imported, start data, handshake answered, main module
+    # imported, table received, ready.
+    stamps = {"launcher": _CREATED_WALL, "script": _STARTED_WALL, "forked": time.time()}
     place_id, host, secret, prep, env, toward = pickle.load(down)
+    stamps["data"] = time.time()
     os.environ.update(env)
     configure_logging(place_id)
     logger = logging.getLogger("apgaspy")
@@ -130,6 +153,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     rt = Runtime(place_id, secret, choose_address(host, toward))
     pickle.dump((rt.transport.endpoint, os.getpid(), socket.gethostname()), up)
     up.flush()
+    stamps["answered"] = time.time()
     code = 1
     try:
         # The program's main module is imported while place 0 finishes the spawn and sends
@@ -144,6 +168,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         finally:
             importing_main = None
+        stamps["main"] = time.time()
         logger.debug("place(%d): main module imported %.3f s after its launcher's script "
                      "began", place_id, time.monotonic() - _STARTED)
         table = pickle.load(down)
@@ -152,9 +177,14 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         if table is None:  # the start of the group failed elsewhere
             code = 0
             return
+        stamps["table"] = time.time()
         set_runtime(rt)
         rt.start(table)
         rt.membership.report_ready()
+        if logger.isEnabledFor(logging.DEBUG):
+            stamps["ready"] = time.time()
+            logger.debug("place(%d): wall clock %s", place_id,
+                         " ".join(f"{k}={v:.6f}" for k, v in stamps.items()))
         rt.membership.stopped.wait()
         code = rt.membership.exit_code
     finally:
@@ -360,6 +390,8 @@ def main() -> None:
     if "mpi4py.MPI" in sys.modules:
         sys.exit("apgaspy._child must fork before MPI starts")
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    global _CREATED_WALL
+    _CREATED_WALL = _process_created()
     if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m
         sys.path.insert(0, os.getcwd())
     alive_r, alive_w = os.pipe()  # the places hold the write end: see _become_waiter
@@ -398,8 +430,13 @@ def _place_function() -> Any:
         return _place
     # Importing the package's module imports all of apgaspy (its __init__): in the forker,
     # before it forks, so the places skip the imports.
-    from apgaspy._child import _place as place
-    return place
+    from apgaspy import _child as package
+
+    # The package's module has its own clock readings, taken at its import: give it the
+    # script's, so the places' start stamps count from the launcher's start.
+    package._STARTED, package._STARTED_WALL = _STARTED, _STARTED_WALL
+    package._CREATED_WALL = _CREATED_WALL
+    return package._place
 
 
 if __name__ == "__main__":
