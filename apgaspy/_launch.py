@@ -531,16 +531,20 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
 
     began = time.monotonic()
 
+    # A launcher of several places imports the main module before it forks them: it gets what
+    # it needs for that (multiprocessing's preparation data) on its command line.
+    main_arg = [_child.encode_main(prep)] if setting("LAUNCH_IMPORTS_MAIN") else []
+
     def launch(group: list[tuple[int, str]]) -> None:
         host = group[0][1]
         try:
             info = MPI.Info.Create()
             info.Set("host", mpi_hosts[host])
             info.Set("wdir", os.getcwd())
+            argv = ["-P", _CHILD_SCRIPT, str(len(group)), *(main_arg if len(group) > 1 else [])]
             with gate:
                 called = time.time()
-                inter = MPI.COMM_SELF.Spawn(sys.executable,
-                                            ["-P", _CHILD_SCRIPT, str(len(group))], 1, info)
+                inter = MPI.COMM_SELF.Spawn(sys.executable, argv, 1, info)
             info.Free()
             spawned = time.monotonic() - began
             returned = time.time()

@@ -1,7 +1,7 @@
 """Malleability on several hosts and under Slurm: start-up, grow and shrink times.
 
     python -m benchmarks.cluster [--repeats 3] [--no-slurm] [--no-hosts]
-    python -m benchmarks.cluster --host-grow [--per-host 16,1] [--depth 14] [--repeats 2]
+    python -m benchmarks.cluster --host-grow [--per-host 16,1] [--depth D] [--repeats 2]
 
 Needs root and the packages of the test clusters (``openssh-server``, ``slurm-wlm``,
 ``munge``; see ``tests/cluster/``), which it starts and stops itself:
@@ -122,7 +122,10 @@ def _hosts(netns: Any, repeats: int) -> dict[str, Any]:
     return out
 
 
-VARIANTS: dict[str, dict[str, str]] = {"default": {}}
+VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "import_per_place": {"APGAS_LAUNCH_IMPORTS_MAIN": "0"},  # before: each place imports main
+}
 """Settings alternated run by run with ``--variants`` (name: environment overlay)."""
 
 _STAMPS = re.compile(r"place\((\d+)\): wall clock (.*)$")
@@ -140,12 +143,12 @@ def grow_phases(log: str, host: str, new: list[int], t_order: float) -> dict[str
     place 0 those of its check of the host and of the launch (the last ones of ``host``)."""
     check = spawn = None
     places: dict[int, dict[str, float]] = {}
-    for line in log.splitlines():
+    for line in log.splitlines():  # the check and launch of the grow: after the order
         if m := _CHECK.search(line):
-            if m.group(1) == host:
+            if m.group(1) == host and _pairs(m.group(2))["check"] >= t_order:
                 check = _pairs(m.group(2))
         elif m := _SPAWN.search(line):
-            if m.group(1) == host:
+            if m.group(1) == host and _pairs(m.group(2))["spawn"] >= t_order:
                 spawn = _pairs(m.group(2))
         elif (m := _STAMPS.search(line)) and int(m.group(1)) in new:
             places[int(m.group(1))] = _pairs(m.group(2))
@@ -241,6 +244,7 @@ def _host_grow_run(cluster: Any, per_host: int, depth: int, extra: dict[str, str
             "correct": report["correct"], "result": report["result"],
             "kernels": report["kernels"], "ready_s": ready_s, "shrink_s": shrunk_s,
             "released": released[0], "new_places": new, "grown_s": grown_s,
+            "new_places_worked": len(worked),
             "first_work_s": min(worked) if worked else None,
             "all_working_s": max(worked) if len(worked) == len(new) else None,
             "computation_s": report["seconds"],
@@ -265,9 +269,10 @@ def _ssh_reference(cluster: Any, repeats: int = 5) -> dict[str, float]:
     return out
 
 
-def _host_grows(netns: Any, per_hosts: list[int], depth: int, repeats: int,
+def _host_grows(netns: Any, per_hosts: list[int], depth: int | None, repeats: int,
                 variants: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"variants": {v: VARIANTS[v] for v in variants}}
+    netns.remove_stale("apgg")  # a run that was killed leaves its namespaces
     with netns.start_cluster(5, prefix="apgg") as cluster:
         out["setup_s"] = cluster.setup_seconds
         out["reference"] = _ssh_reference(cluster)
@@ -275,15 +280,17 @@ def _host_grows(netns: Any, per_hosts: list[int], depth: int, repeats: int,
                                                  for k, v in out["reference"].items()))
         runs = []
         for per_host in per_hosts:
+            d = depth or (14 if per_host == 1 else 13)
             for _ in range(repeats):
                 for variant in variants:  # interleaved: the load changes alike for each
-                    r = _host_grow_run(cluster, per_host, depth, VARIANTS[variant])
+                    r = _host_grow_run(cluster, per_host, d, VARIANTS[variant])
                     r["variant"] = variant
                     runs.append(r)
-                    print(f"[{variant}] 4 x {per_host} places, d={depth}: ready "
+                    print(f"[{variant}] 4 x {per_host} places, d={d}: ready "
                           f"{r['ready_s']:.1f} s; shrink {r['shrink_s']:.3f} s; grow by "
                           f"{r['released']}: grown {r['grown_s']:.3f} s, first work "
-                          f"{r['first_work_s']} s, all working {r['all_working_s']} s; "
+                          f"{r['first_work_s']} s, all working {r['all_working_s']} s "
+                          f"({r['new_places_worked']} of {len(r['new_places'])} worked); "
                           f"correct {r['correct']}", flush=True)
                     print("   phases: " + ", ".join(f"{k} {v:.3f}"
                                                     for k, v in r["phases"].items()),
@@ -347,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the grow of a host of --per-host places during UTS")
     parser.add_argument("--per-host", default="16,1",
                         help="places a host for --host-grow, comma-separated (default 16,1)")
-    parser.add_argument("--depth", type=int, default=14, help="UTS depth for --host-grow")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="UTS depth for --host-grow (default 14 for one place a host, "
+                             "else 13: 64 places on 2 cores are slow)")
     parser.add_argument("--variants", default="default",
                         help=f"settings alternated run by run, of {', '.join(VARIANTS)}")
     args = parser.parse_args(argv)
