@@ -124,7 +124,7 @@ def _hosts(netns: Any, repeats: int) -> dict[str, Any]:
 
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
-    "import_per_place": {"APGAS_LAUNCH_IMPORTS_MAIN": "0"},  # before: each place imports main
+    "launcher_imports_main": {"APGAS_LAUNCH_IMPORTS_MAIN": "1"},
 }
 """Settings alternated run by run with ``--variants`` (name: environment overlay)."""
 
@@ -175,11 +175,19 @@ def grow_phases(log: str, host: str, new: list[int], t_order: float) -> dict[str
     return out
 
 
-def _read_until(stream: Any, word: str) -> None:
-    for line in stream:
-        if line.strip() == word:
-            return
-    raise RuntimeError(f"the job ended before saying {word!r}")
+def _read_until(stream: Any, word: str, timeout: float = 300.0) -> None:
+    import selectors
+
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        while sel.select(max(0.0, deadline - time.monotonic())):
+            line = stream.readline()
+            if not line:
+                raise RuntimeError(f"the job ended before saying {word!r}")
+            if line.strip() == word:
+                return
+    raise RuntimeError(f"the job did not say {word!r} within {timeout:g} s")
 
 
 def _host_grow_run(cluster: Any, per_host: int, depth: int, extra: dict[str, str],
@@ -220,7 +228,7 @@ def _host_grow_run(cluster: Any, per_host: int, depth: int, extra: dict[str, str
                     raise RuntimeError(f"grow refused: {reply}; see {log}")
                 sched.wait_for("growTimeAPGAS", timeout=300, skip=skip)
                 grown_s = time.time() - t_order
-                out, _ = proc.communicate(timeout=1800)
+                out, _ = proc.communicate(timeout=900)
             finally:
                 if proc.poll() is None:
                     proc.kill()
@@ -283,7 +291,13 @@ def _host_grows(netns: Any, per_hosts: list[int], depth: int | None, repeats: in
             d = depth or (14 if per_host == 1 else 13)
             for _ in range(repeats):
                 for variant in variants:  # interleaved: the load changes alike for each
-                    r = _host_grow_run(cluster, per_host, d, VARIANTS[variant])
+                    try:
+                        r = _host_grow_run(cluster, per_host, d, VARIANTS[variant])
+                    except (RuntimeError, subprocess.SubprocessError) as exc:
+                        print(f"[{variant}] 4 x {per_host} places: failed: {exc}", flush=True)
+                        runs.append({"variant": variant, "per_host": per_host,
+                                     "error": str(exc), "correct": None})
+                        continue
                     r["variant"] = variant
                     runs.append(r)
                     print(f"[{variant}] 4 x {per_host} places, d={d}: ready "
@@ -300,7 +314,9 @@ def _host_grows(netns: Any, per_hosts: list[int], depth: int | None, repeats: in
         for per_host in per_hosts:
             for variant in variants:
                 mine = [r for r in runs if r["per_host"] == per_host
-                        and r["variant"] == variant]
+                        and r["variant"] == variant and "error" not in r]
+                if not mine:
+                    continue
                 med = {k: statistics.median(r[k] for r in mine)
                        for k in ("ready_s", "shrink_s", "grown_s", "first_work_s",
                                  "all_working_s") if all(r[k] is not None for r in mine)}
