@@ -113,6 +113,10 @@ def _process_created() -> float:
         return float("nan")
 
 
+_THREADS_TIMEOUT = 60.0
+"""Seconds a forker waits for the threads that importing the main module started."""
+
+
 def encode_main(prep: dict[str, Any]) -> str:
     """The part of ``multiprocessing``'s preparation data ``prep`` that imports the program's
     main module (its ``sys.path``, working directory and main module's name or path), as one
@@ -130,7 +134,9 @@ def import_main(arg: str) -> bool:
     ``multiprocessing``'s spawn start method does (``__mp_main__``), from ``arg``
     (:func:`encode_main`), so the places find it imported and skip the import (``prepare``
     sees the module in place).  Returns whether it worked; a module that fails to import is
-    left to the places, which then report the error as before.
+    left to the places, which then report the error as before.  Threads the import started
+    are waited for (up to :data:`_THREADS_TIMEOUT` seconds) before the forker forks: False if
+    one is still running then.
 
     Why: the main module of a computation imports its kernels (numba, numpy: 0.6 s of a
     place's start on a loaded 2-core machine); 16 places importing it at once cost 16 times
@@ -145,17 +151,27 @@ def import_main(arg: str) -> bool:
         prep = json.loads(base64.urlsafe_b64decode(arg.encode("ascii")))
     except ValueError:
         return False
+    import threading
+
     saved = (list(sys.path), os.getcwd())
     importing_main = -1
     try:
         multiprocessing.spawn.prepare(prep)
-        return True
     except BaseException:  # noqa: BLE001 - the places import it again and report it
         sys.path[:] = saved[0]
         os.chdir(saved[1])
         return False
     finally:
         importing_main = None
+    # A thread the import started (a kernel module's warm-up, say, which loads the compiled
+    # kernels in the background while a place starts) may hold a lock: a place forked then
+    # would inherit it locked and hang at its first use.  So the forker waits for such
+    # threads to end before it forks (the places then get the kernels loaded, too).
+    deadline = time.monotonic() + _THREADS_TIMEOUT
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return all(t is threading.main_thread() or not t.is_alive() for t in threading.enumerate())
 
 
 def _die_with_parent() -> None:
