@@ -167,8 +167,8 @@ SETTINGS: dict[str, Setting] = {
                 "place"),
         Setting("LAUNCH_IMPORTS_MAIN", False, parse_bool, _any,
                 "1: a launcher of several places imports the program's main module once, "
-                "before it forks them, so they share it (experimental; default: each place "
-                "imports it)"),
+                "before it forks them, so they share it and its loaded kernels (experimental; "
+                "default: each place imports it)"),
         Setting("SLURM", True, parse_bool, _any,
                 "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,
