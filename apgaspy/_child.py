@@ -56,6 +56,8 @@ import time
 from typing import Any, BinaryIO, NamedTuple
 
 _STARTED = time.monotonic()  # when the launcher's script began (after the interpreter's start)
+_STARTED_WALL = time.time()  # the same moment on the wall clock (hosts share it, roughly)
+_CREATED_WALL = float("nan")  # when the launcher's process was created (set by main)
 _PR_SET_PDEATHSIG = 1
 TAG = 4711
 """The MPI tag of the spawn handshake (place 0 ↔ anchor)."""
@@ -132,6 +134,82 @@ def sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> A
         delay = min(delay * 2, max_sleep)
 
 
+def _process_created() -> float:
+    """The wall-clock time the launcher's process was created (the interpreter's start), from
+    ``/proc``: this process's start in clock ticks after boot, plus the boot time; ``nan``
+    where ``/proc`` cannot tell.  Called by the launcher before it forks (a forked place's
+    own start is its fork)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return float("nan")
+
+
+_THREADS_TIMEOUT = 60.0
+"""Seconds a forker waits for the threads that importing the main module started."""
+
+
+def encode_main(prep: dict[str, Any]) -> str:
+    """The part of ``multiprocessing``'s preparation data ``prep`` that imports the program's
+    main module (its ``sys.path``, working directory and main module's name or path), as one
+    command-line argument for a launcher (:func:`import_main` reads it)."""
+    import base64
+    import json
+
+    keys = ("sys_path", "dir", "init_main_from_name", "init_main_from_path")
+    return base64.urlsafe_b64encode(
+        json.dumps({k: prep[k] for k in keys if k in prep}).encode()).decode("ascii")
+
+
+def import_main(arg: str) -> bool:
+    """In a launcher's forker, before it forks the places: import the program's main module as
+    ``multiprocessing``'s spawn start method does (``__mp_main__``), from ``arg``
+    (:func:`encode_main`), so the places find it imported and skip the import (``prepare``
+    sees the module in place).  Returns whether it worked; a module that fails to import is
+    left to the places, which then report the error as before.  Threads the import started
+    are waited for (up to :data:`_THREADS_TIMEOUT` seconds) before the forker forks: False if
+    one is still running then.
+
+    Why: the main module of a computation imports its kernels (numba, numpy: 0.6 s of a
+    place's start on a loaded 2-core machine); 16 places importing it at once cost 16 times
+    that CPU, once here.
+    """
+    global importing_main
+    import base64
+    import json
+    import multiprocessing.spawn
+
+    try:
+        prep = json.loads(base64.urlsafe_b64decode(arg.encode("ascii")))
+    except ValueError:
+        return False
+    import threading
+
+    saved = (list(sys.path), os.getcwd())
+    importing_main = -1
+    try:
+        multiprocessing.spawn.prepare(prep)
+    except BaseException:  # noqa: BLE001 - the places import it again and report it
+        sys.path[:] = saved[0]
+        os.chdir(saved[1])
+        return False
+    finally:
+        importing_main = None
+    # A thread the import started (a kernel module's warm-up, say, which loads the compiled
+    # kernels in the background while a place starts) may hold a lock: a place forked then
+    # would inherit it locked and hang at its first use.  So the forker waits for such
+    # threads to end before it forks (the places then get the kernels loaded, too).
+    deadline = time.monotonic() + _THREADS_TIMEOUT
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return all(t is threading.main_thread() or not t.is_alive() for t in threading.enumerate())
+
+
 def _die_with_parent() -> None:
     import ctypes
 
@@ -157,7 +235,13 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     if os.getppid() != anchor:  # the anchor died before prctl took effect
         os._exit(1)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    # Wall-clock stamps of the place's start, logged at DEBUG once it is ready (a grow's
+    # phases: docs/design/scale.md): the launcher process created, its script begun, this
+    # place forked with apgaspy imported, start data, handshake answered, main module
+    # imported, table received, ready.
+    stamps = {"launcher": _CREATED_WALL, "script": _STARTED_WALL, "forked": time.time()}
     start = StartData(*pickle.load(down))
+    stamps["data"] = time.time()
     place_id = start.place_id
     os.environ.update(start.env)
     configure_logging(place_id)
@@ -168,6 +252,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     pickle.dump(tuple(PlaceAnswer(endpoint=rt.transport.endpoint, pid=os.getpid(),
                                   host=socket.gethostname())), up)
     up.flush()
+    stamps["answered"] = time.time()
     code = 1
     try:
         # The program's main module is imported while place 0 finishes the spawn and sends
@@ -182,6 +267,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
             raise
         finally:
             importing_main = None
+        stamps["main"] = time.time()
         logger.debug("place(%d): main module imported %.3f s after its launcher's script "
                      "began", place_id, time.monotonic() - _STARTED)
         table = pickle.load(down)
@@ -190,9 +276,14 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         if table is None:  # the start of the group failed elsewhere
             code = 0
             return
+        stamps["table"] = time.time()
         set_runtime(rt)
         rt.start(table)
         rt.membership.report_ready()
+        if logger.isEnabledFor(logging.DEBUG):
+            stamps["ready"] = time.time()
+            logger.debug("place(%d): wall clock %s", place_id,
+                         " ".join(f"{k}={v:.6f}" for k, v in stamps.items()))
         rt.membership.stopped.wait()
         code = rt.membership.exit_code
     finally:
@@ -400,6 +491,8 @@ def main() -> None:
     if "mpi4py.MPI" in sys.modules:
         sys.exit("apgaspy._child must fork before MPI starts")
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    global _CREATED_WALL
+    _CREATED_WALL = _process_created()
     if __name__ == "__main__":  # run as a script with -P: the working directory first, as -m
         sys.path.insert(0, os.getcwd())
     alive_r, alive_w = os.pipe()  # the places hold the write end: see _become_waiter
@@ -420,6 +513,8 @@ def main() -> None:
             if os.getppid() != anchor:  # the anchor died before prctl took effect
                 os._exit(1)
             _place_function()  # warm: the places forked next skip the imports
+            if len(sys.argv) > 2:
+                _import_main_function()(sys.argv[2])
             places = _fork_places(ends, [alive_r])
             for fd in (alive_w, *(fd for pair in ends for fd in pair)):
                 os.close(fd)
@@ -431,6 +526,16 @@ def main() -> None:
             [os.fdopen(r, "rb") for _, r in mine], alive_r)
 
 
+def _import_main_function() -> Any:
+    """:func:`import_main` of the package's module (whose ``importing_main`` the runtime
+    reads), or this one's when the package's module is this one."""
+    if __name__ != "__main__":
+        return import_main
+    from apgaspy import _child as package
+
+    return package.import_main
+
+
 def _place_function() -> Any:
     """The place's entry point: :func:`_place` of the package's module (run as a script,
     this imports the package, all of apgaspy)."""
@@ -438,8 +543,13 @@ def _place_function() -> Any:
         return _place
     # Importing the package's module imports all of apgaspy (its __init__): in the forker,
     # before it forks, so the places skip the imports.
-    from apgaspy._child import _place as place
-    return place
+    from apgaspy import _child as package
+
+    # The package's module has its own clock readings, taken at its import: give it the
+    # script's, so the places' start stamps count from the launcher's start.
+    package._STARTED, package._STARTED_WALL = _STARTED, _STARTED_WALL
+    package._CREATED_WALL = _CREATED_WALL
+    return package._place
 
 
 if __name__ == "__main__":

@@ -165,6 +165,10 @@ SETTINGS: dict[str, Setting] = {
                 "places one launcher process starts on a host (one MPI_Comm_spawn each: it "
                 "forks them from an interpreter that has apgaspy imported); 1: a launch per "
                 "place"),
+        Setting("LAUNCH_IMPORTS_MAIN", False, parse_bool, _any,
+                "1: a launcher of several places imports the program's main module once, "
+                "before it forks them, so they share it and its loaded kernels (experimental; "
+                "default: each place imports it)"),
         Setting("SLURM", True, parse_bool, _any,
                 "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,

@@ -409,7 +409,10 @@ def check_host(host: str, *, control_host: str | None = None) -> str:
         raise MalleabilityError(
             f"cannot start a place on host {host!r}: it is not this machine and Hydra's "
             f"launcher is {how.kind!r} ({how.source}), which apgaspy cannot check")
-    argv = [sys.executable, "-c", _PROBE, control_host or "localhost"]
+    # -I -S: the probe needs the standard library only; skipping site-packages (the path
+    # files of a virtual environment, editable installs) saves part of an interpreter start
+    # on the grow's path.
+    argv = [sys.executable, "-I", "-S", "-c", _PROBE, control_host or "localhost"]
     cmd = how.command(host, argv)
     try:
         probe = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,

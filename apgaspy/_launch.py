@@ -459,7 +459,10 @@ def _check_hosts(rt: Runtime, hosts: Sequence[str]) -> tuple[dict[str, str], dic
     looped = [i for i in rt.membership.table.values() if is_loopback(_address_of(i.endpoint))]
 
     def check(host: str) -> str:
+        began = time.time()
         value = check_host(host, control_host=control)
+        log.debug("host %s checked in %.3f s (wall clock: check=%.6f checked=%.6f)", host,
+                  time.time() - began, began, time.time())
         if looped and value != "localhost" and slurm_allocation() is None:
             first = looped[0]
             raise MalleabilityError(
@@ -529,24 +532,31 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
 
     began = time.monotonic()
 
+    # A launcher of several places imports the main module before it forks them: it gets what
+    # it needs for that (multiprocessing's preparation data) on its command line.
+    main_arg = [_child.encode_main(prep)] if setting("LAUNCH_IMPORTS_MAIN") else []
+
     def launch(group: list[tuple[int, str]]) -> None:
         host = group[0][1]
         try:
             info = MPI.Info.Create()
             info.Set("host", mpi_hosts[host])
             info.Set("wdir", os.getcwd())
+            argv = ["-P", _CHILD_SCRIPT, str(len(group)), *(main_arg if len(group) > 1 else [])]
             with gate:
-                inter = MPI.COMM_SELF.Spawn(sys.executable,
-                                            ["-P", _CHILD_SCRIPT, str(len(group))], 1, info)
+                called = time.time()
+                inter = MPI.COMM_SELF.Spawn(sys.executable, argv, 1, info)
             info.Free()
             spawned = time.monotonic() - began
+            returned = time.time()
             far = None if mpi_hosts[host] == "localhost" else toward
             inter.send(tuple(LaunchOrder(specs=group, secret=rt.secret, prep=prep, env=env,
                                          toward=far)), dest=0, tag=_TAG)
             answers = _sleepy_recv(inter, 0, _TAG)
             log.debug("launcher of %d place(s) on %s: MPI_Comm_spawn returned after %.3f s, "
-                      "its places answered after %.3f s", len(group), host, spawned,
-                      time.monotonic() - began)
+                      "its places answered after %.3f s (wall clock: spawn=%.6f "
+                      "spawned=%.6f answered=%.6f)", len(group), host, spawned,
+                      time.monotonic() - began, called, returned, time.time())
             for (pid, _), answer in zip(group, answers, strict=True):
                 results[pid] = (inter, None if answer is None else PlaceAnswer(*answer))
                 if answer is None:

@@ -405,3 +405,71 @@ def test_jobs_live_with_the_java_scheduler_stand_in(netns_cluster):
             fh.write(original)
         subprocess.run(["ip", "-n", h3.ns, "addr", "del", f"{local}/24", "dev", "eth0"],
                        check=False)
+
+
+@pytest.mark.timeout(120)
+def test_a_hosts_grow_is_one_launch_there_and_its_launcher_takes_its_places_along(
+        netns_cluster):
+    """A job on h1 (one place), ordered by a scheduler on h3, grows by host h2 with
+    APGAS_PLACES_PER_HOST=3: the three
+    places run on h2 under one launcher (one MPI_Comm_spawn); the shrink by that host leaves
+    no process on h2 while the job runs on.  A second grow onto h2, then the launcher there
+    killed with SIGKILL: its places die with it, nothing is left on h2, and once the job has
+    ended nothing is left on any host."""
+    import signal
+
+    cluster = netns_cluster
+    h2 = cluster.host("h2")
+    sched = _scheduler(cluster, "h3")
+    address = (cluster.host("h1").address, PORT)
+    env = job_env(cluster, ["h1"], **sched.env(), APGAS_PLACES="1",
+                  APGAS_PLACES_PER_HOST="3", HYDRA_LAUNCHER_EXEC=cluster.ssh)
+    job = cluster.host("h1").popen([PY, str(PROGRAMS / "launchers.py"), "grow", "again"],
+                                   env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+    try:
+        sched.wait_for("APGAS-Ready")
+        assert _order(cluster, sched, "h3", address, "grow 1 h2\n") == []
+        def line():
+            text = job.stdout.readline()
+            if not text:
+                pytest.fail(f"the job ended (exit {job.wait()}): {job.stderr.read()[-3000:]}")
+            return json.loads(text)
+
+        grown = line()
+        assert grown["grown"] == [0, 1, 2, 3] and grown["launches"] == 1, grown
+        assert len(set(grown["parents"].values())) == 1  # one forker: one launch
+        assert _order(cluster, sched, "h3", address, "shrink 1\n") == ["h2"]
+        shrunk = line()
+        assert shrunk == {"shrunk": [0], "alive": {"1": False, "2": False, "3": False}}
+        assert wait_gone_from(h2, 10.0) == [], "the released host still runs processes"
+
+        assert _order(cluster, sched, "h3", address, "grow 1 h2\n") == []
+        again = line()
+        assert again["grown_again"] == [0, 4, 5, 6], again
+        on_h2 = set(h2.pids())
+        assert set(again["pids"].values()) <= on_h2, (again, on_h2)
+        (launcher,) = set(again["launchers"].values())
+        assert launcher in on_h2
+        os.kill(launcher, signal.SIGKILL)
+        assert wait_gone_from(h2, 15.0) == [], "places outlived their killed launcher"
+        assert not any(alive(pid) for pid in again["pids"].values())
+        try:
+            job.communicate(timeout=45)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the job did not end after its remote launcher was killed")
+        leave_nothing(cluster)
+    finally:
+        sched.close()
+        if job.poll() is None:
+            kill_tree(job.pid)
+            job.communicate()
+        leave_nothing(cluster, 0)
+
+
+def wait_gone_from(host, timeout):
+    """Wait until no process but its sshd runs on ``host``; what still runs after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while (left := host.pids()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left

@@ -139,3 +139,18 @@ def test_too_low_a_hard_file_limit_is_one_clear_error_and_a_low_soft_one_is_rais
     assert out[1] == ("1000 places need about 6256 open files at place 0, but the hard limit "
                       "is 1200: raise it (ulimit -Hn 6256, or nofile in "
                       "/etc/security/limits.conf) or start fewer places")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("imports", ["0", "1"])
+def test_a_main_module_that_starts_a_thread_at_import(imports):
+    """The main module's import starts a thread that holds a lock for a moment: with
+    APGAS_LAUNCH_IMPORTS_MAIN=1 the launcher waits for it before forking places 1-3 (one
+    forker), so every place takes the lock; with 0 every place imports the module itself."""
+    r = run_program("import_thread.py", 4, timeout=110,
+                    env=env_for(4, APGAS_LAUNCH_IMPORTS_MAIN=imports))
+    assert r.returncode == 0, r.stderr[-3000:]
+    (out,) = r.json_lines()
+    assert sorted(out["pids"]) == ["0", "1", "2", "3"]
+    assert len(set(out["pids"].values())) == 4
+    assert len(set(out["parents"].values())) == 1  # one launcher's forker

@@ -15,6 +15,10 @@ places): waits until the grow has
 come, prints ``{"grown": [ids], "launches": n, "parents": {id: parent pid}}`` (``launches``:
 the ``MPI_Comm_spawn`` calls the grow made), waits until the shrink has come, and prints
 ``{"shrunk": [ids], "alive": {id: bool}}``: whether each grown place's process still runs.
+``grow again`` then waits for a second grow (a schedule of three orders), prints
+``{"grown_again": [ids], "pids": {id: pid}, "launchers": {id: launcher pid}}``, waits up to
+30 s until no place but place 0 is left (the test kills the launcher), and prints
+``{"after": [ids]}``.
 """
 
 import json
@@ -95,6 +99,15 @@ def _grow():
     time.sleep(0.5)
     print(json.dumps({"shrunk": [p.id for p in places()],
                       "alive": {i: _alive(pid) for i, pid in pids.items() if i}}), flush=True)
+    if "again" not in sys.argv:
+        return
+    _wait_places(lambda n: n > 1)
+    grown = places()
+    print(json.dumps({"grown_again": [p.id for p in grown],
+                      "pids": {p.id: at(p, os.getpid) for p in grown[1:]},
+                      "launchers": {p.id: at(p, _launcher) for p in grown[1:]}}), flush=True)
+    _wait_places(lambda n: n == 1, timeout=30.0)
+    print(json.dumps({"after": [p.id for p in places()]}), flush=True)
 
 
 def main():
