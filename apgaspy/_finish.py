@@ -71,13 +71,14 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from _thread import allocate_lock as _allocate_lock
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ApgasError, DeadPlaceError, RemoteError
-from ._messages import F_AT, Task, Update
+from ._messages import F_AT, Ctrl, Task, Update
 from ._pool import current_pool
 from ._serialization import PackedException, dumps, dumps_call, loads_call, pack_exception
 
@@ -86,7 +87,15 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["RootFinish", "RemoteFinish", "FID", "Finishes", "finish_stack", "current_finish",
-           "local_exception"]
+           "local_exception", "ACK_EVERY"]
+
+#: A place asks for the home's acknowledgement of its aggregated updates once it holds this
+#: many unacknowledged ones (they are kept until then, to be sent again if their aggregator
+#: dies or leaves).
+ACK_EVERY = 32
+
+#: How long an aggregator holds the first update of a batch for the ones that follow (s).
+AGG_WINDOW_S = 0.002
 
 log = logging.getLogger("apgaspy")
 
@@ -254,6 +263,17 @@ class Finishes:
         self.roots: dict[int, RootFinish] = {}
         self.remotes: dict[Any, RemoteFinish] = {}
         self._seq = itertools.count(1)
+        # Aggregation per host (see "Aggregated updates" in the module docstring).
+        self._members: list[int] = []  # this place's host slot, live members, sorted
+        self._members_n = -1  # len(table) when _members was computed
+        self._agg_seq: dict[int, int] = {}  # home → last seq of an aggregated update
+        self._unacked: dict[int, list[tuple[int, int, tuple]]] = {}  # home → (seq, via, entry)
+        self._seen: dict[int, list[Any]] = {}  # at a home: src → [low, {applied seqs > low}]
+        self._agg_cv = threading.Condition(threading.Lock())  # an aggregator's outbox
+        self._outbox: dict[int, list[tuple]] = {}  # home → entries to forward
+        self._out_want: set[int] = set()  # homes asked for an acknowledgement
+        self._flusher: threading.Thread | None = None
+        self._sending = False
 
     # ================================================================== spawning
     def spawn(self, dest: int, fn: Callable[..., Any], args: tuple, kwargs: dict,
@@ -374,15 +394,38 @@ class Finishes:
             if fin.live:
                 return
             del self.remotes[fin.fid]
-            msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
-                                fin.at_error, self.rt.output_seq if to_inbox else 0)
-            try:
-                self.rt.transport.post(dest, msg)
-                posted = True
-            except KeyError:
-                posted = False
+            via = None if to_inbox else self._aggregator(home)
+            if via is not None:
+                entry = (here, 0, fid, d, fin.exceptions, fin.result, fin.at_error)
+                if via == here:  # this place aggregates its host: its own entry waits here
+                    self._to_outbox(home, entry, False)
+                    return
+                seq = self._agg_seq[home] = self._agg_seq.get(home, 0) + 1
+                entry = (here, seq) + entry[2:]
+                unacked = self._unacked.setdefault(home, [])
+                unacked.append((seq, via, entry))
+                msg = Ctrl.encode(here, "fin_up", (home, entry, len(unacked) >= ACK_EVERY))
+                try:
+                    self.rt.transport.post(via, msg)
+                    dest = via
+                    posted = True
+                except KeyError:
+                    posted = False
+            else:
+                msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
+                                    fin.at_error, self.rt.output_seq if to_inbox else 0)
+                try:
+                    self.rt.transport.post(dest, msg)
+                    posted = True
+                except KeyError:
+                    posted = False
         if posted:
             self.rt.transport.pump(dest)
+        elif via is not None:
+            try:
+                self.rt.send(via, msg)
+            except ApgasError:  # it left or died: kept in _unacked, sent again (_places_gone)
+                log.debug("finish %s: aggregator place %d is gone", fid, via)
         else:
             try:
                 self.rt.send(home, msg)
@@ -425,11 +468,29 @@ class Finishes:
         # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
         if msg.output_seq:
             self.rt.wait_output(msg.src, msg.output_seq)
-        errors = [pe.unpack() for pe in msg.exceptions]
-        at_exc = msg.at_error.unpack() if msg.at_error is not None else None
-        result, deltas = msg.result, msg.deltas
+        self._apply(msg.fid, msg.src, 0, msg.deltas, msg.exceptions, msg.result, msg.at_error)
+
+    def _apply(self, fid: Any, src: int, seq: int, deltas: dict[int, int], exceptions: list,
+               result: bytes | None, at_error: Any) -> None:
+        # one update of place src (seq > 0: an aggregated one, applied once however often it
+        # arrives), here at the home of fid
+        errors = [pe.unpack() for pe in exceptions]
+        at_exc = at_error.unpack() if at_error is not None else None
         with self.state_lock:
-            fin = self.roots.get(msg.fid[1])
+            if seq:
+                seen = self._seen.get(src)
+                if seen is None:
+                    seen = self._seen[src] = [0, set()]
+                if seq <= seen[0] or seq in seen[1]:
+                    return  # sent again after its aggregator died or left: applied already
+                above = seen[1]
+                above.add(seq)
+                low = seen[0]
+                while low + 1 in above:
+                    low += 1
+                    above.discard(low)
+                seen[0] = low
+            fin = self.roots.get(fid[1])
             if fin is None:
                 return  # the finish already failed (a place died); late news
             fin.exceptions.extend(errors)
@@ -445,6 +506,139 @@ class Finishes:
                         self._fail_root(fin, p)
                         break
 
+    # ================================================================== aggregation
+    def _aggregator(self, home: int) -> int | None:
+        """The place that forwards this place's updates for a finish of ``home``, this place
+        itself when it is that place, or ``None``: send them to the home directly (state_lock
+        held).
+
+        The aggregator of a host slot is its lowest live place other than the home; a slot of
+        one live place, an update to an ``at``'s inbox (not aggregated: one update) and a
+        place leaving after a shrink send directly.
+        """
+        table = self.membership.table
+        members = self._members
+        if self._members_n != len(table) or (members and members[0] not in table):
+            me = table.get(self.here)
+            members = self._members = [] if me is None else sorted(
+                p for p, info in table.items() if info.slot == me.slot)
+            self._members_n = len(table)
+        if len(members) < 2 or self.here in self.membership.released:
+            return None
+        agg = members[0] if members[0] != home else members[1]
+        if agg not in table:
+            self._members_n = -1
+            return None
+        if agg != self.here and not self.rt.transport.has_peer(agg):
+            self.rt.transport.add_peer(agg, table[agg].endpoint)
+        return agg
+
+    def _to_outbox(self, home: int, entry: tuple, want_ack: bool) -> None:
+        """At an aggregator: hold ``entry`` for ``home``; the flusher forwards it."""
+        with self._agg_cv:
+            self._outbox.setdefault(home, []).append(entry)
+            if want_ack:
+                self._out_want.add(home)
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
+                                                 name="apgaspy-finish-aggregator")
+                self._flusher.start()
+            self._agg_cv.notify()
+
+    def _flush_loop(self) -> None:
+        """At an aggregator (a thread of its own, started with the first entry): once entries
+        wait, let the ones that follow gather for ``AGG_WINDOW_S``, then forward them all, one
+        'fin_batch' control message per home, in the order they arrived."""
+        cv = self._agg_cv
+        while True:
+            with cv:
+                while not self._outbox:
+                    cv.wait()
+            time.sleep(AGG_WINDOW_S)
+            with cv:
+                out, self._outbox = self._outbox, {}
+                want, self._out_want = self._out_want, set()
+                self._sending = True
+            try:
+                for home, entries in out.items():
+                    try:
+                        self.rt.send_ctrl(home, "fin_batch", entries, home in want)
+                    except ApgasError:
+                        log.debug("home place %d is gone: %d update(s) dropped", home,
+                                  len(entries))
+            finally:
+                with cv:
+                    self._sending = False
+
+    def ctrl_fin_up(self, src: int, home: int, entry: tuple, want_ack: bool) -> None:
+        """Control message 'fin_up': place ``src`` of this host sends its update ``entry``
+        (src, seq, fid, deltas, exceptions, result, at_error) for ``home`` through here."""
+        self._to_outbox(home, entry, want_ack)
+
+    def ctrl_fin_batch(self, src: int, entries: list[tuple], want_ack: bool) -> None:
+        """Control message 'fin_batch', here at the home: the updates ``entries`` (see
+        :meth:`ctrl_fin_up`) forwarded by aggregator ``src`` (or sent again by their own
+        place); with ``want_ack``, tell ``src`` up to which seq each place's are applied."""
+        for s, seq, fid, deltas, exceptions, result, at_error in entries:
+            self._apply(fid, s, seq, deltas, exceptions, result, at_error)
+        if want_ack:
+            with self.state_lock:
+                acks = {s: self._seen[s][0] for s, seq, *_ in entries if seq and s in self._seen}
+            if acks:
+                try:
+                    self.rt.send_ctrl(src, "fin_acked", self.here, acks)
+                except ApgasError:
+                    pass
+
+    def ctrl_fin_acked(self, src: int, home: int, acks: dict[int, int]) -> None:
+        """Control message 'fin_acked': ``home`` applied each place's aggregated updates up to
+        the seq in ``acks``; drop ours, pass the others on to their places."""
+        for place, low in acks.items():
+            if place == self.here:
+                with self.state_lock:
+                    kept = self._unacked.get(home)
+                    if kept:
+                        self._unacked[home] = [k for k in kept if k[0] > low]
+            else:
+                try:
+                    self.rt.send_ctrl(place, "fin_acked", home, {place: low})
+                except ApgasError:
+                    pass
+
+    def holding(self) -> bool:
+        """True while this place keeps updates that no home acknowledged yet, or holds
+        updates of its host to forward."""
+        with self._agg_cv:
+            if self._outbox or self._sending:
+                return True
+        with self.state_lock:
+            return any(self._unacked.values())
+
+    def places_gone(self, gone: Iterable[int]) -> None:
+        """``gone`` died or left (state_lock held; called by the membership room): forget
+        the updates kept for a gone home, and send every kept update that went through a gone
+        aggregator (all of them when this place leaves) straight to its home again, before
+        any later update of this place (the home applies each once)."""
+        gone = set(gone)
+        leaving = self.here in gone
+        self._members_n = -1  # the host's aggregator is chosen again
+        for home in gone & set(self._unacked):
+            del self._unacked[home]
+        table = self.membership.table
+        transport = self.rt.transport
+        for home, kept in self._unacked.items():
+            if not kept or not (leaving or any(via in gone for _, via, _ in kept)):
+                continue
+            info = table.get(home)
+            if info is None:
+                continue
+            if not transport.has_peer(home):
+                transport.add_peer(home, info.endpoint)
+            entries = [entry for _, _, entry in kept]
+            self._unacked[home] = [(seq, home, entry) for seq, _, entry in kept]
+            transport.post(home, Ctrl.encode(self.here, "fin_batch", (entries, True)))
+            self.rt.immediate.submit(transport.pump, home)
+
     # ================================================================== failures
     def fail_waiting_on(self, place: int) -> None:
         """Fail, at once, every finish whose home is here and that still expects something
@@ -452,6 +646,7 @@ class Finishes:
         for fin in list(self.roots.values()):
             if fin.waits_on(place):
                 self._fail_root(fin, place)
+        self.places_gone((place,))
 
     def _fail_root(self, fin: RootFinish, place: int) -> None:
         # state_lock held

@@ -132,7 +132,7 @@ class Runtime:
         self.malleability: Malleability | None = None
         self.membership = membership = Membership(self)
         self.control = control = Control(self)
-        self.finishes = Finishes(self)
+        self.finishes = finishes = Finishes(self)
         self.objects: dict[int, Any] = {}  # GlobalRef registry
         self._object_ids = itertools.count(1)
         self.plos: dict[Any, Any] = {}  # PlaceLocalObject registry
@@ -147,6 +147,9 @@ class Runtime:
             "released": membership.ctrl_released,
             "released_died": membership.ctrl_released_died,
             "ready": membership.ctrl_ready,
+            "fin_up": finishes.ctrl_fin_up,
+            "fin_batch": finishes.ctrl_fin_batch,
+            "fin_acked": finishes.ctrl_fin_acked,
         }
         threads = setting("THREADS")
         max_threads = setting("MAX_THREADS")
