@@ -51,13 +51,49 @@ UPDATE also carries ``output_seq``, the last print output its place sent to plac
 before it; the waiting thread handles it once that output is written
 (``Runtime.wait_output``), so what the ``at``'s place printed appears before ``at`` returns.
 
+Aggregated updates (per host, as the X10 runtime's dense finish, ``FINISH_DENSE``, routes a
+place's termination messages through one place of its group; keeping what a dead place held
+recoverable follows the resilient finishes of Cunningham et al., "Resilient X10", PPoPP 2014):
+the places of one host slot
+(``PlaceInfo.slot``; ``APGAS_PLACES_PER_HOST`` on one machine) send their UPDATEs for a home
+through the slot's *aggregator*, its lowest live place other than the home
+(:meth:`Finishes._aggregator`), as a 'fin_up' control message.  The aggregator holds what
+arrives for ``AGG_WINDOW_S`` (2 ms) and forwards it, its own updates included, as one
+'fin_batch' per home, in arrival order; the home applies the entries one by one.  An empty
+finish over P places on H hosts sends about H messages into its home instead of P − 1.
+The order of one place's updates is kept (place → aggregator → home, each a FIFO connection).
+A slot of one live place, an ``at``'s inbox and a place leaving after a shrink send directly.
+
+A dead aggregator loses nothing: a place keeps each update it sent through an aggregator, with
+its sequence number (per home), until the home acknowledges it (``ACK_EVERY`` updates ask for
+an acknowledgement, 'fin_acked', which the aggregator passes on).  When the aggregator dies
+or leaves, its places send every kept update to the home directly, before any later one
+(:meth:`Finishes.places_gone`, under the lock that takes the place out of the table); the home
+applies each (place, seq) once (``_seen``), so an update forwarded and sent again counts once.
+The aggregator's own updates are lost with it, as a dead place's always are: the finish waits
+on the aggregator and fails with :class:`DeadPlaceError`.  A released place sends its kept
+updates to the home and leaves only once they are acknowledged (:meth:`Finishes.holding`).
+
+::
+
+    place q (slot s)               aggregator a (slot s)              home h
+    ────────────────               ─────────────────────              ──────
+    record at zero: seq += 1,
+      keep (seq, a, entry)
+      ══ CTRL fin_up(h, entry) ═►  outbox[h] += entry; after 2 ms:
+                                     ══ CTRL fin_batch(entries) ═══►  apply each entry once
+                                                                       (src, seq) in _seen
+    a dies: kept entries ═══════════ CTRL fin_batch(entries) ════════►  (applied once)
+
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
 TASK is entered in :attr:`Finishes.remotes` inline, for speed, then runs
 :meth:`Finishes.run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes.on_update`);
 the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every finish here that
-waits on it fails at once with :class:`DeadPlaceError`) and when a released place drains
-(no :attr:`Finishes.remotes` left).  The room handles no control message.
+waits on it fails at once with :class:`DeadPlaceError`, and :meth:`Finishes.places_gone`),
+when a shrink removes places (:meth:`Finishes.places_gone`) and when a released place drains
+(no :attr:`Finishes.remotes` left, nothing :meth:`Finishes.holding`).  The room handles the
+control messages 'fin_up', 'fin_batch' and 'fin_acked' of the aggregation.
 
 Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
 membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)

@@ -468,9 +468,9 @@ def print_table(per_p: Mapping[int, Mapping[str, Any]]) -> None:
         print(f"{p:3d}{f['ready_s']:9.2f}{f['finish_s']:10.3f}{f['cpu_per_place_s']:10.3f}"
               f"{f['rss_per_place_mb']:8.1f}{spawned if spawned is not None else 0:9.1f}"
               f"{r.get('place', 0):7.1f}{r.get('anchor', 0):8.1f}{r.get('proxy', 0):7.1f}"
-              f"{f['fds_place0']:8d}{f['fds_place1'] or 0:8d}{f['tcp_place1'] or 0:8d}"
+              f"{f['fds_place0']:8.0f}{f['fds_place1'] or 0:8.0f}{f['tcp_place1'] or 0:8.0f}"
               f"{f['pss_per_place_mb']:8.1f}{f.get('startup_bytes_per_place') or 0:8.0f}"
-              f"{f.get('finish_home_messages') or 0:10d}", flush=True)
+              f"{f.get('finish_home_messages') or 0:10.0f}", flush=True)
 
 
 def plot(per_p: Mapping[int, Mapping[str, Any]], path: Path, title: str) -> None:
