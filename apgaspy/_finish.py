@@ -116,11 +116,11 @@ from typing import TYPE_CHECKING, Any
 from ._exceptions import ApgasError, DeadPlaceError, RemoteError
 from ._messages import F_AT, Ctrl, Task, Update
 from ._pool import current_pool
+from ._runtime_needs import FinishHost
 from ._serialization import PackedException, dumps, dumps_call, loads_call, pack_exception
 
 if TYPE_CHECKING:
     from ._membership import Membership
-    from ._runtime import Runtime
 
 __all__ = ["RootFinish", "RemoteFinish", "FID", "Finishes", "finish_stack", "current_finish",
            "local_exception", "ACK_EVERY"]
@@ -291,7 +291,7 @@ class Finishes:
         state_lock: the runtime's lock (shared with the membership and control rooms).
     """
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: FinishHost) -> None:
         self.rt = rt
         self.here = rt.here
         self.state_lock = rt.state_lock  # shared: guards the records, the place table and the acks

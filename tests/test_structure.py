@@ -24,7 +24,6 @@ PRODUCT = ("apgaspy", "glb", "communicators", "scheduler")
 #: runtime that owns it.  Each is to become a protocol of apgaspy._runtime_needs, as the
 #: control room's and the output's have; the list may only shrink.
 TYPE_ONLY_BACK_EDGES = frozenset({
-    ("apgaspy._finish", "apgaspy._runtime"),
     ("apgaspy._membership", "apgaspy._runtime"),
 })
 
