@@ -58,7 +58,8 @@ the places of one host slot
 (``PlaceInfo.slot``; ``APGAS_PLACES_PER_HOST`` on one machine) send their UPDATEs for a home
 through the slot's *aggregator*, its lowest live place other than the home
 (:meth:`Finishes._aggregator`), as a 'fin_up' control message.  The aggregator holds what
-arrives for ``AGG_WINDOW_S`` (2 ms) and forwards it, its own updates included, as one
+arrives until nothing came for ``AGG_WINDOW_S`` (2 ms; ``AGG_HOLD_S``, 10 ms, at most) and
+forwards it, its own updates included, as one
 'fin_batch' per home, in arrival order; the home applies the entries one by one.  An empty
 finish over P places on H hosts sends about H messages into its home instead of P − 1.
 The order of one place's updates is kept (place → aggregator → home, each a FIFO connection).
@@ -80,7 +81,7 @@ updates to the home and leaves only once they are acknowledged (:meth:`Finishes.
     ────────────────               ─────────────────────              ──────
     record at zero: seq += 1,
       keep (seq, a, entry)
-      ══ CTRL fin_up(h, entry) ═►  outbox[h] += entry; after 2 ms:
+      ══ CTRL fin_up(h, entry) ═►  outbox[h] += entry; 2 ms quiet:
                                      ══ CTRL fin_batch(entries) ═══►  apply each entry once
                                                                        (src, seq) in _seen
     a dies: kept entries ═══════════ CTRL fin_batch(entries) ════════►  (applied once)
@@ -130,8 +131,10 @@ __all__ = ["RootFinish", "RemoteFinish", "FID", "Finishes", "finish_stack", "cur
 #: dies or leaves).
 ACK_EVERY = 32
 
-#: How long an aggregator holds the first update of a batch for the ones that follow (s).
+#: An aggregator forwards its batch once no update came for this long (s) ...
 AGG_WINDOW_S = 0.002
+#: ... or this long (s) after the batch's first update.
+AGG_HOLD_S = 0.01
 
 log = logging.getLogger("apgaspy")
 
@@ -583,15 +586,22 @@ class Finishes:
 
     def _flush_loop(self) -> None:
         """At an aggregator (a thread of its own, started with the first entry): once entries
-        wait, let the ones that follow gather for ``AGG_WINDOW_S``, then forward them all, one
-        'fin_batch' control message per home, in the order they arrived."""
+        wait, let the ones that follow gather until none came for ``AGG_WINDOW_S`` (at most
+        ``AGG_HOLD_S`` after the first), then forward them all, one 'fin_batch' control
+        message per home, in the order they arrived."""
         cv = self._agg_cv
         while True:
             with cv:
                 while not self._outbox:
                     cv.wait()
-            time.sleep(AGG_WINDOW_S)
-            with cv:
+                # hold while entries keep coming, AGG_WINDOW_S after the last, AGG_HOLD_S at most
+                deadline = time.monotonic() + AGG_HOLD_S
+                count = -1
+                while count != (count := sum(map(len, self._outbox.values()))):
+                    wait = min(AGG_WINDOW_S, deadline - time.monotonic())
+                    if wait <= 0:
+                        break
+                    cv.wait(wait)
                 out, self._outbox = self._outbox, {}
                 want, self._out_want = self._out_want, set()
                 self._sending = True
