@@ -59,6 +59,7 @@ def test_an_empty_finish_sends_fewer_messages_into_its_home_than_places():
     # two hosts of 4: a batch from each host's aggregator (places 1 and 4), rarely a few more
     # when an update misses its batch's window on a loaded machine
     _, events = _run("count", per_host=4)
+    assert events[-1]["raised"] == [["ValueError", "raised at 6"]]  # through the aggregator
     counts = events[-1]["home_messages"]
     assert min(counts) <= 3 and sum(counts) < 7 * 5, counts
 

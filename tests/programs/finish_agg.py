@@ -3,12 +3,13 @@
 
     APGAS_PLACES=8 APGAS_PLACES_PER_HOST=4 python tests/programs/finish_agg.py <phase>
 
-Phases: ``count`` (the messages that reach place 0, the home, during each of five empty
-finishes over all places), ``member-dies`` (place 6, a member of the second host, is killed
-while the finish waits on it), ``aggregator-dies`` (place 4, which forwards the second host's
-updates, is stopped, the finish's tasks at places 5-7 end and their updates wait at place 4,
-then place 4 is killed: the finish, which spawned nothing at place 4, must still end, with no
-error).  Prints JSON lines: first ``{"pids": ...}`` (place id -> pid), then the phase's report.
+Phases: ``count`` (a task at place 6 raises: its exception reaches the finish; then the
+messages that reach place 0, the home, during each of five empty finishes over all places),
+``member-dies`` (place 6, a member of the second host, is killed while the finish waits on
+it), ``aggregator-dies`` (place 4, which forwards the second host's updates, is stopped, the
+finish's tasks at places 5-7 end and their updates wait at place 4, then place 4 is killed:
+the finish, which spawned nothing at place 4, must still end, with no error).
+Prints JSON lines: first ``{"pids": ...}`` (place id -> pid), then the phase's report.
 """
 
 from __future__ import annotations
@@ -38,7 +39,20 @@ def noop():
     pass
 
 
+def fail_at(place_id):
+    from apgaspy import here
+    if here().id == place_id:
+        raise ValueError(f"raised at {place_id}")
+
+
 def phase_count():
+    raised = []
+    try:
+        with finish():
+            for p in places():
+                async_at(p, fail_at, 6)
+    except MultipleException as group:
+        raised = [[type(e).__name__, str(e)] for e in group.exceptions]
     home = []
     for _ in range(5):
         before = traffic()["messages_in"]
@@ -46,7 +60,7 @@ def phase_count():
             for p in places():
                 async_at(p, time.sleep, 0.2)
         home.append(traffic()["messages_in"] - before)
-    emit(phase="count", home_messages=home, places=len(places()))
+    emit(phase="count", home_messages=home, places=len(places()), raised=raised)
 
 
 def phase_member_dies(pids):
