@@ -53,12 +53,48 @@ import pickle
 import signal
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 _STARTED = time.monotonic()  # when the launcher's script began (after the interpreter's start)
 _PR_SET_PDEATHSIG = 1
 TAG = 4711
 """The MPI tag of the spawn handshake (place 0 ↔ anchor)."""
+
+
+class LaunchOrder(NamedTuple):
+    """The spawn handshake, place 0 → a launcher: start ``specs``, one ``(place id, host)``
+    per place, with the job's ``secret``, the main module's preparation data ``prep``
+    (``multiprocessing.spawn``), the ``env`` to set, and ``toward``, an address of place 0
+    the places bind toward (``None``: the same machine).  Sent as a plain tuple (the
+    launcher's MPI process runs this file as a script and imports nothing of apgaspy)."""
+
+    specs: list[tuple[int, str]]
+    secret: bytes
+    prep: dict[str, Any]
+    env: dict[str, str]
+    toward: str | None
+
+
+class StartData(NamedTuple):
+    """The spawn handshake, a launcher → one of its places: the place's id and host, and the
+    rest of its :class:`LaunchOrder`.  Sent as a plain tuple through the place's pipe."""
+
+    place_id: int
+    host: str
+    secret: bytes
+    prep: dict[str, Any]
+    env: dict[str, str]
+    toward: str | None
+
+
+class PlaceAnswer(NamedTuple):
+    """The spawn handshake, a place → its launcher → place 0: its ZeroMQ ``endpoint``, its
+    process id ``pid`` and its machine's ``host`` name.  Sent as a plain tuple (the
+    launcher's list of answers has ``None`` for a place that died while it started)."""
+
+    endpoint: str
+    pid: int
+    host: str
 ANCHOR_MARK = "apgaspy-anchor"
 """In the waiting anchor's argv, so tools (and tests) can tell it from the place."""
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -121,14 +157,16 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     if os.getppid() != anchor:  # the anchor died before prctl took effect
         os._exit(1)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    place_id, host, secret, prep, env, toward = pickle.load(down)
-    os.environ.update(env)
+    start = StartData(*pickle.load(down))
+    place_id = start.place_id
+    os.environ.update(start.env)
     configure_logging(place_id)
     logger = logging.getLogger("apgaspy")
     logger.debug("place(%d): start data %.3f s after its launcher's script began", place_id,
                  time.monotonic() - _STARTED)
-    rt = Runtime(place_id, secret, choose_address(host, toward))
-    pickle.dump((rt.transport.endpoint, os.getpid(), socket.gethostname()), up)
+    rt = Runtime(place_id, start.secret, choose_address(start.host, start.toward))
+    pickle.dump(tuple(PlaceAnswer(endpoint=rt.transport.endpoint, pid=os.getpid(),
+                                  host=socket.gethostname())), up)
     up.flush()
     code = 1
     try:
@@ -137,7 +175,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         # (docs/guides/compiled-kernels.md, "Grow latency").
         importing_main = place_id
         try:
-            multiprocessing.spawn.prepare(prep)
+            multiprocessing.spawn.prepare(start.prep)
         except BaseException:
             logging.getLogger("apgaspy").exception(
                 "place(%d) could not import the program's main module", place_id)
@@ -202,10 +240,11 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
             alive: int) -> None:
     """The MPI process: relays the handshake of its places, then waits for them to end.
 
-    Place 0 sends ``(specs, secret, prep, env, far)``, ``specs`` one ``(place id, host)`` per
-    forked place; each place gets its own tuple, binds its socket and answers; the anchor sends
-    back the list of answers (``None`` for a place that died meanwhile), then relays the
-    table, to every place that answered, once place 0 has it.
+    Place 0 sends a :class:`LaunchOrder`, its ``specs`` one ``(place id, host)`` per forked
+    place; each place gets its own :class:`StartData`, binds its socket and answers (a
+    :class:`PlaceAnswer`); the anchor sends back the list of answers (``None`` for a place
+    that died meanwhile), then relays the table, to every place that answered, once place 0
+    has it.
     """
     for sig in _FORWARDED:
         signal.signal(sig, _forward_to(children))
@@ -215,13 +254,14 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
     parent = MPI.Comm.Get_parent()
     answers: list[Any] = [None] * len(downs)
     try:
-        specs, secret, prep, env, far = sleepy_recv(parent, 0, TAG)
+        order = LaunchOrder(*sleepy_recv(parent, 0, TAG))
     except (TypeError, ValueError):  # not a launch message: nothing can start
-        specs = []
+        order = LaunchOrder([], b"", {}, {}, None)
     for i, down in enumerate(downs):  # every place first: they bind their sockets at once
         try:
-            place_id, host = specs[i]
-            pickle.dump((place_id, host, secret, prep, env, far), down)
+            place_id, host = order.specs[i]
+            pickle.dump(tuple(StartData(place_id, host, order.secret, order.prep, order.env,
+                                        order.toward)), down)
             down.flush()
         except (IndexError, OSError):
             pass

@@ -5,11 +5,11 @@ request to several places and wait until each one has carried it out::
 
     requesting place                                      target place t
     ────────────────                                      ──────────────
-    request_all(targets, name, *args):
+    request_all(targets, request):
       op = next number; pending[op] = (waiting, event)
-      CTRL(src, name, (op, *args)) ═══════════════════►  receiver: ctrl_handlers[name](src, op,
-                                                            *args) does its work, then
-    receiver: ctrl_ack ◄════════════════ CTRL(t, "ack", (op,))  ◄── Control.ack(src, op)
+      request._replace(op=op) ════════════════════════►  receiver: ctrl_handlers[type](src,
+                                                            request) does its work, then
+    receiver: ctrl_ack ◄════════════════════ Ack(op)  ◄── Control.ack(src, request.op)
       waiting.discard(t); empty ─► event.set()
       ─► request_all returns the late ones (timeout)
 
@@ -18,10 +18,10 @@ calls :meth:`Control.stop_waiting_on` under the shared lock, and :meth:`Control.
 drops the places already dead after entering its request; a target that cannot be sent to
 (unknown, released) counts as acknowledged.
 
-Control messages handled here: ``ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
-(``add_places``, ``remove_places``) are handled by the membership room, which answers them with
-:meth:`Control.ack`.  Who calls it: place 0's malleability orders (``elastic._malleability``: grow)
-and the membership room (shrink).
+Control messages handled here: ``Ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
+(``AddPlaces``, ``RemovePlaces``, typed records of :mod:`._messages`) are handled by the
+membership room, which answers them with :meth:`Control.ack`.  Who calls it: place 0's
+malleability orders (``elastic._malleability``: grow) and the membership room (shrink).
 
 Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the
 finish and membership rooms, so that a death (which takes the place out of the table and
@@ -34,9 +34,10 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._exceptions import ApgasError
+from ._messages import Ack, Request
 
 if TYPE_CHECKING:
     from ._runtime_needs import ControlHost, DeadPlaces
@@ -65,20 +66,21 @@ class Control:
         self._ops = itertools.count(1)
         self._pending_acks: dict[int, tuple[set[int], threading.Event]] = {}
 
-    def request_all(self, targets: Iterable[int], name: str, *args: Any,
+    def request_all(self, targets: Iterable[int], request: Request,
                     timeout: float | None = None) -> list[int]:
-        """Send control request ``name`` to ``targets`` and wait until each one acknowledged
-        it or died.
+        """Send control request ``request`` to ``targets`` and wait until each one
+        acknowledged it or died.
 
         A target that is or becomes dead (or cannot be sent to: unknown or released) stops
         being waited for at once (see ``Membership.place_died``); it is not in the returned
-        list, and the caller finds it in ``membership.dead``.  The handler of ``name`` at the
-        target receives ``(src, op, *args)`` and must answer with :meth:`ack`.
+        list, and the caller finds it in ``membership.dead``.  The handler of the request's
+        type at the target receives ``(src, request)``, its ``op`` field set to this request's
+        number, and must answer with :meth:`ack`.
 
         Args:
             targets: place ids (this place is skipped).
-            name: a key of the runtime's ``ctrl_handlers``.
-            args: the request's arguments (plain-pickled).
+            request: an :class:`~apgaspy._messages.AddPlaces` or
+                :class:`~apgaspy._messages.RemovePlaces` (its ``op`` is replaced).
             timeout: seconds to wait for the acknowledgements; ``None``: no limit.
 
         Returns:
@@ -86,6 +88,7 @@ class Control:
         """
         targets = [t for t in targets if t != self.here]
         op = next(self._ops)
+        request = request._replace(op=op)
         waiting = set(targets)
         event = threading.Event()
         with self.state_lock:
@@ -93,9 +96,9 @@ class Control:
         try:
             for t in targets:
                 try:
-                    self.rt.send_ctrl(t, name, op, *args)
+                    self.rt.send_ctrl(t, request)
                 except ApgasError:
-                    self.ctrl_ack(t, op)
+                    self.ctrl_ack(t, Ack(op))
             with self.state_lock:  # died before the entry existed: place_died could not see it
                 waiting.difference_update(self.membership.dead)
                 if not waiting:
@@ -107,8 +110,10 @@ class Control:
                 late = sorted(waiting - self.membership.dead)
         return late
 
-    def ctrl_ack(self, src: int, op: int) -> None:
-        """Control message 'ack': place ``src`` acknowledged request ``op``."""
+    def ctrl_ack(self, src: int, message: Ack) -> None:
+        """Control message :class:`~apgaspy._messages.Ack`: place ``src`` acknowledged
+        request ``message.op``."""
+        op = message.op
         with self.state_lock:
             entry = self._pending_acks.get(op)
             if entry is not None:
@@ -120,7 +125,7 @@ class Control:
     def ack(self, src: int, op: int) -> None:
         """Acknowledge request ``op`` of place ``src`` (the end of a request's handler)."""
         try:
-            self.rt.send_ctrl(src, "ack", op)
+            self.rt.send_ctrl(src, Ack(op))
         except ApgasError:
             pass
 

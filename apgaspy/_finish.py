@@ -57,17 +57,17 @@ recoverable follows the resilient finishes of Cunningham et al., "Resilient X10"
 the places of one host slot
 (``PlaceInfo.slot``; ``APGAS_PLACES_PER_HOST`` on one machine) send their UPDATEs for a home
 through the slot's *aggregator*, its lowest live place other than the home
-(:meth:`Finishes._aggregator`), as a 'fin_up' control message.  The aggregator holds what
+(:meth:`Finishes._aggregator`), as a ``FinUp`` control message.  The aggregator holds what
 arrives until nothing came for ``AGG_WINDOW_S`` (2 ms; ``AGG_HOLD_S``, 10 ms, at most) and
 forwards it, its own updates included, as one
-'fin_batch' per home, in arrival order; the home applies the entries one by one.  An empty
+``FinBatch`` per home, in arrival order; the home applies the entries one by one.  An empty
 finish over P places on H hosts sends about H messages into its home instead of P − 1.
 The order of one place's updates is kept (place → aggregator → home, each a FIFO connection).
 A slot of one live place, an ``at``'s inbox and a place leaving after a shrink send directly.
 
 A dead aggregator loses nothing: a place keeps each update it sent through an aggregator, with
 its sequence number (per home), until the home acknowledges it (``ACK_EVERY`` updates ask for
-an acknowledgement, 'fin_acked', which the aggregator passes on).  When the aggregator dies
+an acknowledgement, ``FinAcked``, which the aggregator passes on).  When the aggregator dies
 or leaves, its places send every kept update to the home directly, before any later one
 (:meth:`Finishes.places_gone`, under the lock that takes the place out of the table); the home
 applies each (place, seq) once (``_seen``), so an update forwarded and sent again counts once.
@@ -81,10 +81,10 @@ updates to the home and leaves only once they are acknowledged (:meth:`Finishes.
     ────────────────               ─────────────────────              ──────
     record at zero: seq += 1,
       keep (seq, a, entry)
-      ══ CTRL fin_up(h, entry) ═►  outbox[h] += entry; 2 ms quiet:
-                                     ══ CTRL fin_batch(entries) ═══►  apply each entry once
+      ══ CTRL FinUp(h, entry) ══►  outbox[h] += entry; 2 ms quiet:
+                                     ══ CTRL FinBatch(entries) ══►  apply each entry once
                                                                        (src, seq) in _seen
-    a dies: kept entries ═══════════ CTRL fin_batch(entries) ════════►  (applied once)
+    a dies: kept entries ═══════════ CTRL FinBatch(entries) ═══════►  (applied once)
 
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
@@ -94,7 +94,7 @@ the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every f
 waits on it fails at once with :class:`DeadPlaceError`, and :meth:`Finishes.places_gone`),
 when a shrink removes places (:meth:`Finishes.places_gone`) and when a released place drains
 (no :attr:`Finishes.remotes` left, nothing :meth:`Finishes.holding`).  The room handles the
-control messages 'fin_up', 'fin_batch' and 'fin_acked' of the aggregation.
+control messages ``FinUp``, ``FinBatch`` and ``FinAcked`` of the aggregation.
 
 Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
 membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
@@ -112,16 +112,13 @@ import time
 from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._exceptions import ApgasError, DeadPlaceError, RemoteError
-from ._messages import F_AT, Ctrl, Task, Update
+from ._messages import F_AT, Ctrl, FinAcked, FinBatch, FinUp, Task, Update
 from ._pool import current_pool
 from ._runtime_needs import FinishHost
 from ._serialization import PackedException, dumps, dumps_call, loads_call, pack_exception
-
-if TYPE_CHECKING:
-    from ._membership import Membership
 
 __all__ = ["RootFinish", "RemoteFinish", "FID", "Finishes", "finish_stack", "current_finish",
            "local_exception", "ACK_EVERY"]
@@ -298,7 +295,7 @@ class Finishes:
         self.rt = rt
         self.here = rt.here
         self.state_lock = rt.state_lock  # shared: guards the records, the place table and the acks
-        self.membership: Membership = rt.membership
+        self.membership = rt.membership
         self.roots: dict[int, RootFinish] = {}
         self.remotes: dict[Any, RemoteFinish] = {}
         self._seq = itertools.count(1)
@@ -443,7 +440,7 @@ class Finishes:
                 entry = (here, seq) + entry[2:]
                 unacked = self._unacked.setdefault(home, [])
                 unacked.append((seq, via, entry))
-                msg = Ctrl.encode(here, "fin_up", (home, entry, len(unacked) >= ACK_EVERY))
+                msg = Ctrl.encode(here, FinUp(home, entry, len(unacked) >= ACK_EVERY))
                 try:
                     self.rt.transport.post(via, msg)
                     dest = via
@@ -587,7 +584,7 @@ class Finishes:
     def _flush_loop(self) -> None:
         """At an aggregator (a thread of its own, started with the first entry): once entries
         wait, let the ones that follow gather until none came for ``AGG_WINDOW_S`` (at most
-        ``AGG_HOLD_S`` after the first), then forward them all, one 'fin_batch' control
+        ``AGG_HOLD_S`` after the first), then forward them all, one ``FinBatch`` control
         message per home, in the order they arrived."""
         cv = self._agg_cv
         while True:
@@ -608,7 +605,7 @@ class Finishes:
             try:
                 for home, entries in out.items():
                     try:
-                        self.rt.send_ctrl(home, "fin_batch", entries, home in want)
+                        self.rt.send_ctrl(home, FinBatch(entries, home in want))
                     except ApgasError:
                         log.debug("home place %d is gone: %d update(s) dropped", home,
                                   len(entries))
@@ -616,30 +613,35 @@ class Finishes:
                 with cv:
                     self._sending = False
 
-    def ctrl_fin_up(self, src: int, home: int, entry: tuple, want_ack: bool) -> None:
-        """Control message 'fin_up': place ``src`` of this host sends its update ``entry``
-        (src, seq, fid, deltas, exceptions, result, at_error) for ``home`` through here."""
-        self._to_outbox(home, entry, want_ack)
+    def ctrl_fin_up(self, src: int, message: FinUp) -> None:
+        """Control message :class:`~apgaspy._messages.FinUp`: place ``src`` of this host
+        sends its update ``message.entry`` (src, seq, fid, deltas, exceptions, result,
+        at_error) for ``message.home`` through here."""
+        self._to_outbox(message.home, message.entry, message.want_ack)
 
-    def ctrl_fin_batch(self, src: int, entries: list[tuple], want_ack: bool) -> None:
-        """Control message 'fin_batch', here at the home: the updates ``entries`` (see
-        :meth:`ctrl_fin_up`) forwarded by aggregator ``src`` (or sent again by their own
-        place); with ``want_ack``, tell ``src`` up to which seq each place's are applied."""
+    def ctrl_fin_batch(self, src: int, message: FinBatch) -> None:
+        """Control message :class:`~apgaspy._messages.FinBatch`, here at the home: the updates
+        ``message.entries`` (see :meth:`ctrl_fin_up`) forwarded by aggregator ``src`` (or sent
+        again by their own place); with ``want_ack``, tell ``src`` up to which seq each
+        place's are applied."""
+        entries = message.entries
         for s, seq, fid, deltas, exceptions, result, at_error in entries:
             self._apply(fid, s, seq, deltas, exceptions, result, at_error)
-        if want_ack:
+        if message.want_ack:
             with self.state_lock:
                 acks = {s: self._seen[s][0] for s, seq, *_ in entries if seq and s in self._seen}
             if acks:
                 try:
-                    self.rt.send_ctrl(src, "fin_acked", self.here, acks)
+                    self.rt.send_ctrl(src, FinAcked(self.here, acks))
                 except ApgasError:
                     pass
 
-    def ctrl_fin_acked(self, src: int, home: int, acks: dict[int, int]) -> None:
-        """Control message 'fin_acked': ``home`` applied each place's aggregated updates up to
-        the seq in ``acks``; drop ours, pass the others on to their places."""
-        for place, low in acks.items():
+    def ctrl_fin_acked(self, src: int, message: FinAcked) -> None:
+        """Control message :class:`~apgaspy._messages.FinAcked`: ``home`` applied each place's
+        aggregated updates up to the seq in ``acks``; drop ours, pass the others on to their
+        places."""
+        home = message.home
+        for place, low in message.acks.items():
             if place == self.here:
                 with self.state_lock:
                     kept = self._unacked.get(home)
@@ -647,7 +649,7 @@ class Finishes:
                         self._unacked[home] = [k for k in kept if k[0] > low]
             else:
                 try:
-                    self.rt.send_ctrl(place, "fin_acked", home, {place: low})
+                    self.rt.send_ctrl(place, FinAcked(home, {place: low}))
                 except ApgasError:
                     pass
 
@@ -682,7 +684,7 @@ class Finishes:
                 transport.add_peer(home, info.endpoint)
             entries = [entry for _, _, entry in kept]
             self._unacked[home] = [(seq, home, entry) for seq, _, entry in kept]
-            transport.post(home, Ctrl.encode(self.here, "fin_batch", (entries, True)))
+            transport.post(home, Ctrl.encode(self.here, FinBatch(entries, True)))
             self.rt.immediate.submit(transport.pump, home)
 
     # ================================================================== failures

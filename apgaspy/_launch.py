@@ -42,6 +42,7 @@ from typing import Any
 
 from . import _child
 from ._child import TAG as _TAG
+from ._child import LaunchOrder, PlaceAnswer
 from ._child import sleepy_recv as _sleepy_recv
 from ._config import setting
 from ._exceptions import ApgasError, MalleabilityError, StartupError
@@ -540,13 +541,14 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             info.Free()
             spawned = time.monotonic() - began
             far = None if mpi_hosts[host] == "localhost" else toward
-            inter.send((group, rt.secret, prep, env, far), dest=0, tag=_TAG)
+            inter.send(tuple(LaunchOrder(specs=group, secret=rt.secret, prep=prep, env=env,
+                                         toward=far)), dest=0, tag=_TAG)
             answers = _sleepy_recv(inter, 0, _TAG)
             log.debug("launcher of %d place(s) on %s: MPI_Comm_spawn returned after %.3f s, "
                       "its places answered after %.3f s", len(group), host, spawned,
                       time.monotonic() - began)
             for (pid, _), answer in zip(group, answers, strict=True):
-                results[pid] = (inter, answer)
+                results[pid] = (inter, None if answer is None else PlaceAnswer(*answer))
                 if answer is None:
                     failed[pid] = (host, "its process died while starting (see its stderr)")
         except BaseException as exc:  # noqa: BLE001 - reported below
@@ -571,13 +573,14 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
                        strict=True))
     done = dict(results)
     new = [
-        PlaceInfo(pid, done[pid][1][0], host, done[pid][1][1], "spawned", slot_of[pid])
+        PlaceInfo(pid, done[pid][1].endpoint, host, done[pid][1].pid, "spawned", slot_of[pid])
         for pid, host in specs
         if pid in done and done[pid][1] is not None and pid not in failed
     ]
     table = [*known, *new] if not failed else None
     for group in groups:
-        LaunchTraffic.add(len(group), (group, rt.secret, prep, env, toward), table)
+        LaunchTraffic.add(len(group), tuple(LaunchOrder(group, rt.secret, prep, env, toward)),
+                          table)
     finals = []
     for inter in {id(inter): inter for inter, _ in done.values()}.values():
 

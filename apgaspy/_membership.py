@@ -50,8 +50,9 @@ sends the 'fin' markers the other released places still wait for in its name.
 says ``bye`` and stops; place 0 waits (bounded) for the goodbyes, and a place that dies meanwhile
 counts as gone at once.
 
-Control messages handled here: ``ready``, ``add_places``, ``remove_places`` (the two answered
-with an ``ack``), ``dead``, ``fin``, ``released``, ``shutdown`` and ``bye``.  Who calls it: the
+Control messages handled here (typed records of :mod:`._messages`; the pictures above write them in
+snake case): ``Ready``, ``AddPlaces``, ``RemovePlaces`` (the two answered with an ``Ack``),
+``Dead``, ``ReleasedDied``, ``Fin``, ``Released``, ``Shutdown`` and ``Bye``.  Who calls it: the
 runtime's receiver thread (those messages) and its transport (``on_peer_lost``,
 ``on_peer_down``); ``_launch`` (start-up, ``shutdown``, the end state); the constructs
 (``place_ids``, ``check_place``); the finish room (``table``, ``bad_place``, ``dead``); place
@@ -78,10 +79,21 @@ from typing import TYPE_CHECKING
 
 from ._config import setting
 from ._exceptions import ApgasError, BadPlaceError, DeadPlaceError, MalleabilityError
-from ._messages import Ctrl
+from ._messages import (
+    AddPlaces,
+    Bye,
+    Ctrl,
+    Dead,
+    Fin,
+    Ready,
+    Released,
+    ReleasedDied,
+    RemovePlaces,
+    Shutdown,
+)
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._runtime_needs import MembershipHost
 
 __all__ = ["PlaceInfo", "Membership"]
 
@@ -134,7 +146,7 @@ class Membership:
             ``table``, ``dead`` and ``released``.
     """
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: MembershipHost) -> None:
         self.rt = rt
         self.here = here = rt.here
         self.state_lock = rt.state_lock  # shared: guards the place table, finish records and acks
@@ -176,8 +188,9 @@ class Membership:
         )
 
     # ================================================================== readiness
-    def ctrl_ready(self, src: int) -> None:
-        """Control message 'ready': place ``src`` serves tasks (start-up, grow)."""
+    def ctrl_ready(self, src: int, message: Ready) -> None:
+        """Control message :class:`~apgaspy._messages.Ready`: place ``src`` serves tasks
+        (start-up, grow)."""
         with self._ready_cv:
             self._ready.add(src)
             self._ready_cv.notify_all()
@@ -185,7 +198,7 @@ class Membership:
     def report_ready(self) -> None:
         """Tell place 0 that this place serves tasks (its main module is imported)."""
         if self.here != 0:
-            self.rt.send_ctrl(0, "ready")
+            self.rt.send_ctrl(0, Ready())
 
     def wait_ready(self, places: Iterable[int], timeout: float) -> list[int]:
         """Wait (at most ``timeout`` seconds) until ``places`` reported ready or died; return
@@ -210,17 +223,17 @@ class Membership:
             for info in infos:
                 self.rt.transport.add_peer(info.id, info.endpoint, watch=True)
 
-    def ctrl_add_places(self, src: int, op: int, infos: list[PlaceInfo]) -> None:
-        """Control message 'add_places' from place 0 (a grow): add ``infos``, acknowledge
-        request ``op``."""
-        self.add_places(infos)
-        self.rt.control.ack(src, op)
+    def ctrl_add_places(self, src: int, message: AddPlaces) -> None:
+        """Control message :class:`~apgaspy._messages.AddPlaces` from place 0 (a grow): add
+        its ``infos``, acknowledge its request ``op``."""
+        self.add_places(message.infos)
+        self.rt.control.ack(src, message.op)
 
     def abandon_place(self, place: int) -> None:
         """At place 0: give up a new place that never became ready (a failed grow): tell it
         to stop, and count it as dead, so that naming it raises :class:`DeadPlaceError`."""
         try:
-            self.rt.send_ctrl(place, "shutdown", 1)
+            self.rt.send_ctrl(place, Shutdown(code=1))
         except ApgasError:
             pass
         with self.state_lock:
@@ -267,7 +280,7 @@ class Membership:
             targets = set(self.table) | set(self.leaving)
         for p in sorted(set(targets) - {self.here, place}):
             try:
-                self.rt.send_ctrl(p, "dead", place)
+                self.rt.send_ctrl(p, Dead(place=place))
             except ApgasError:
                 pass
 
@@ -289,10 +302,10 @@ class Membership:
         self.place_died(place)
         for p in sorted(set(self.table) - {self.here, place}):
             try:
-                self.rt.send_ctrl(p, "released_died", place)
+                self.rt.send_ctrl(p, ReleasedDied(place=place))
             except ApgasError:
                 pass
-        fin = Ctrl.encode(place, "fin", ())
+        fin = Ctrl.encode(place, Fin())
         for other in list(self.leaving):
             if other != place:
                 try:
@@ -306,14 +319,18 @@ class Membership:
         if event is not None:
             event.set()
 
-    def ctrl_released_died(self, src: int, place: int) -> None:
-        """At any place (from place 0): ``place``, which a shrink was releasing, died before
-        it left; fail what still waits on it here."""
+    def ctrl_released_died(self, src: int, message: ReleasedDied) -> None:
+        """Control message :class:`~apgaspy._messages.ReleasedDied` (from place 0): its
+        ``place``, which a shrink was releasing, died before it left; fail what still waits
+        on it here."""
+        place = message.place
         if place not in self.dead:
             self.place_died(place)
 
-    def ctrl_dead(self, src: int, place: int) -> None:
-        """Control message 'dead': ``place`` died (ignored once it left this table)."""
+    def ctrl_dead(self, src: int, message: Dead) -> None:
+        """Control message :class:`~apgaspy._messages.Dead`: its ``place`` died (ignored once
+        it left this table)."""
+        place = message.place
         if place in self.table:
             self.place_died(place)
 
@@ -340,7 +357,7 @@ class Membership:
             self._ready_cv.notify_all()
         self.rt.transport.remove_peer(place, linger_s=0)
         if self.stopping and self._byes_expected:
-            self.ctrl_bye(place)
+            self._said_bye(place)
 
     # ================================================================== shrink
     def release(self, removed: list[int], ack_timeout: float) -> None:
@@ -366,7 +383,7 @@ class Membership:
         self.remove_places(removed)  # place 0's own table, and its fins
         # A place that dies now is not waited for (place_died; a released one counts as
         # released: _leaving_place_died).
-        late = self.rt.control.request_all(others, "remove_places", removed,
+        late = self.rt.control.request_all(others, RemovePlaces(removed=removed),
                                            timeout=ack_timeout)
         if late:
             log.warning("places %s did not confirm the shrink in time", late)
@@ -403,7 +420,7 @@ class Membership:
             self._fins_expected = before - {self.here} - self.dead
             threading.Thread(target=self._drain_and_leave, name="apgaspy-release",
                              daemon=True).start()
-        fin = Ctrl.encode(self.here, "fin", ())
+        fin = Ctrl.encode(self.here, Fin())
         for r, info in infos.items():
             if r == self.here:
                 continue
@@ -416,14 +433,15 @@ class Membership:
             if self.here != 0:
                 self.rt.transport.remove_peer(r, linger_s=setting("RELEASE_LINGER"))
 
-    def ctrl_remove_places(self, src: int, op: int, removed: list[int]) -> None:
-        """Control message 'remove_places' from place 0 (a shrink): drop ``removed``,
-        acknowledge request ``op``."""
-        self.remove_places(removed)
-        self.rt.control.ack(src, op)
+    def ctrl_remove_places(self, src: int, message: RemovePlaces) -> None:
+        """Control message :class:`~apgaspy._messages.RemovePlaces` from place 0 (a shrink):
+        drop its ``removed`` places, acknowledge its request ``op``."""
+        self.remove_places(message.removed)
+        self.rt.control.ack(src, message.op)
 
-    def ctrl_fin(self, src: int) -> None:
-        """Control message 'fin': place ``src`` sends this released place nothing more."""
+    def ctrl_fin(self, src: int, message: Fin) -> None:
+        """Control message :class:`~apgaspy._messages.Fin`: place ``src`` sends this released
+        place nothing more."""
         self._fins.add(src)
 
     def _drain_and_leave(self) -> None:
@@ -446,7 +464,7 @@ class Membership:
             delay = min(delay * 2, 0.02)
         self.rt.flush_output()
         try:
-            self.rt.send_ctrl(0, "released")
+            self.rt.send_ctrl(0, Released())
         except ApgasError:
             pass
         self.retired = True
@@ -454,8 +472,9 @@ class Membership:
         self.exit_code = 0
         self.stopped.set()
 
-    def ctrl_released(self, src: int) -> None:
-        """Control message 'released': place ``src`` finished leaving (at place 0)."""
+    def ctrl_released(self, src: int, message: Released) -> None:
+        """Control message :class:`~apgaspy._messages.Released`: place ``src`` finished
+        leaving (at place 0)."""
         event = self.released_here.get(src)
         if event is not None:
             event.set()
@@ -486,32 +505,38 @@ class Membership:
             self._byes_done.set()
         for p in others:
             try:
-                self.rt.send_ctrl(p, "shutdown", code)
+                self.rt.send_ctrl(p, Shutdown(code=code))
             except ApgasError:
-                self.ctrl_bye(p)
+                self._said_bye(p)
         with self.state_lock:  # died between the table snapshot and now: no goodbye will come
             gone = [p for p in others if p in self.dead]
         for p in gone:
-            self.ctrl_bye(p)
+            self._said_bye(p)
         if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT")):
             missing = sorted(self._byes_expected - self._byes)
             log.warning("places %s did not confirm shutdown in time", missing)
         self.stopped.set()
 
-    def ctrl_shutdown(self, src: int, code: int) -> None:
-        """Control message 'shutdown' from place 0: end this place with exit ``code``."""
+    def ctrl_shutdown(self, src: int, message: Shutdown) -> None:
+        """Control message :class:`~apgaspy._messages.Shutdown` from place 0: end this place
+        with its exit ``code``."""
         self.stopping = True
-        self.exit_code = code
+        self.exit_code = message.code
         self.rt.flush_output()
         try:
-            self.rt.send_ctrl(0, "bye")
+            self.rt.send_ctrl(0, Bye())
         except ApgasError:
             pass
         self.stopped.set()
 
-    def ctrl_bye(self, src: int) -> None:
-        """Control message 'bye': place ``src`` ended (at place 0, during shutdown)."""
-        self._byes.add(src)
+    def ctrl_bye(self, src: int, message: Bye) -> None:
+        """Control message :class:`~apgaspy._messages.Bye`: place ``src`` ended (at place 0,
+        during shutdown)."""
+        self._said_bye(src)
+
+    def _said_bye(self, place: int) -> None:
+        """Count ``place`` as gone for the shutdown (a goodbye, or a death)."""
+        self._byes.add(place)
         if self._byes >= self._byes_expected:
             self._byes_done.set()
 

@@ -1,8 +1,8 @@
 """The messages places send each other: one named tuple per kind, and their encoding.
 
-The rooms of a place's runtime (:mod:`._finish`, :mod:`._membership`, :mod:`._control`) and the
-runtime itself (:mod:`._runtime`, which dispatches them) build and read these messages.  They
-live in this small module of their own so that every room can import them without importing
+The rooms of a place's runtime (:mod:`._finish`, :mod:`._membership`, :mod:`._control_requests`)
+and the runtime itself (:mod:`._runtime`, which dispatches them) build and read these messages.
+They live in this small module of their own so that every room can import them without importing
 the runtime.
 
 =================  =====================================================  ====================
@@ -15,7 +15,7 @@ message            fields                                                 handle
 :class:`Update`    fid, src, deltas, exceptions, result, at_error,        the finish's home
                    output_seq                                             (or an ``at``'s
                                                                           waiting thread)
-:class:`Ctrl`      src, name, args                                        receiver thread
+:class:`Ctrl`      src, code, fields (a control message, below)           receiver thread
 :class:`Output`    stream, text, src, seq                                 place 0's stdout/err
 =================  =====================================================  ====================
 
@@ -25,6 +25,34 @@ builds those bytes straight from the fields, and :func:`decode` gives the named 
 (its ``kind`` first).  A named tuple pickled as such would carry its class's name and cost
 about 2.5 µs more per message; encoded this way a message costs what a bare tuple costs, and
 reading one about 0.3 µs more.
+
+Control messages (membership, acknowledged requests, the finish's aggregation; none is on the
+path of a task) are typed records too, one named tuple per message with named fields, sent inside a
+:class:`Ctrl` as ``(CTRL, src, code, fields)``: ``code`` is the type's index in
+:data:`CONTROL_TYPES` and ``fields`` the plain tuple of its fields.  Building one checks its
+fields where it is sent, and :meth:`Ctrl.encode` refuses anything else; the receiver gets
+the record back with :func:`control_message` and dispatches it by its type.
+
+======================  ==============  ===============  ==================================
+control message         fields          from → to        handled by
+======================  ==============  ===============  ==================================
+:class:`Ready`          (none)          new place → 0    membership (readiness)
+:class:`Shutdown`       code            0 → every place  membership (answers ``Bye``)
+:class:`Bye`            (none)          place → 0        membership (shutdown)
+:class:`Dead`           place           0 → every place  membership (deaths)
+:class:`ReleasedDied`   place           0 → every place  membership (a shrink's death)
+:class:`AddPlaces`      infos, op       0 → every place  membership (grow; answers ``Ack``)
+:class:`RemovePlaces`   removed, op     0 → every place  membership (shrink; answers ``Ack``)
+:class:`Ack`            op              place → sender   control room
+:class:`Fin`            (none)          place → r        membership (released place r)
+:class:`Released`       (none)          r → 0            membership (shrink)
+:class:`FinUp`          home, entry,    place → its      finish room (aggregation: held,
+                        want_ack        aggregator       forwarded in a ``FinBatch``)
+:class:`FinBatch`       entries,        aggregator (or   finish room (applies each entry
+                        want_ack        place) → home    once, in order; ``FinAcked``)
+:class:`FinAcked`       home, acks      home → aggr. →   finish room (drops the kept
+                                        place            updates)
+======================  ==============  ===============  ==================================
 """
 
 from __future__ import annotations
@@ -34,7 +62,10 @@ from typing import Any, NamedTuple
 
 __all__ = ["TASK", "UNCOUNTED", "IMMEDIATE", "UPDATE", "CTRL", "OUTPUT", "F_AT", "Task",
            "Uncounted", "Immediate", "Update", "Ctrl", "Output", "Message", "decode",
-           "UnknownMessageError"]
+           "UnknownMessageError", "Ready", "Shutdown", "Bye", "Dead", "ReleasedDied",
+           "AddPlaces", "RemovePlaces", "Ack", "Fin", "Released", "FinUp", "FinBatch", "FinAcked",
+           "ControlMessage", "Request",
+           "CONTROL_TYPES", "control_message"]
 
 TASK, UNCOUNTED, IMMEDIATE, UPDATE, CTRL, OUTPUT = range(6)
 F_AT = 1  # Task flag: the task of an ``at``; its return value travels back with the Update
@@ -110,17 +141,27 @@ class Update(NamedTuple):
 
 
 class Ctrl(NamedTuple):
-    """Control message ``name`` from place ``src`` with plain-pickled ``args``."""
+    """A control message from place ``src``: ``code`` names its type (its index in
+    :data:`CONTROL_TYPES`) and ``fields`` are its fields, plain-pickled.  Read it with
+    :func:`control_message`."""
 
     kind: int
     src: int
-    name: str
-    args: tuple
+    code: int
+    fields: tuple
 
     @staticmethod
-    def encode(src: int, name: str, args: tuple) -> bytes:
-        """The wire form of a :class:`Ctrl` message."""
-        return _dumps((CTRL, src, name, args), _PROTO)
+    def encode(src: int, message: ControlMessage) -> bytes:
+        """The wire form of control message ``message`` sent by place ``src``.
+
+        Raises:
+            TypeError: ``message`` is not one of :data:`CONTROL_TYPES`.
+        """
+        try:
+            code = _CONTROL_CODES[type(message)]
+        except KeyError:
+            raise TypeError(f"not a control message: {message!r}") from None
+        return _dumps((CTRL, src, code, tuple(message)), _PROTO)
 
 
 class Output(NamedTuple):
@@ -137,6 +178,124 @@ class Output(NamedTuple):
     def encode(stream: int, text: str, src: int, seq: int) -> bytes:
         """The wire form of an :class:`Output` message."""
         return _dumps((OUTPUT, stream, text, src, seq), _PROTO)
+
+
+# ====================================================================== control messages
+# One record per control message, with named fields: a misspelt type or field, or a missing
+# one, fails where the message is built (at the sender), not at the receiver.  The runtime
+# dispatches them by type (``Runtime.ctrl_handlers``: type -> the room method, called as
+# ``handler(src, message)``).
+
+
+class Ready(NamedTuple):
+    """To place 0: the sender serves tasks (start-up, grow)."""
+
+
+class Shutdown(NamedTuple):
+    """From place 0: end with exit status ``code`` (0, or 1 after a failure); answered by
+    :class:`Bye`."""
+
+    code: int
+
+
+class Bye(NamedTuple):
+    """To place 0: the sender ends (the answer to :class:`Shutdown`)."""
+
+
+class Dead(NamedTuple):
+    """From place 0: place ``place`` died."""
+
+    place: int
+
+
+class ReleasedDied(NamedTuple):
+    """From place 0: place ``place``, which a shrink was releasing, died before it left."""
+
+    place: int
+
+
+class AddPlaces(NamedTuple):
+    """Request from place 0 (a grow): add ``infos`` (``PlaceInfo`` records) to the place
+    table, then :class:`Ack` request ``op`` (filled in by ``Control.request_all``)."""
+
+    infos: list[Any]
+    op: int = 0
+
+
+class RemovePlaces(NamedTuple):
+    """Request from place 0 (a shrink): drop the places ``removed`` from the table, send each
+    a :class:`Fin`, then :class:`Ack` request ``op`` (filled in by ``Control.request_all``)."""
+
+    removed: list[int]
+    op: int = 0
+
+
+class Ack(NamedTuple):
+    """The sender carried out request ``op`` (an :class:`AddPlaces` or
+    :class:`RemovePlaces`)."""
+
+    op: int
+
+
+class Fin(NamedTuple):
+    """To a released place: the sender (the message's ``src``) sends it nothing more."""
+
+
+class Released(NamedTuple):
+    """To place 0: the sender, released by a shrink, has finished its work and ends."""
+
+
+class FinUp(NamedTuple):
+    """To the aggregator of the sender's host: hold the update ``entry`` (src, seq, fid,
+    deltas, exceptions, result, at_error) for ``home`` and forward it; ``want_ack``: ask the
+    home for a :class:`FinAcked`."""
+
+    home: int
+    entry: tuple
+    want_ack: bool
+
+
+class FinBatch(NamedTuple):
+    """To a finish's home: the updates ``entries`` (each as in :class:`FinUp`), forwarded by
+    an aggregator or sent again by their own place; ``want_ack``: answer :class:`FinAcked`."""
+
+    entries: list[tuple]
+    want_ack: bool
+
+
+class FinAcked(NamedTuple):
+    """From ``home`` (through the aggregator): it applied each place's updates up to the seq
+    in ``acks`` (place → seq)."""
+
+    home: int
+    acks: dict[int, int]
+
+
+ControlMessage = (Ready | Shutdown | Bye | Dead | ReleasedDied | AddPlaces | RemovePlaces | Ack
+                  | Fin | Released | FinUp | FinBatch | FinAcked)
+Request = AddPlaces | RemovePlaces
+"""The control messages that wait for an :class:`Ack` (``Control.request_all``)."""
+
+CONTROL_TYPES: tuple[type, ...] = (Ready, Shutdown, Bye, Dead, ReleasedDied, AddPlaces,
+                                   RemovePlaces, Ack, Fin, Released, FinUp, FinBatch, FinAcked)
+"""Every control message type; a type's index is its code on the wire (:class:`Ctrl`)."""
+_CONTROL_CODES: dict[type, int] = {t: i for i, t in enumerate(CONTROL_TYPES)}
+
+
+def control_message(msg: Ctrl) -> ControlMessage:
+    """The typed control message that ``msg`` carries.
+
+    Raises:
+        UnknownMessageError: ``msg`` names no control message type, or its fields do not
+            match that type's (a sender of another version).
+    """
+    try:
+        cls = CONTROL_TYPES[msg.code]
+        return cls(*msg.fields)  # type: ignore[no-any-return]
+    except (IndexError, TypeError):
+        raise UnknownMessageError(
+            f"not a control message: code {msg.code!r}, fields {str(msg.fields)[:60]}"
+        ) from None
 
 
 Message = Task | Uncounted | Immediate | Update | Ctrl | Output

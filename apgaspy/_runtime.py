@@ -7,12 +7,12 @@ The rooms, each a module with its protocol in its docstring:
   (spawning counted tasks, running them, UPDATEs, failing finishes that wait on a dead place).
 * :mod:`._membership` (``rt.membership``): the place table, dead and released places,
   readiness, grow, deaths, the shrink protocol and the shutdown handshake.
-* :mod:`._control` (``rt.control``): control requests that wait for acknowledgements.
+* :mod:`._control_requests` (``rt.control``): control requests that wait for acknowledgements.
 
 The runtime creates them, sends for them (:meth:`Runtime.send`, :meth:`Runtime.send_ctrl`),
 runs uncounted tasks, and dispatches every message its transport receives
 (:meth:`Runtime._on_message`; control messages through :attr:`Runtime.ctrl_handlers`, which maps
-each name to the room method that handles it).
+each control message type of :mod:`._messages` to the room method that handles it).
 
 Messages: the named tuples of :mod:`._messages` (its docstring has the table of kinds, their
 fields and who handles each; see ``_transport`` for how they travel).
@@ -45,17 +45,33 @@ from ._exceptions import ApgasError
 from ._finish import DetachedFinish, Finishes, RemoteFinish
 from ._membership import Membership, PlaceInfo
 from ._messages import (
+    CONTROL_TYPES,
     CTRL,
     IMMEDIATE,
     OUTPUT,
     TASK,
     UNCOUNTED,
     UPDATE,
+    Ack,
+    AddPlaces,
+    Bye,
+    ControlMessage,
     Ctrl,
+    Dead,
+    Fin,
+    FinAcked,
+    FinBatch,
+    FinUp,
     Immediate,
     Output,
+    Ready,
+    Released,
+    ReleasedDied,
+    RemovePlaces,
+    Shutdown,
     Uncounted,
     UnknownMessageError,
+    control_message,
     decode,
 )
 from ._pool import Pool
@@ -121,7 +137,8 @@ class Runtime:
         transport: the connections to the other places.
         objects: id → object, the :class:`~apgaspy.GlobalRef` registry.
         plos: id → instance, the :class:`~apgaspy.PlaceLocalObject` registry.
-        ctrl_handlers: control message name → the room method that handles it.
+        ctrl_handlers: control message type (:data:`~apgaspy._messages.CONTROL_TYPES`) → the
+            room method that handles it, called as ``handler(src, message)``.
     """
 
     def __init__(self, here: int, secret: bytes, bind_host: str) -> None:
@@ -130,27 +147,31 @@ class Runtime:
         self.state_lock = threading.Lock()  # guards finish records, the place table, the acks
         # place 0's malleability state, handed in by the launcher (None at the other places)
         self.malleability: Malleability | None = None
-        self.membership = membership = Membership(self)
-        self.control = control = Control(self)
-        self.finishes = finishes = Finishes(self)
+        membership = Membership(self)
+        self.membership: Membership = membership
+        control = Control(self)
+        self.control: Control = control
+        finishes = Finishes(self)
+        self.finishes: Finishes = finishes
         self.objects: dict[int, Any] = {}  # GlobalRef registry
         self._object_ids = itertools.count(1)
         self.plos: dict[Any, Any] = {}  # PlaceLocalObject registry
-        self.ctrl_handlers: dict[str, Callable[..., None]] = {
-            "shutdown": membership.ctrl_shutdown,
-            "bye": membership.ctrl_bye,
-            "dead": membership.ctrl_dead,
-            "ack": control.ctrl_ack,
-            "add_places": membership.ctrl_add_places,
-            "remove_places": membership.ctrl_remove_places,
-            "fin": membership.ctrl_fin,
-            "released": membership.ctrl_released,
-            "released_died": membership.ctrl_released_died,
-            "ready": membership.ctrl_ready,
-            "fin_up": finishes.ctrl_fin_up,
-            "fin_batch": finishes.ctrl_fin_batch,
-            "fin_acked": finishes.ctrl_fin_acked,
+        self.ctrl_handlers: dict[type, Callable[[int, Any], None]] = {
+            Shutdown: membership.ctrl_shutdown,
+            Bye: membership.ctrl_bye,
+            Dead: membership.ctrl_dead,
+            Ack: control.ctrl_ack,
+            AddPlaces: membership.ctrl_add_places,
+            RemovePlaces: membership.ctrl_remove_places,
+            Fin: membership.ctrl_fin,
+            Released: membership.ctrl_released,
+            ReleasedDied: membership.ctrl_released_died,
+            Ready: membership.ctrl_ready,
+            FinUp: finishes.ctrl_fin_up,
+            FinBatch: finishes.ctrl_fin_batch,
+            FinAcked: finishes.ctrl_fin_acked,
         }
+        assert set(self.ctrl_handlers) == set(CONTROL_TYPES), "a control message lacks a handler"
         threads = setting("THREADS")
         max_threads = setting("MAX_THREADS")
         self.pool = Pool("apgaspy-worker", threads, max_threads)
@@ -247,9 +268,14 @@ class Runtime:
             transport.add_peer(dest, info.endpoint, watch=(self.here == 0))
             send(dest, msg)
 
-    def send_ctrl(self, dest: int, name: str, *args: Any) -> None:
-        """Send control message ``name`` to ``dest`` (plain-pickled arguments)."""
-        self.send(dest, Ctrl.encode(self.here, name, args))
+    def send_ctrl(self, dest: int, message: ControlMessage) -> None:
+        """Send control message ``message`` (a record of :mod:`._messages`) to ``dest``.
+
+        Raises:
+            TypeError: ``message`` is not a control message.
+            BadPlaceError, DeadPlaceError: ``dest`` is not in this place's table.
+        """
+        self.send(dest, Ctrl.encode(self.here, message))
 
     def send_output(self, stream: int, text: str) -> None:
         """Send print output to place 0 (counted in :attr:`output_seq` once it left)."""
@@ -341,11 +367,12 @@ class Runtime:
         elif kind == IMMEDIATE:
             self.immediate.submit(self._run_uncounted_body, msg.body)
         elif kind == CTRL:
-            handler = self.ctrl_handlers.get(msg.name)
-            if handler is None:
-                log.error("unknown control message %r from place(%d)", msg.name, msg.src)
-            else:
-                handler(msg.src, *msg.args)
+            try:
+                message = control_message(msg)
+            except UnknownMessageError as exc:
+                log.error("%s (from place(%d))", exc, msg.src)
+                return
+            self.ctrl_handlers[type(message)](msg.src, message)
         elif kind == OUTPUT:
             stream = sys.stdout if msg.stream == 1 else sys.stderr
             try:

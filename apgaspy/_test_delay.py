@@ -19,13 +19,13 @@ pairs (and against pairs without delay) changes.  A delayed send that fails (the
 left meanwhile) is logged, not raised.  A message to a place that is not in the sender's
 table at the time of the call is not delayed: the real send raises the right error at once.
 
-A place's last words (the ``released`` report of a place released by a shrink, and the
-``bye`` at shutdown) wait until every delay line of the process is empty, so that the process
+A place's last words (the ``Released`` report of a place released by a shrink, and the
+``Bye`` at shutdown) wait until every delay line of the process is empty, so that the process
 does not exit with delayed messages still queued.
 
-Limits: the ``fin`` markers of a shrink are sent below ``Runtime.send`` and are therefore
+Limits: the ``Fin`` markers of a shrink are sent below ``Runtime.send`` and are therefore
 never delayed; delay the messages *from* places that a shrink releases, not the messages *to*
-them (a delayed message to a released place could arrive after its ``fin`` marker, too late).
+them (a delayed message to a released place could arrive after its ``Fin`` marker, too late).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections import deque
 from typing import Any
 
 from ._config import parse_delays, setting
-from ._messages import Ctrl, decode
+from ._messages import Bye, Ctrl, Released, control_message, decode
 
 __all__ = ["ACTIVE", "parse_delays", "delays", "delay_send", "drain"]
 
@@ -48,7 +48,7 @@ log = logging.getLogger("apgaspy")
 #: hook).  True until the first message of the process has been looked at.
 ACTIVE = True
 
-_LAST_WORDS = ("released", "bye")
+_LAST_WORDS = (Released, Bye)
 _DRAIN_LIMIT_S = 60.0
 
 _lock = threading.Lock()
@@ -146,13 +146,13 @@ def drain(timeout: float = _DRAIN_LIMIT_S) -> bool:
 
 
 def _is_last_word(msg: bytes) -> bool:
-    if len(msg) > 256 or not any(w.encode() in msg for w in _LAST_WORDS):
+    if len(msg) > 256:  # a last word is a few dozen bytes
         return False
     try:
         decoded = decode(msg)
+        return isinstance(decoded, Ctrl) and type(control_message(decoded)) in _LAST_WORDS
     except Exception:  # noqa: BLE001 - not a message
         return False
-    return isinstance(decoded, Ctrl) and decoded.name in _LAST_WORDS
 
 
 def delay_send(rt: Any, dest: int, msg: bytes) -> bool:

@@ -8,7 +8,9 @@ throughput, and exits 1 on a wrong answer.  ``--json`` prints one JSON object in
 Under a scheduler (``SCHEDULER_IP``/``SCHEDULER_PORT`` set) the run is a malleable job.
 
 Kernels: ``APGAS_KERNELS`` (``auto``, ``numba``, ``numpy``) chooses the compiled or the numpy
-kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran.
+kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran, and
+``isa`` beside it the machine's vector instruction sets (AVX2, AVX-512, SHA), on which the
+compiled kernels' speed depends.
 Before the computation's clock starts, every place compiles or loads the compiled kernels
 (:func:`benchmarks.kernels.warm_up`); ``warm_up_s`` is the time that took.  A place spawned
 later, by a grow, starts loading them while it imports the program
@@ -28,6 +30,7 @@ from typing import Any
 from apgaspy import ConfigurationError, MultipleException, async_at, finish, places, run
 from apgaspy.config import setting
 
+from ._results import vector_isa
 from .kernels._backend import KERNEL_SETTINGS, backend, warm_up, warm_up_modules
 
 __all__ = ["ENVIRONMENT_HELP", "Benchmark", "Outcome", "main", "positive_int",
@@ -179,6 +182,10 @@ def _parser(bench: Benchmark) -> argparse.ArgumentParser:
                      help="lifeline hypercube base (default GLB_L, else 2)")
     glb.add_argument("--lifeline-dims", type=positive_int, default=None, dest="z",
                      help="lifeline hypercube dimensions (default GLB_Z, else enough)")
+    glb.add_argument("--workers", type=non_negative_int, default=None,
+                     help="worker threads per place, each with its own bag (default "
+                          "GLB_WORKERS, else 1; 0: the host's cores over "
+                          "APGAS_PLACES_PER_HOST, a host as one place with 1)")
     glb.add_argument("--resilient", action="store_const", const=True, default=None,
                      help="survive the death of places other than 0 with the exact answer "
                           "(default GLB_RESILIENT, else off)")
@@ -219,10 +226,12 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -
         "throughput": out.work / seconds if seconds > 0 else None,
         "unit": bench.unit,
         "kernels": kernels,
+        "isa": vector_isa(),
         "warm_up_s": warm_s,
         "glb": {"n": res.params.n, "w": res.params.w, "l": res.params.l, "z": res.params.z,
-                "resilient": res.params.resilient},
+                "resilient": res.params.resilient, "workers": res.params.workers},
         "orders": res.orders,
+        "order_times": res.order_times,
         "phases": res.phases,
         "log": [s.as_dict() for s in res.log],
     }
@@ -251,7 +260,7 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
     problem = bench.validate(params)
     if problem:
         parser.error(problem)
-    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient")}
+    glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient", "workers")}
     try:
         setting("KERNELS", table=KERNEL_SETTINGS)  # a bad APGAS_KERNELS: before places start
         report = run(_job, bench, params, glb_kwargs, places=args.places)
@@ -277,7 +286,10 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
                   f"{', '.join(map(str, ids))}")
         shrink_grow = "" if report["places"] == report["places_at_end"] else \
             f" (ended on {report['places_at_end']})"
-        print(f"places: {report['places']}{shrink_grow}, time: {report['seconds']:.3f} s, "
+        workers = report["glb"]["workers"]
+        per_place = f" × {workers} workers" if workers > 1 else ""
+        print(f"places: {report['places']}{per_place}{shrink_grow}, "
+              f"time: {report['seconds']:.3f} s, "
               f"throughput: {report['throughput']:.4g} {bench.unit}, "
               f"kernels: {report['kernels']}")
     sys.stdout.flush()

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine_info", "write_result", "RESULTS_DIR"]
+__all__ = ["machine_info", "vector_isa", "write_result", "RESULTS_DIR"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -26,6 +26,40 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+# /proc/cpuinfo flags of the vector and hashing instructions the compiled kernels can use
+# (LLVM picks them for the machine it compiles on): x86 and Arm names
+_ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl",
+              "avx512_vnni", "avx512vbmi", "sha_ni", "asimd", "sve", "sve2", "sha1", "sha2")
+
+
+def vector_isa(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The machine's vector instruction sets, from the CPU flags of ``/proc/cpuinfo``.
+
+    Args:
+        cpuinfo: the text of ``/proc/cpuinfo`` (default: read it).
+
+    Returns:
+        ``{"avx2": bool, "avx512": bool, "sha": bool, "flags": [...]}``: AVX2, AVX-512
+        (``avx512f``), the SHA extensions (x86 ``sha_ni``, Arm ``sha1``), and those of
+        ``_ISA_FLAGS`` the CPU has; ``{}`` where ``/proc/cpuinfo`` cannot be read.
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            return {}
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+            break
+    return {"avx2": "avx2" in flags, "avx512": "avx512f" in flags,
+            "sha": "sha_ni" in flags or "sha1" in flags,
+            "flags": [f for f in _ISA_FLAGS if f in flags]}
 
 
 def _git_commit() -> str | None:
@@ -45,8 +79,9 @@ def _version(dist: str) -> str | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """Where a benchmark ran: host, CPU model, cores, Python, numpy and numba versions (numba
-    ``None`` where not installed), date (UTC).
+    """Where a benchmark ran: host, CPU model, its vector instruction sets (``isa``, see
+    :func:`vector_isa`), cores, Python, numpy and numba versions (numba ``None`` where not
+    installed), date (UTC).
 
     ``APGAS_MACHINE_LABEL`` (e.g. ``"2-core dev VM"``) is recorded as ``label`` when set.
     """
@@ -55,6 +90,7 @@ def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "host": socket.gethostname(),
         "cpu": _cpu_model(),
+        "isa": vector_isa(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,
@@ -74,13 +110,16 @@ def write_result(name: str, data: dict[str, Any], directory: Path | None = None)
     return the path.
 
     ``kernels`` is the kernel backend of this process, ``"numba"`` or ``"numpy"``
-    (``APGAS_KERNELS``, :func:`benchmarks.kernels.backend`), unless ``data`` has its own.
+    (``APGAS_KERNELS``, :func:`benchmarks.kernels.backend`), unless ``data`` has its own;
+    ``isa`` beside it is the machine's vector instruction sets (:func:`vector_isa`), on which
+    the compiled kernels' speed depends.
     """
     from .kernels._backend import backend
 
     directory = directory or RESULTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
-    payload = {"benchmark": name, "machine": machine_info(), "kernels": backend(), **data}
+    payload = {"benchmark": name, "machine": machine_info(), "kernels": backend(),
+               "isa": vector_isa(), **data}
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path

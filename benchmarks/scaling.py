@@ -101,7 +101,7 @@ def default_size(name: str) -> int:
     return DEFAULT_SIZES[name]
 
 
-def _sequential(name: str, size: int | None = None) -> tuple[list[str], Callable[[], Any]]:
+def sequential(name: str, size: int | None = None) -> tuple[list[str], Callable[[], Any]]:
     """(benchmark arguments, the sequential run) of a benchmark at ``size`` (default
     :func:`default_size`)."""
     from .kernels.bc import betweenness
@@ -119,7 +119,7 @@ def _sequential(name: str, size: int | None = None) -> tuple[list[str], Callable
     return configs[name]
 
 
-def _sizes(text: str) -> dict[str, int]:
+def parse_sizes(text: str) -> dict[str, int]:
     """``--size`` as a dict: ``"nqueens=16,bc=14"`` → ``{"nqueens": 16, "bc": 14}``.
 
     Raises:
@@ -153,7 +153,7 @@ class Run:
     work_cpu_s: float
 
 
-def _sequential_run(seq: Callable[[], Any]) -> Run:
+def sequential_run(seq: Callable[[], Any]) -> Run:
     """Time ``seq()`` on this thread: wall clock, CPU, and the wait for a CPU."""
     d0, c0, t0 = thread_run_delay_s(), time.thread_time(), time.perf_counter()
     seq()
@@ -165,12 +165,12 @@ def _sequential_run(seq: Callable[[], Any]) -> Run:
 def _co_run_copy(name: str, size: int | None, conn: Any, barrier: Any) -> None:
     """A :class:`CoRun` copy: warm the kernel up, then time one sequential run per ``"go"``,
     all copies released together by ``barrier``, until told ``"stop"``."""
-    _, seq = _sequential(name, size)
+    _, seq = sequential(name, size)
     seq()  # warm up (graph generation, compiled kernels), like measure()'s own
     conn.send("ready")
     while conn.recv() == "go":
         barrier.wait()
-        conn.send(_sequential_run(seq))
+        conn.send(sequential_run(seq))
 
 
 class CoRun:
@@ -247,7 +247,8 @@ def _glb_run(args: list[str], places: int) -> Run:
 
 def glb_run(report: dict[str, Any]) -> Run:
     """The :class:`Run` of a benchmark's JSON report (``python -m benchmarks.<name> --json``):
-    ``T_P`` from its phases, ``A_P`` and the work's CPU from its per-place ``log``.
+    ``T_P`` from its phases, ``A_P`` and the work's CPU from its per-place ``log`` (a place
+    of W workers counts W times ``T_P``, less the run delays of all its workers).
 
     Raises:
         KeyError: the report lacks ``phases`` or ``log``.
@@ -257,12 +258,14 @@ def glb_run(report: dict[str, Any]) -> Run:
     delays = [s.get("run_delay_s") for s in log]
     available = None
     if log and all(d is not None for d in delays):
-        available = sum(max(0.0, t - d) for d in delays) + sum(
+        available = sum(max(0.0, s.get("workers", 1) * t - d)
+                        for s, d in zip(log, delays, strict=True)) + sum(
             max(0.0, s["cpu_s"] - s["worker_cpu_s"]) for s in log)
     return Run(t, available, sum(s.get("busy_cpu_s", 0.0) for s in log))
 
 
-def _median(values: list[float | None]) -> float | None:
+def median_known(values: list[float | None]) -> float | None:
+    """The median of ``values``, or ``None`` when one of them is ``None`` (or none is given)."""
     known = [v for v in values if v is not None]
     return statistics.median(known) if len(known) == len(values) and known else None
 
@@ -273,7 +276,7 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
     with ``resilient``, P -> resilient -> {seconds, runs_s, overhead})."""
     out: dict[str, Any] = {}
     for name in names:
-        args, seq = _sequential(name, (sizes or {}).get(name))
+        args, seq = sequential(name, (sizes or {}).get(name))
         seq()  # warm up (graph generation, caches)
         runs: dict[Any, list[Run]] = {"seq": [], **{p: [] for p in place_counts}}
         res_runs: dict[int, list[float]] = {p: [] for p in place_counts}
@@ -284,7 +287,7 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
             for p in co_counts:
                 co[p] = CoRun(name, (sizes or {}).get(name), p)
             for i in range(repeats):
-                runs["seq"].append(_sequential_run(seq))
+                runs["seq"].append(sequential_run(seq))
                 for p in place_counts:
                     if p in co:  # the mean copy's time, this round
                         co_runs[p].append(statistics.fmean(r.seconds for r in co[p].run()))
@@ -294,7 +297,7 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
                 c.close()
         seq_runs = runs["seq"]
         t_seq = statistics.median(r.seconds for r in seq_runs)
-        a_seq = _median([r.available_s for r in seq_runs])
+        a_seq = median_known([r.available_s for r in seq_runs])
         cpu_seq = statistics.median(r.work_cpu_s for r in seq_runs)
         entry: dict[str, Any] = {"args": args, "seq_s": t_seq,
                                  "seq_runs_s": [r.seconds for r in seq_runs],
@@ -302,7 +305,7 @@ def measure(names: list[str], place_counts: list[int], repeats: int,
         t_1 = statistics.median(r.seconds for r in runs[1]) if 1 in runs else None
         for p in place_counts:
             t_p = statistics.median(r.seconds for r in runs[p])
-            a_p = _median([r.available_s for r in runs[p]])
+            a_p = median_known([r.available_s for r in runs[p]])
             entry[str(p)] = {
                 "seconds": t_p, "runs_s": [r.seconds for r in runs[p]],
                 "speedup": t_seq / t_p, "efficiency": t_seq / (p * t_p),
@@ -353,7 +356,7 @@ def _summary(point: dict[str, Any], p: int, resilient: bool) -> str:
     return text
 
 
-def _load_average() -> list[float] | None:
+def load_average() -> list[float] | None:
     """The 1, 5 and 15 minute load averages (``None`` where the system has none)."""
     try:
         return [round(v, 2) for v in os.getloadavg()]
@@ -397,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="suffix of the result files")
     parser.add_argument("--plot", action="store_true", help="also write a PNG plot")
     parser.add_argument("--no-write", action="store_true", help="do not write files")
-    parser.add_argument("--size", type=_sizes, default={},
+    parser.add_argument("--size", type=parse_sizes, default={},
                         help="problem sizes, e.g. nqueens=16,bc=14 (defaults with the compiled "
                              "kernels: UTS depth 14, N-Queens 16, BC scale 14, Pi 1e10 points; "
                              "with numpy: 13, 15, 13, 2e9)")
@@ -410,9 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
     counts = place_counts(parser, args.places, 1)
-    load_before = _load_average()
+    load_before = load_average()
     figures = measure(names, counts, args.repeats, args.resilient, args.size)
-    load = {"before": load_before, "after": _load_average()}
+    load = {"before": load_before, "after": load_average()}
     print(f"load averages (1, 5, 15 min): before {load['before']}, after {load['after']}")
     if args.no_write:
         return 0

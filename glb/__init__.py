@@ -5,13 +5,16 @@ A user writes a :class:`Bag` (the work: process, split, merge) and picks a resul
 :func:`compute_static` spread the work over all places by lifeline-based work stealing
 (Saraswat et al., PPoPP 2011) and return the folded result.  Computations are malleable with
 no change to the bag: a scheduler may shrink or grow the program while they run.
-:func:`process_all` is the sequential baseline.
+:func:`process_all` is the sequential baseline.  A place may run several worker threads
+(``workers``), which pays off with kernels that release the GIL (:func:`nogil_call`).
 """
 
 from ._bag import Bag, process_all
 from ._compute import GLBResult, compute_dynamic, compute_static
 from ._fold import ArraySum, Fold, LongSum
-from ._stats import PlaceStats, thread_run_delay_s
+from ._gil import nogil_call
+from ._stats import PlaceStats, WorkerStats, thread_run_delay_s
 
 __all__ = ["Bag", "Fold", "LongSum", "ArraySum", "process_all", "compute_dynamic",
-           "compute_static", "GLBResult", "PlaceStats", "thread_run_delay_s"]
+           "compute_static", "GLBResult", "PlaceStats", "WorkerStats", "nogil_call",
+           "thread_run_delay_s"]

@@ -23,7 +23,7 @@ from apgaspy import (
 from apgaspy.elastic import HandlerState, malleable_state
 
 from ._bag import Bag
-from ._config import glb_setting
+from ._config import glb_setting, workers_per_place
 from ._fold import Fold
 from ._handler import GLBHandler
 from ._liveness import only_dead
@@ -56,6 +56,7 @@ class GLBResult:
         recovered: places that died during a resilient computation, whose work and partial
             result were recovered (in the order they were taken over).
         rounds: rounds of a resilient computation (1 when no recovery was needed).
+        order_times: when each of ``orders`` began (``time.time()``).
     """
 
     result: Fold
@@ -67,6 +68,7 @@ class GLBResult:
     phases: dict[str, float] = field(default_factory=dict)
     recovered: list[int] = field(default_factory=list)
     rounds: int = 1
+    order_times: list[float] = field(default_factory=list)
 
     @property
     def value(self) -> Any:
@@ -75,14 +77,14 @@ class GLBResult:
 
 
 def _params(bag_class: type | None, n: int | None, w: int | None, l: int | None,  # noqa: E741
-            z: int | None, resilient: bool | None) -> Params:
+            z: int | None, resilient: bool | None, workers: int | None = None) -> Params:
     default_n = getattr(bag_class, "DEFAULT_WORK_UNITS", None) if bag_class else None
     if default_n is None and bag_class is not None:
         default_n = getattr(sys.modules.get(bag_class.__module__), "DEFAULT_WORK_UNITS", None)
     n_value = glb_setting("N", n) or default_n or _X10_DEFAULT_N
     return Params(int(n_value), int(glb_setting("W", w) or 1), int(glb_setting("L", l) or 2),
                   glb_setting("Z", z), bool(glb_setting("RESILIENT", resilient)),
-                  float(glb_setting("BACKUP_INTERVAL")))
+                  float(glb_setting("BACKUP_INTERVAL")), workers_per_place(workers))
 
 
 def _make_workers(params: Params, result_factory: Callable[[], Fold],
@@ -105,6 +107,7 @@ def _create(params: Params, result_factory: Callable[[], Fold],
 
 def _collect() -> tuple[Fold, PlaceStats]:
     w = current_worker()
+    w.recall()  # W > 1: the results of the other workers (they have all stopped)
     if w.bag is not None:
         w.bag.submit(w.result)
         w.bag = None
@@ -166,13 +169,13 @@ def _run(params: Params, result_factory: Callable[[], Fold],
                      [p.id for p in places()], params,
                      handler.orders if handler is not None else [],
                      {"setup_s": t1 - t0, "compute_s": t2 - t1, "reduce_s": t3 - t2},
-                     recovered, rounds)
+                     recovered, rounds, handler.order_times if handler is not None else [])
 
 
 def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int | None = None,
                     w: int | None = None, l: int | None = None,  # noqa: E741
                     z: int | None = None, malleable: bool | None = None,
-                    resilient: bool | None = None) -> GLBResult:
+                    resilient: bool | None = None, workers: int | None = None) -> GLBResult:
     """Process ``initial`` with all places: the work starts at place 0 and spreads by stealing.
 
     Lifeline-based global load balancing (Saraswat et al., PPoPP 2011): random steals, then
@@ -195,6 +198,12 @@ def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int 
             ``GLB_RESILIENT``, else off): work and partial results are backed up at place 0
             and recovered (see ``glb._store``; costs one backup per place every
             ``GLB_BACKUP_INTERVAL`` seconds and a hop through place 0 per steal).
+        workers: worker threads per place, W (default ``GLB_WORKERS``, else 1; 0: the host's
+            cores over ``APGAS_PLACES_PER_HOST``): each has
+            its own bag, and the workers of a place share work among themselves before the
+            place steals from others (Yamashita and Kamada, IPSJ JIP 2016).  W > 1 uses W
+            cores of a place where the bag's kernels release the GIL; pure-Python and numpy
+            bags stay correct but may not run faster (docs/concepts/glb.md).
 
     Returns:
         A :class:`GLBResult` with the folded result and per-place statistics.
@@ -206,7 +215,7 @@ def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int 
         ConfigurationError: a GLB_* variable is malformed.
         RuntimeError: called away from place 0.
     """
-    params = _params(type(initial), n, w, l, z, resilient)
+    params = _params(type(initial), n, w, l, z, resilient, workers)
     ref = GlobalRef(initial)
     try:
         return _run(params, result_factory, _InitialAtZero(ref), malleable)
@@ -218,13 +227,14 @@ def compute_static(bag_factory: Callable[[int, int], Bag], result_factory: Calla
                    *, n: int | None = None, w: int | None = None,
                    l: int | None = None, z: int | None = None,  # noqa: E741
                    malleable: bool | None = None, bag_class: type | None = None,
-                   resilient: bool | None = None) -> GLBResult:
+                   resilient: bool | None = None, workers: int | None = None) -> GLBResult:
     """Process work that every place creates for itself, balancing it by stealing.
 
     Args:
         bag_factory: ``bag_factory(index, count)`` returns the bag of the place with that index
             among ``count`` places (picklable; it runs at each place).
-        result_factory, n, w, l, z, malleable, resilient: as for :func:`compute_dynamic`.
+        result_factory, n, w, l, z, malleable, resilient, workers: as for
+            :func:`compute_dynamic`.
         bag_class: the bag type, for the default ``n`` (optional).
 
     Returns:
@@ -233,7 +243,7 @@ def compute_static(bag_factory: Callable[[int, int], Bag], result_factory: Calla
     Raises:
         As :func:`compute_dynamic`.
     """
-    params = _params(bag_class, n, w, l, z, resilient)
+    params = _params(bag_class, n, w, l, z, resilient, workers)
     return _run(params, result_factory, bag_factory, malleable)
 
 

@@ -18,6 +18,10 @@ RESILIENT      0        1: computations survive the death of places other than 0
 BACKUP_INTERVAL 1.0     seconds between two backups of a place's bag and partial result to
                         place 0 in a resilient computation (less: less work redone after a
                         death, more messages)
+WORKERS        1        worker threads per place, each with its own bag (``glb._worker``);
+                        more than 1 pays off with compiled kernels that release the GIL;
+                        0: the cores of place 0's host divided by ``APGAS_PLACES_PER_HOST``
+                        (a host as one place: ``APGAS_PLACES_PER_HOST=1``, ``GLB_WORKERS=0``)
 =============  =======  ===================================================================
 """
 
@@ -27,7 +31,7 @@ from typing import Any
 
 from apgaspy.config import Setting, parse_bool, setting
 
-__all__ = ["GLB_SETTINGS", "glb_setting"]
+__all__ = ["GLB_SETTINGS", "glb_setting", "workers_per_place"]
 
 
 def _positive(v: int) -> str | None:
@@ -40,6 +44,10 @@ def _base(v: int) -> str | None:
 
 def _positive_seconds(v: float) -> str | None:
     return None if v > 0 else "must be positive"
+
+
+def _non_negative(v: int) -> str | None:
+    return None if v >= 0 else "must be 0 (the host's cores) or positive"
 
 
 def _any(v: Any) -> str | None:
@@ -59,6 +67,8 @@ GLB_SETTINGS: dict[str, Setting] = {
                 "1: survive the death of places other than 0 with the exact result"),
         Setting("BACKUP_INTERVAL", 1.0, float, _positive_seconds,
                 "seconds between backups of a place's work in a resilient computation"),
+        Setting("WORKERS", 1, int, _non_negative,
+                "worker threads per place, each with its own bag (0: cores per place)"),
     ]
 }
 
@@ -67,8 +77,9 @@ def glb_setting(name: str, value: Any = None) -> Any:
     """The GLB setting ``name``; see the module docstring.
 
     Args:
-        name: ``"N"``, ``"W"``, ``"L"``, ``"Z"`` (ints or ``None``), ``"REPLY_TIMEOUT"`` or
-            ``"BACKUP_INTERVAL"`` (floats, seconds), ``"RESILIENT"`` (a bool).
+        name: ``"N"``, ``"W"``, ``"L"``, ``"Z"``, ``"WORKERS"`` (ints or ``None``),
+            ``"REPLY_TIMEOUT"`` or ``"BACKUP_INTERVAL"`` (floats, seconds), ``"RESILIENT"``
+            (a bool).
         value: an explicit value (a keyword argument of the caller), or ``None`` for the
             ``GLB_<name>`` environment variable, else the default.
 
@@ -80,3 +91,25 @@ def glb_setting(name: str, value: Any = None) -> Any:
         KeyError: ``name`` is not a GLB setting.
     """
     return setting(name, value, table=GLB_SETTINGS, prefix="GLB_")
+
+
+def workers_per_place(value: int | None = None) -> int:
+    """The workers of each place, W: ``value``, else ``GLB_WORKERS``, else 1; 0 means this
+    host's cores (those the process may run on) divided by ``APGAS_PLACES_PER_HOST``, at
+    least 1, so that a host's places and their workers use its cores once.
+
+    Raises:
+        ConfigurationError: a malformed or negative value.
+    """
+    import os
+
+    from apgaspy.config import setting as runtime_setting
+
+    w = int(glb_setting("WORKERS", value))
+    if w > 0:
+        return w
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // int(runtime_setting("PLACES_PER_HOST")))

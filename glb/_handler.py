@@ -46,6 +46,8 @@ class GLBHandler(MalleableHandler):
     Attributes:
         released: ``(result, stats)`` of every place a shrink released.
         orders: the orders carried out, ``(kind, places)``.
+        order_times: when each of ``orders`` began (its ``pre_shrink`` or ``pre_grow``;
+            ``time.time()``, seconds since the epoch).
     """
 
     def __init__(self, params: Params, result_factory: Callable[[], Fold],
@@ -54,6 +56,8 @@ class GLBHandler(MalleableHandler):
         self.result_factory = result_factory
         self.released: list[tuple[Fold, PlaceStats]] = []
         self.orders: list[tuple[str, list[int]]] = []
+        self.order_times: list[float] = []
+        self._order_began = 0.0
         self.store = store  # a resilient computation's: orders wait while it recovers
         self.phase: AbstractContextManager[Any] = \
             store.phase if store is not None else nullcontext()
@@ -64,6 +68,7 @@ class GLBHandler(MalleableHandler):
 
     def pre_shrink(self, n: int) -> list[Place]:
         t0 = time.perf_counter_ns()
+        self._order_began = time.time()
         with self.phase:
             current = places()
             leaving = current[-n:]  # the runtime never asks for place 0
@@ -84,10 +89,12 @@ class GLBHandler(MalleableHandler):
     def post_shrink(self, n: int, removed: list[Place]) -> None:
         t0 = time.perf_counter_ns()
         self.orders.append(("shrink", [p.id for p in removed]))
+        self.order_times.append(self._order_began)
         self._notify("postShrink", len(removed), t0)
 
     def pre_grow(self, n: int) -> None:
         t0 = time.perf_counter_ns()
+        self._order_began = time.time()
         self._notify("preGrow", n, t0)
 
     def post_grow(self, n: int, continued: list[Place], added: list[Place]) -> None:
@@ -116,4 +123,5 @@ class GLBHandler(MalleableHandler):
             current_worker().set_members(members)
             broadcast(sorted(new), on_members, members, True, skip_dead=self.skip_dead)
         self.orders.append(("grow", [p.id for p in added]))
+        self.order_times.append(self._order_began)
         self._notify("postGrow", len(added), t0)

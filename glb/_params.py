@@ -18,6 +18,7 @@ class Params:
         z: dimensions of the hypercube, or ``None`` for the fewest that reach every place.
         resilient: recover the work of places that die (``glb._store``).
         backup_interval: seconds between two backups of a place to place 0 (resilient only).
+        workers: worker threads per place, each with its own bag (≥ 1).
     """
 
     n: int
@@ -26,3 +27,4 @@ class Params:
     z: int | None
     resilient: bool = False
     backup_interval: float = 1.0
+    workers: int = 1

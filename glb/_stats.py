@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PlaceStats", "thread_run_delay_s"]
+__all__ = ["PlaceStats", "WorkerStats", "thread_run_delay_s"]
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 
@@ -19,6 +19,57 @@ def thread_run_delay_s() -> float | None:
             return int(f.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
+
+
+@dataclass
+class WorkerStats:
+    """What one worker thread of a place did (a place has ``workers`` of them; worker 0 is the
+    place's own task, which also steals and answers thieves).
+
+    Attributes:
+        worker: the worker's index at its place, 0..W-1.
+        process_calls: as in :class:`PlaceStats`, for this worker's thread alone; so are
+            ``processed``, ``busy_s``, ``busy_cpu_s``, ``splittable_busy_s``,
+            ``worker_cpu_s`` and ``run_delay_s``.
+        loop_s: seconds in the worker's processing loop: its ``process`` calls and the
+            bookkeeping between two of them (not its waits for work).
+        gil_held_s: the part of ``loop_s`` it held the GIL: all of it but the time in
+            compiled kernels called through :func:`glb.nogil_call` (it includes waits for the
+            GIL and for a CPU).
+        loop_cpu_s, gil_held_cpu_s: the same on the thread's CPU time, which a machine's
+            other work does not inflate: ``gil_share`` is their ratio.
+        work_units: the work units of its last ``process`` call (W > 1 adjusts them;
+            ``glb._gil.adapt_work_units``).
+        starts: times the worker was started with work (worker 0: by the place's task).
+        first_work_at: when its first ``process`` call began (``time.time()``, seconds since
+            the epoch), or ``None``.
+    """
+
+    worker: int
+    process_calls: int = 0
+    processed: int = 0
+    busy_s: float = 0.0
+    busy_cpu_s: float = 0.0
+    splittable_busy_s: float = 0.0
+    worker_cpu_s: float = 0.0
+    run_delay_s: float | None = 0.0
+    loop_s: float = 0.0
+    gil_held_s: float = 0.0
+    loop_cpu_s: float = 0.0
+    gil_held_cpu_s: float = 0.0
+    work_units: int = 0
+    starts: int = 0
+    first_work_at: float | None = None
+
+    @property
+    def gil_share(self) -> float | None:
+        """The share of its CPU time in the processing loop the worker held the GIL,
+        ``gil_held_cpu_s / loop_cpu_s``, or ``None`` before the first ``process`` call."""
+        return self.gil_held_cpu_s / self.loop_cpu_s if self.loop_cpu_s > 0 else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The statistics as a plain dict (for JSON), ``gil_share`` included."""
+        return {**self.__dict__, "gil_share": self.gil_share}
 
 
 @dataclass
@@ -54,6 +105,14 @@ class PlaceStats:
         first_work_s, last_work_s: seconds from the worker's creation to the start of its
             first ``process`` call and to the end of its last one (``None``: it never
             processed).
+        workers: worker threads of the place (W).  With W > 1 the figures above are sums
+            over its workers (``busy_s``, ``idle_s`` in worker-seconds: ``idle_s`` is W times
+            the computation's time less ``busy_s``), and ``per_worker`` has each one's.
+        loop_s, gil_held_s, loop_cpu_s, gil_held_cpu_s: seconds (and CPU seconds) the
+            workers spent in their processing loops, and the part of it they held the GIL
+            (see :class:`WorkerStats`).
+        per_worker: each worker's :class:`WorkerStats` as a dict (W > 1; empty for W = 1,
+            whose figures are the place's).
         released: true for a place released by a shrink during the computation.
         died: true for a place that died during a resilient computation (its work and
             partial result were recovered; its other figures are lost with it).
@@ -78,9 +137,15 @@ class PlaceStats:
     cpu_s: float = 0.0
     first_work_s: float | None = None
     last_work_s: float | None = None
+    workers: int = 1
+    loop_s: float = 0.0
+    gil_held_s: float = 0.0
+    loop_cpu_s: float = 0.0
+    gil_held_cpu_s: float = 0.0
+    per_worker: list[dict[str, Any]] = field(default_factory=list)
     released: bool = False
     died: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The statistics as a plain dict (for JSON)."""
-        return dict(self.__dict__)
+        return {k: (list(v) if k == "per_worker" else v) for k, v in self.__dict__.items()}

@@ -3,7 +3,8 @@
 Algorithm: Saraswat, Kambadur, Kodali, Grove, Krishnamoorthy, "Lifeline-based global load
 balancing", PPoPP 2011, as in X10's GLB and Posner's LifelineGLB for APGAS.
 
-One worker per place (the GIL makes more pointless).  Its loop::
+A place runs ``workers`` (W) worker threads, 1 by default.  Worker 0 is the place's task and
+the only one that talks to other places; its loop::
 
     while work or loot:
         bag.process(n, result)            # n units, then...
@@ -11,6 +12,23 @@ One worker per place (the GIL makes more pointless).  Its loop::
         feed lifeline thieves             # loot as a counted async_at: it restarts them
     steal: w random victims, one at a time, waiting for each answer
     wait for the answers still due, register on the lifeline buddies, go idle (the task ends)
+
+W > 1 follows the multi-worker GLB of Yamashita and Kamada ("Introducing a multithread and
+multistage mechanism for the global load balancing library of X10", IPSJ Journal of
+Information Processing 24(2), 2016), as Posner's LifelineGLB runs it: every worker owns a
+bag, and the place keeps an *intra-place queue* (work for its own idle workers) and an
+*inter-place queue* (work for remote thieves and lifeline answers).  Between two ``process``
+calls a worker (1) starts an idle worker with half of its bag (or with the intra-place
+queue's work), (2) puts half of its bag into the intra-place queue when that is empty, and
+(3) puts half into the inter-place queue when a thief found it empty.  A worker whose bag
+runs dry takes from the intra-place queue, then the inter-place queue, and otherwise stops
+(no message).  Thieves and lifeline answers take work from the inter-place queue (else from
+worker 0's bag), so they never interrupt workers 1..W-1; loot goes to the intra-place queue.
+The place steals, and goes idle, only when all its workers are dry.  A release, a halt and a
+backup first *recall* workers 1..W-1 (each stops after its current ``process`` call) and
+gather their bags, both queues and their partial results into worker 0's bag and result, so
+that the rest of this module deals with one bag a place, whatever W.  A bag that raises in any
+worker stops them all and fails the place's task once, with that exception.
 
 Termination: the worker runs as a task counted by one ``finish`` at place 0.  Steal requests
 and random-steal answers are uncounted (immediate pool): a random answer may carry loot, which
@@ -50,6 +68,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 from apgaspy import (
@@ -65,11 +84,12 @@ from apgaspy.elastic import set_load_source
 from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
+from ._gil import adapt_work_units, nogil_cpu_seconds, nogil_seconds
 from ._lifeline import heir, lifeline_graph, steal_victim
 from ._liveness import is_dead, live_places
 from ._params import Params
 from ._replies import deliver
-from ._stats import PlaceStats, thread_run_delay_s
+from ._stats import PlaceStats, WorkerStats, thread_run_delay_s
 from ._store import HaltReport
 from ._store_client import State, StoreClient, install_client
 
@@ -83,13 +103,35 @@ _POLL_S = 0.05  # seconds between checks that the victims of pending steal attem
 
 class Worker:
     """The GLB state of one place (one per place, found by messages through
-    :func:`current_worker`)."""
+    :func:`current_worker`): worker 0's bag and result, and (W > 1) the other workers and
+    the place's two queues.
+
+    Args:
+        params: the computation's parameters (``params.workers`` is W).
+        result: worker 0's result (the place's, once the others' are folded in).
+        bag: worker 0's initial bag, or ``None``.
+        members: the places of the computation.
+        epoch: the round of a resilient computation.
+        result_factory: makes an empty result, for workers 1..W-1 (default: ``type(result)``
+            called without arguments).
+    """
 
     def __init__(self, params: Params, result: Fold, bag: Bag | None, members: list[int],
-                 epoch: int = 0) -> None:
+                 epoch: int = 0, result_factory: Callable[[], Fold] | None = None) -> None:
         self.params = params
         self.result = result
+        self.result_factory = result_factory or type(result)
         self.bag = bag
+        # W > 1 (module docstring): the other workers, the place's queues, their results
+        self.workers = max(1, params.workers)
+        self.intra: list[Bag] = []  # work for this place's idle workers
+        self.inter: list[Bag] = []  # work for remote thieves and lifeline answers
+        self.feed = False  # a thief found the inter-place queue empty: workers, fill it
+        self.recalling = False  # workers 1..W-1 stop after their current process() call
+        self.running: dict[int, threading.Thread] = {}  # worker index -> its thread
+        self.done_results: list[Fold] = []  # results of workers that stopped, for worker 0
+        self.failure: BaseException | None = None  # what a bag raised in some worker
+        self.failed = False  # the failure was raised: this place takes no more work
         self.lock = threading.Lock()
         self.active = False
         self.stealing = False  # out of work, asking others: thieves get "no" at once
@@ -108,8 +150,11 @@ class Worker:
         self.pending: dict[int, int] = {}  # unanswered attempts: id -> victim
         self.reply_timeout = float(glb_setting("REPLY_TIMEOUT"))
         self.me = here().id
-        self.stats = PlaceStats(self.me)
+        self.stats = PlaceStats(self.me, workers=self.workers)
+        self.worker_stats = [WorkerStats(i) for i in range(self.workers)]  # 0: unused (stats)
+        self.stats_folded = False
         self.started = time.perf_counter()
+        self.started_at = time.time()
         self.cpu_started = time.process_time()
         self.joined = False  # has taken part (run, or joined by a grow): may register lifelines
         # resilience (glb._store): the round, a halt, and this place's side of the store
@@ -133,11 +178,16 @@ class Worker:
         task of a tree) reads low: one more place would only sit idle.  APGAS for Java's
         task mode, min(100, 100 × queued tasks ÷ workers of the place), reads such a single
         task low as well, with its many workers a place (about 8 % with 12); the plain busy
-        share of our one worker would read it 100 %.  See docs/guides/evolving.md."""
+        share of our one worker would read it 100 %.  With W workers a place, the share is
+        that of the W workers together (their splittable busy time over W times the span).
+        See docs/guides/evolving.md."""
         now, busy = time.perf_counter(), self.stats.splittable_busy_s
+        if self.workers > 1:  # the busy share of the W workers, as min(100, 100 × queued ÷ W)
+            busy += sum(ws.splittable_busy_s for ws in self.worker_stats[1:])
         then, busy_then = self._load_mark
         self._load_mark = (now, busy)
-        return 0.0 if now <= then else min(100.0, 100.0 * (busy - busy_then) / (now - then))
+        span = (now - then) * self.workers
+        return 0.0 if now <= then else min(100.0, 100.0 * (busy - busy_then) / span)
 
     # ------------------------------------------------------------------ membership
     def set_members(self, members: list[int]) -> None:
@@ -171,42 +221,43 @@ class Worker:
         cpu, delay = time.thread_time(), thread_run_delay_s()
         try:
             self._loop()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
         finally:
-            stats = self.stats
-            stats.worker_cpu_s += time.thread_time() - cpu
-            after = thread_run_delay_s()
-            if delay is None or after is None or stats.run_delay_s is None:
-                stats.run_delay_s = None
-            else:
-                stats.run_delay_s += after - delay
+            _account_thread(self.stats, cpu, delay)
 
     def _loop(self) -> None:
         params = self.params
         stats = self.stats
-        clock, thread_clock = time.perf_counter, time.thread_time
+        multi = self.workers > 1
+        n = params.n
         while True:
             self._merge_mailbox()
             bag = self.bag
+            last = None  # end of the previous process() call (the GIL share)
             while bag is not None and not bag.is_empty() and not self.leaving \
                     and not self.halted:
-                splittable = bag.is_splittable()  # could another place take some of it?
-                t, c = clock(), thread_clock()
-                bag.process(params.n, self.result)
-                end = clock()
-                stats.busy_cpu_s += thread_clock() - c
-                stats.busy_s += end - t
-                if splittable:
-                    stats.splittable_busy_s += end - t
+                if multi:
+                    if self.failure is not None:
+                        break
+                    self._share(bag)
+                t, took, held_c, span_c, last = _process(bag, n, self.result, stats, last)
                 if stats.first_work_s is None:
                     stats.first_work_s = t - self.started
-                stats.last_work_s = end - self.started
-                stats.process_calls += 1
-                stats.processed += params.n
+                stats.last_work_s = last[0] - self.started
+                if multi and not bag.is_empty():  # a call cut short by a dry bag says nothing
+                    n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
+                    self.worker_stats[0].work_units = n
                 self._distribute()
                 if self.resilient and self.client.backup_is_due():
                     self._backup()
                 self._merge_mailbox()
                 bag = self.bag
+            if self.failure is not None:
+                raise self.failure
+            if multi and not (self.leaving or self.halted) and self._idle_multi():
+                continue  # work again, or something for the loop's head
             if self.halted:
                 self._stop()
                 return
@@ -227,13 +278,214 @@ class Worker:
             self.register_lifelines()
             return
 
+    # ------------------------------------------------------------------ W > 1
+    def _share(self, bag: Bag) -> None:
+        """Between two ``process`` calls of any worker holding ``bag`` (W > 1): start idle
+        workers with the intra-place queue's work or half of ``bag``, fill the intra-place
+        queue when it is empty, and the inter-place queue when a thief asked (Yamashita and
+        Kamada 2016)."""
+        while len(self.running) < self.workers - 1 and not self.recalling:
+            with self.lock:
+                loot = self.intra.pop() if self.intra else None
+            if loot is None:
+                loot = bag.split(False) if bag.is_splittable() else None
+                if loot is None or loot.is_empty():
+                    break
+            if not self._start_worker(loot):
+                with self.lock:
+                    self.intra.append(loot)
+                break
+        if not self.intra and bag.is_splittable():
+            loot = bag.split(False)
+            if loot is not None and not loot.is_empty():
+                with self.lock:
+                    self.intra.append(loot)
+                    self.answered.notify_all()
+        if self.feed and bag.is_splittable():
+            loot = bag.split(False)
+            if loot is not None and not loot.is_empty():
+                with self.lock:
+                    self.inter.append(loot)
+                    self.feed = False
+                    self.answered.notify_all()
+
+    def _start_worker(self, bag: Bag) -> bool:
+        """Start an idle worker (1..W-1) on ``bag``; False when none is idle or a recall is
+        under way (the caller keeps ``bag``)."""
+        with self.lock:
+            if self.recalling or self.failure is not None:
+                return False
+            idle = [i for i in range(1, self.workers) if i not in self.running]
+            if not idle:
+                return False
+            index = idle[0]
+            t = threading.Thread(target=self._work, args=(index, bag), daemon=True,
+                                 name=f"glb-worker-{self.me}-{index}")
+            self.running[index] = t
+            self.worker_stats[index].starts += 1
+        t.start()
+        return True
+
+    def _work(self, index: int, bag: Bag) -> None:
+        """Worker ``index`` (1..W-1): process ``bag``, then the queues' work, until both are
+        dry or a recall; leave what is left in the intra-place queue and the result for
+        worker 0 (a thread of its own, not a task: worker 0's task outlives it)."""
+        ws = self.worker_stats[index]
+        result = self.result_factory()
+        params = self.params
+        n = ws.work_units or params.n
+        cpu, delay = time.thread_time(), thread_run_delay_s()
+        error: BaseException | None = None
+        try:
+            while True:
+                last = None
+                while not bag.is_empty() and not self.recalling and self.failure is None:
+                    self._share(bag)
+                    if ws.first_work_at is None:
+                        ws.first_work_at = time.time()
+                    _, took, held_c, span_c, last = _process(bag, n, result, ws, last)
+                    if not bag.is_empty():
+                        n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
+                    ws.work_units = n
+                if self.recalling or self.failure is not None:
+                    break
+                with self.lock:
+                    queue = self.intra or self.inter
+                    loot = queue.pop() if queue else None
+                if loot is None:
+                    break
+                bag.submit(result)
+                loot.submit(result)
+                bag = loot
+        except BaseException as exc:  # noqa: BLE001 - given to worker 0, which raises it
+            error = exc
+        finally:
+            try:
+                bag.submit(result)
+            except BaseException as exc:  # noqa: BLE001
+                error = error or exc
+            _account_thread(ws, cpu, delay)
+            with self.lock:
+                if not bag.is_empty():
+                    self.intra.append(bag)
+                self.done_results.append(result)
+                if error is not None and self.failure is None:
+                    self.failure = error
+                self.running.pop(index, None)
+                self.answered.notify_all()
+
+    def _idle_multi(self) -> bool:
+        """Worker 0's bag ran dry (W > 1): take the queues' work, serve thieves from the
+        inter-place queue, wait for the other workers.  True when worker 0 has work again or
+        the loop's head has something to do (loot, an order, a halt, a failure); False when
+        every worker is dry and the queues are empty."""
+        while True:
+            serve = False
+            bag = self.bag
+            if bag is not None and not bag.is_empty():
+                return True  # work a thief could not take came back
+            with self.lock:
+                if self.failure is not None or self.mailbox or self.leaving or self.halted:
+                    return True
+                if self.thieves or self.lifeline_thieves:
+                    if self.inter:
+                        serve = True
+                    elif self.running:
+                        self.feed = True
+                if not serve:
+                    queue = self.intra or self.inter
+                    if not queue:
+                        if not self.running:
+                            return False
+                        self.answered.wait(_POLL_S)
+                        continue
+                    loot = queue.pop()
+            if serve:
+                self._distribute()
+                continue
+            self._absorb(loot)
+            return True
+
+    def recall(self) -> None:
+        """Stop workers 1..W-1 after their current ``process`` call and gather their bags,
+        both queues and their results into worker 0's (worker 0's thread, or a halted place);
+        no-op for W = 1."""
+        if self.workers == 1:
+            return
+        with self.lock:
+            self.recalling = True
+            self.answered.notify_all()
+        try:
+            while True:
+                with self.lock:
+                    threads = list(self.running.values())
+                if not threads:
+                    break
+                for t in threads:
+                    t.join()
+        finally:
+            with self.lock:
+                self.recalling = False
+                loot, self.intra, self.inter = self.intra + self.inter, [], []
+                results, self.done_results = self.done_results, []
+        for r in results:
+            self.result.fold(r)
+        for bag in loot:
+            self._absorb(bag)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Worker 0's task ends with ``exc`` (a bag raised): stop the other workers, refuse
+        thieves, take no more work, so that the computation fails once and nothing waits."""
+        with self.lock:
+            self.failure = self.failure or exc
+            self.failed = True
+        try:
+            self.recall()
+        except BaseException:  # noqa: BLE001 - the first failure is the one to report
+            log.exception("GLB place(%d): stopping the workers after a failure", self.me)
+        with self.lock:
+            self.active = False
+            waiting = list(self.thieves)
+            self.thieves.clear()
+            self.lifeline_thieves.clear()
+            self.answered.notify_all()
+        _answer_all(waiting)
+        log.error("GLB place(%d): a bag raised %r; this place stops", self.me, exc)
+
+    def _loot(self) -> Bag | None:
+        """Work for a thief: the inter-place queue's, else half of worker 0's bag, else
+        ``None`` (a thief that finds none asks the workers to fill the queue)."""
+        with self.lock:
+            if self.inter:
+                return self.inter.pop()
+        bag = self.bag
+        loot = bag.split(False) if bag is not None and bag.is_splittable() else None
+        if loot is not None and loot.is_empty():
+            loot = None
+        if loot is None and self.workers > 1:
+            self.feed = True
+        return loot
+
+    def _keep(self, loot: Bag) -> None:
+        """Take back loot a thief could not receive."""
+        if self.bag is not None:
+            self.bag.merge(loot)
+        else:
+            with self.lock:
+                self.intra.append(loot)
+
     def _merge_mailbox(self) -> None:
         if not self.mailbox:
             return
         with self.lock:
             loot, self.mailbox = self.mailbox, []
         for bag in loot:
-            self._absorb(bag)
+            if self.workers > 1 and self.bag is not None and not self.bag.is_empty():
+                bag.submit(self.result)  # loot goes to the intra-place queue
+                with self.lock:
+                    self.intra.append(bag)
+            else:
+                self._absorb(bag)
 
     def _absorb(self, loot: Bag) -> None:
         loot.submit(self.result)  # a bag's inner partial result stays where it was made
@@ -243,32 +495,30 @@ class Worker:
             self.bag.merge(loot)
 
     def _distribute(self) -> None:
-        """Answer random thieves, then feed lifeline thieves, while the bag can be split."""
+        """Answer random thieves, then feed lifeline thieves, while there is work to give
+        (:meth:`_loot`)."""
         if not self.thieves and not self.lifeline_thieves:
             return
         with self.lock:
             waiting = list(self.thieves)
             self.thieves.clear()
-        bag = self.bag
         for thief, attempt in waiting:
-            loot = bag.split(False) if bag is not None and bag.is_splittable() else None
-            if loot is not None and loot.is_empty():
-                loot = None
+            loot = self._loot()
             if loot is not None and self.resilient:
                 self._give(thief, loot, "answer", attempt)
                 self.stats.random_answers += 1
             elif answer_thief(thief, attempt, loot):
                 if loot is not None:
                     self.stats.random_answers += 1
-            elif loot is not None and bag is not None:
-                bag.merge(loot)  # the thief is gone: keep the work
-        while bag is not None and self.lifeline_thieves and bag.is_splittable():
+            elif loot is not None:
+                self._keep(loot)  # the thief is gone: keep the work
+        while self.lifeline_thieves:
             with self.lock:
                 if not self.lifeline_thieves:
                     break
                 thief = self.lifeline_thieves.pop(0)
-            loot = bag.split(False)
-            if loot is None or loot.is_empty():
+            loot = self._loot()
+            if loot is None:
                 with self.lock:
                     self.lifeline_thieves.insert(0, thief)
                 break
@@ -280,7 +530,7 @@ class Worker:
                 async_at(thief, deal, loot, self.me)  # counted: it restarts the thief
                 self.stats.lifeline_answers += 1
             except (BadPlaceError, DeadPlaceError):
-                bag.merge(loot)  # the thief left meanwhile: keep the work
+                self._keep(loot)  # the thief left meanwhile: keep the work
 
     # ------------------------------------------------------------------ stealing
     def _steal(self) -> bool:
@@ -398,7 +648,8 @@ class Worker:
     def _leave(self) -> None:
         """Answer thieves, wait for the answers to this place's own pending steal attempts,
         then hand all work (the bag and the mailbox) to a continuing place and report to
-        place 0."""
+        place 0.  With W > 1 the other workers stop first and their work goes along."""
+        self.recall()
         with self.lock:
             waiting = list(self.thieves)
             self.thieves.clear()
@@ -425,8 +676,11 @@ class Worker:
         """Report this released place's final result and statistics to place 0."""
         reply = self.leave_reply
         if reply is not None:
+            self.recall()  # W > 1: the results of the workers that stopped
             self.stats.released = True
-            self.stats.idle_s = time.perf_counter() - self.started - self.stats.busy_s
+            self._fold_worker_stats()
+            self.stats.idle_s = max(0.0, (time.perf_counter() - self.started) * self.workers
+                                    - self.stats.busy_s)
             self.stats.cpu_s = time.process_time() - self.cpu_started
             if self.resilient:
                 left, self.bag = self.bag, None  # work of a halted place (see on_leave)
@@ -447,7 +701,9 @@ class Worker:
     # ------------------------------------------------------------------ resilience
     def snapshot(self) -> tuple[int, frozenset]:
         """Merge the mailbox and number this state: ``(seq, consumed)``.  Worker thread
-        only (or a halted worker); the bag and result are then this state."""
+        only (or a halted worker); the bag and result are then this state (W > 1: the other
+        workers are recalled first, and their bags and results gathered into it)."""
+        self.recall()
         with self.lock:
             loot, self.mailbox = self.mailbox, []
             seq, consumed = self.client.next_state()
@@ -487,6 +743,7 @@ class Worker:
 
     def _stop(self) -> None:
         """The worker loop ends for a halt (the halting thread waits for this)."""
+        self.recall()
         with self.lock:
             self.active = False
             waiting = list(self.thieves)
@@ -506,10 +763,88 @@ class Worker:
         return True
 
     def finish_stats(self) -> PlaceStats:
-        """Close this place's statistics at the end of the computation."""
-        self.stats.idle_s = max(0.0, time.perf_counter() - self.started - self.stats.busy_s)
+        """Close this place's statistics at the end of the computation (W > 1: the sums over
+        its workers, each one's in ``per_worker``)."""
+        self._fold_worker_stats()
+        self.stats.idle_s = max(0.0, (time.perf_counter() - self.started) * self.workers
+                                - self.stats.busy_s)
         self.stats.cpu_s = time.process_time() - self.cpu_started
         return self.stats
+
+    def _fold_worker_stats(self) -> None:
+        """Once, W > 1: add workers 1..W-1's figures to the place's, and list each worker's
+        (worker 0's are the place's own before the sum)."""
+        if self.workers == 1 or self.stats_folded:
+            return
+        self.stats_folded = True
+        st = self.stats
+        first = WorkerStats(0, **{f.name: getattr(st, f.name) for f in fields(WorkerStats)
+                                  if f.name not in ("worker", "work_units", "starts",
+                                                    "first_work_at")},
+                            work_units=self.worker_stats[0].work_units or self.params.n,
+                            starts=1, first_work_at=None if st.first_work_s is None
+                            else self.started_at + st.first_work_s)
+        per = [first, *self.worker_stats[1:]]
+        for ws in per[1:]:
+            st.process_calls += ws.process_calls
+            st.processed += ws.processed
+            st.busy_s += ws.busy_s
+            st.busy_cpu_s += ws.busy_cpu_s
+            st.splittable_busy_s += ws.splittable_busy_s
+            st.worker_cpu_s += ws.worker_cpu_s
+            st.loop_s += ws.loop_s
+            st.gil_held_s += ws.gil_held_s
+            st.loop_cpu_s += ws.loop_cpu_s
+            st.gil_held_cpu_s += ws.gil_held_cpu_s
+            if st.run_delay_s is not None:
+                st.run_delay_s = None if ws.run_delay_s is None else \
+                    st.run_delay_s + ws.run_delay_s
+        st.per_worker = [ws.as_dict() for ws in per]
+
+
+def _account_thread(st: PlaceStats | WorkerStats, cpu: float, delay: float | None) -> None:
+    """Add the calling thread's CPU seconds and wait for a CPU since ``cpu``
+    (``time.thread_time()``) and ``delay`` (:func:`thread_run_delay_s`) to ``st``."""
+    st.worker_cpu_s += time.thread_time() - cpu
+    after = thread_run_delay_s()
+    if delay is None or after is None or st.run_delay_s is None:
+        st.run_delay_s = None
+    else:
+        st.run_delay_s += after - delay
+
+
+def _process(bag: Bag, n: int, result: Fold, st: PlaceStats | WorkerStats,
+             last: tuple[float, float] | None
+             ) -> tuple[float, float, float, float, tuple[float, float]]:
+    """One ``bag.process(n, result)`` call of a worker, accounted in ``st`` (its busy time
+    and CPU, the splittable part, and the GIL share of the loop since ``last``, the previous
+    call's end as ``(perf_counter, thread_time)``, or ``None`` for the first of a run).
+
+    Returns:
+        ``(start, took_s, held_cpu_s, span_cpu_s, end)``: when the call began
+        (``perf_counter``), how long it took, the CPU seconds since ``last`` that the worker
+        held the GIL and all of them, and ``end`` for the next call.
+    """
+    splittable = bag.is_splittable()  # could another place take some of it?
+    t, c = time.perf_counter(), time.thread_time()
+    k, kc = nogil_seconds(), nogil_cpu_seconds()
+    bag.process(n, result)
+    end, end_c = time.perf_counter(), time.thread_time()
+    took = end - t
+    st.busy_cpu_s += end_c - c
+    st.busy_s += took
+    if splittable:
+        st.splittable_busy_s += took
+    st.process_calls += 1
+    st.processed += n
+    span = end - (t if last is None else last[0])
+    st.loop_s += span
+    st.gil_held_s += span - (nogil_seconds() - k)
+    span_c = end_c - (c if last is None else last[1])
+    held_c = span_c - (nogil_cpu_seconds() - kc)
+    st.loop_cpu_s += span_c
+    st.gil_held_cpu_s += held_c
+    return t, took, held_c, span_c, (end, end_c)
 
 
 # ---------------------------------------------------------------------- messages
@@ -537,7 +872,7 @@ def install(worker: Worker) -> Worker:
 def make_worker(params: Params, result_factory: Callable[[], Fold], bag: Bag | None,
                 members: list[int], epoch: int = 0) -> Worker:
     """Create and install this place's worker (in round ``epoch`` of a resilient run)."""
-    return install(Worker(params, result_factory(), bag, members, epoch))
+    return install(Worker(params, result_factory(), bag, members, epoch, result_factory))
 
 
 def answer_thief(thief: int, attempt: int, loot: Bag | None) -> bool:
@@ -558,10 +893,26 @@ def _answer_all(waiting: list[tuple[int, int]]) -> None:
 
 def on_steal_request(thief: int, attempt: int) -> None:
     """Place ``thief`` asks for work (immediate pool): answered after the current
-    ``process`` call, or refused at once when this place is idle, stealing or leaving."""
+    ``process`` call, or refused at once when this place is idle, stealing or leaving.  With
+    W > 1 (not resilient) work in the inter-place queue answers it at once, from this
+    thread; when that is empty the workers are asked to fill it."""
     w = current_worker()
+    loot = None
+    if w.workers > 1 and not w.resilient:
+        with w.lock:
+            if w.inter and not w.leaving and not w.halted:
+                loot = w.inter.pop()
+                w.stats.random_answers += 1
+    if loot is not None:
+        if not answer_thief(thief, attempt, loot):
+            with w.lock:
+                w.inter.append(loot)
+                w.stats.random_answers -= 1
+        return
     with w.lock:
         if w.active and not w.stealing and not w.leaving:
+            if w.workers > 1:
+                w.feed = True
             w.thieves.append((thief, attempt))  # answered after the current process() call
             return
     answer_thief(thief, attempt, None)
@@ -621,7 +972,7 @@ def deal(loot: Bag, giver: int, x: Any = None, epoch: int = 0) -> None:
                 return
             w.stats.lifeline_loot += 1
             w.mailbox.append(loot)
-            start = not w.active and not w.halted
+            start = not w.active and not w.halted and not w.failed
             if start:
                 w.active = w.joined = True
             else:

@@ -67,6 +67,22 @@ def test_a_killed_place_loses_nothing(kernel, size, places, kills, extra):
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.parametrize("kernel,size,kills,workers,kernels", [
+    ("uts", 12, ["1@0.4"], 3, "numba"),
+    ("bc", 11, ["2@0.2"], 2, "numpy"),
+])
+def test_a_killed_place_with_workers_loses_nothing(kernel, size, kills, workers, kernels):
+    """W workers a place: a halt recalls them all, and the dead place's backup holds the
+    work of all its workers."""
+    report, _ = _run(kernel, size, 3, kills, [], GLB_WORKERS=str(workers),
+                     APGAS_KERNELS=kernels)
+    assert report["correct"] is True, report
+    killed = sorted(p for p, _ in report["killed"])
+    assert killed == sorted(int(k.split("@")[0]) for k in kills), report
+    assert sorted(report["recovered"]) == killed, report
+
+
+@pytest.mark.timeout(90)
 def test_no_failure_costs_one_round():
     report, r = _run("uts", 11, 3, [], [])
     assert report["correct"] is True and report["rounds"] == 1

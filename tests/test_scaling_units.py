@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchmarks.scaling import Run, _median, _sequential_run, glb_run
+from benchmarks.scaling import Run, glb_run, median_known, sequential_run
 from glb import thread_run_delay_s
 
 
@@ -26,8 +26,8 @@ def test_without_run_delays_a_glb_run_has_no_uncontended_figure():
     report = {"phases": {"compute_s": 1.0, "reduce_s": 0.0},
               "log": [_place(None, 1.0, 1.0, 1.0), _place(0.25, 1.0, 1.0, 1.0)]}
     assert glb_run(report) == Run(1.0, None, 2.0)
-    assert _median([1.0, None]) is None
-    assert _median([3.0, 1.0, 2.0]) == 2.0
+    assert median_known([1.0, None]) is None
+    assert median_known([3.0, 1.0, 2.0]) == 2.0
 
 
 def test_a_sequential_run_on_an_idle_thread_is_mostly_available_time():
@@ -36,7 +36,7 @@ def test_a_sequential_run_on_an_idle_thread_is_mostly_available_time():
         while time.thread_time() < end:
             pass
 
-    r = _sequential_run(spin)
+    r = sequential_run(spin)
     assert r.work_cpu_s == pytest.approx(0.2, abs=0.02)
     assert r.seconds >= r.work_cpu_s - 0.01
     if thread_run_delay_s() is not None:

@@ -211,7 +211,7 @@ def test_a_death_reaches_every_room_of_the_runtime():
 
     from apgaspy import DeadPlaceError
     from apgaspy._membership import PlaceInfo
-    from apgaspy._messages import UPDATE, Update
+    from apgaspy._messages import UPDATE, Ack, Dead, Update
     from apgaspy._runtime import Runtime
 
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
@@ -222,8 +222,8 @@ def test_a_death_reaches_every_room_of_the_runtime():
             rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
                                                  "spawned")
         assert rt.table is rt.membership.table
-        assert rt.ctrl_handlers["ack"] == rt.control.ctrl_ack
-        assert rt.ctrl_handlers["dead"] == rt.membership.ctrl_dead
+        assert rt.ctrl_handlers[Ack] == rt.control.ctrl_ack
+        assert rt.ctrl_handlers[Dead] == rt.membership.ctrl_dead
         fin = RootFinish(0)
         fin.fid = (0, 1)
         fin.add(1, 1)
@@ -282,13 +282,16 @@ def test_every_message_kind_decodes_to_its_named_tuple():
     import pickle
 
     from apgaspy._messages import (
+        CONTROL_TYPES,
         Ctrl,
+        Dead,
         Immediate,
         Output,
         Task,
         Uncounted,
         UnknownMessageError,
         Update,
+        control_message,
         decode,
     )
 
@@ -299,12 +302,78 @@ def test_every_message_kind_decodes_to_its_named_tuple():
     update = decode(Update.encode((0, 7), 2, {2: -1}, [], b"r", None, 5))
     assert type(update) is Update
     assert (update.src, update.deltas, update.result, update.output_seq) == (2, {2: -1}, b"r", 5)
-    ctrl = decode(Ctrl.encode(3, "fin", ()))
-    assert type(ctrl) is Ctrl and (ctrl.src, ctrl.name, ctrl.args) == (3, "fin", ())
+    ctrl = decode(Ctrl.encode(3, Dead(place=5)))
+    assert type(ctrl) is Ctrl and ctrl.src == 3
+    assert control_message(ctrl) == Dead(place=5) and type(control_message(ctrl)) is Dead
     out = decode(Output.encode(2, "text", 4, 9))
     assert (out.stream, out.text, out.src, out.seq) == (2, "text", 4, 9)
     # on the wire a message is a plain tuple: no class name travels
-    assert pickle.loads(Ctrl.encode(3, "fin", ())) == (ctrl.kind, 3, "fin", ())
+    assert pickle.loads(Ctrl.encode(3, Dead(5))) == (ctrl.kind, 3, CONTROL_TYPES.index(Dead),
+                                                     (5,))
     for bad in [(99, "x"), ("TASK",), ()]:
         with pytest.raises(UnknownMessageError):
             decode(pickle.dumps(bad))
+
+
+def test_control_messages_are_typed_records_checked_at_the_sender():
+    """Each control message is a record with named fields: a wrong field or field count, or
+    something that is no control message, fails where it is built or encoded; a frame of an
+    unknown type or with the wrong fields is refused at the receiver by one clear error."""
+    import pickle
+
+    from apgaspy._messages import (
+        CONTROL_TYPES,
+        CTRL,
+        Ack,
+        AddPlaces,
+        Ctrl,
+        Fin,
+        RemovePlaces,
+        Shutdown,
+        UnknownMessageError,
+        control_message,
+        decode,
+    )
+
+    for cls in CONTROL_TYPES:  # every type survives the wire, fields by name
+        fields = {name: [1, 2] if name in ("infos", "removed") else 7 for name in cls._fields}
+        message = cls(**fields)
+        assert control_message(decode(Ctrl.encode(0, message))) == message
+    assert RemovePlaces(removed=[2, 3]).op == 0  # request_all numbers it
+    assert AddPlaces([1])._replace(op=4) == AddPlaces(infos=[1], op=4)
+    with pytest.raises(TypeError):
+        Shutdown()  # type: ignore[call-arg]  # its code is missing
+    with pytest.raises(TypeError):
+        Fin(3)  # type: ignore[call-arg]  # no fields
+    with pytest.raises(TypeError):
+        Ack(op=1, place=2)  # type: ignore[call-arg]  # no such field
+    with pytest.raises(TypeError, match="not a control message"):
+        Ctrl.encode(0, ("ack", 1))  # type: ignore[arg-type]  # the old string form
+    for code, fields in [(len(CONTROL_TYPES), ()), (CONTROL_TYPES.index(Ack), ()),
+                         (CONTROL_TYPES.index(Fin), (1,)), ("ack", (1,))]:
+        with pytest.raises(UnknownMessageError):
+            control_message(decode(pickle.dumps((CTRL, 1, code, fields))))
+
+
+def test_the_runtime_dispatches_every_control_message_by_type():
+    """The runtime's table has one handler per control message type, and a frame it cannot
+    read is logged and dropped, the runtime running on."""
+    import os
+    import pickle
+
+    from apgaspy._membership import PlaceInfo
+    from apgaspy._messages import CONTROL_TYPES, CTRL, Ctrl, Dead
+    from apgaspy._runtime import Runtime
+
+    rt = Runtime(1, os.urandom(32), "127.0.0.1")
+    try:
+        assert set(rt.ctrl_handlers) == set(CONTROL_TYPES)
+        for pid in (0, 1, 2):
+            rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
+                                                 "spawned")
+        rt._on_message(pickle.dumps((CTRL, 0, 99, (2,))))  # no such type: dropped
+        assert 2 in rt.table
+        rt._on_message(Ctrl.encode(0, Dead(place=2)))
+        assert 2 not in rt.table and rt.membership.dead == {2}
+    finally:
+        rt.close()

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._place import Place
 
 if TYPE_CHECKING:
     from .._membership import Membership
+    from .._messages import Request
 
 __all__ = ["MalleabilityHost", "OrderReport", "OrderTaker", "RequestSender"]
 
@@ -70,9 +71,10 @@ class OrderTaker(Protocol):
 class RequestSender(Protocol):
     """The control room as place 0's malleability sees it."""
 
-    def request_all(self, targets: Iterable[int], name: str, *args: Any,
+    def request_all(self, targets: Iterable[int], request: Request,
                     timeout: float | None = None) -> list[int]:
-        """Send request ``name`` to ``targets``; return those that never acknowledged."""
+        """Send ``request`` (a control message of :mod:`apgaspy._messages`) to ``targets``;
+        return those that never acknowledged."""
         ...
 
 

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._config import setting
 from .._exceptions import MalleabilityError
 from .._membership import PlaceInfo
+from .._messages import AddPlaces
 from .._place import Place
 from ._handler import MalleableHandler
 from ._interfaces import OrderReport
@@ -314,7 +315,7 @@ class Malleability:
                     infos = [i for i in infos if i not in lost]
             if infos:
                 silent = rt.control.request_all([p for p in members.place_ids() if p not in
-                                                 {i.id for i in infos}], "add_places", infos,
+                                                 {i.id for i in infos}], AddPlaces(infos),
                                                 timeout=setting("ACK_TIMEOUT"))
                 if silent:
                     log.warning("places %s did not confirm the grow in time", silent)

@@ -116,7 +116,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from glb import ArraySum, Bag, process_all
+from glb import ArraySum, Bag, nogil_call, process_all
 
 from ._backend import backend, register_warm_up
 
@@ -671,7 +671,7 @@ def _run_sources(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:
         try:
             graph = p.compiled_graph()
             for i in range(0, len(sources), nb.LANES):
-                ws.brandes(graph, p.rank[sources[i : i + nb.LANES]], p.perm, bc)
+                nogil_call(ws.brandes, graph, p.rank[sources[i : i + nb.LANES]], p.perm, bc)
         finally:
             p.give_workspace(ws)
         return

@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from glb import Bag, LongSum, process_all
+from glb import Bag, LongSum, nogil_call, process_all
 
 from ._backend import backend, register_warm_up
 
@@ -173,7 +173,7 @@ def _compiled_hits(gen: np.random.SFC64, blocks: int, last: int, s: _Scratch) ->
     compiled kernel; ``gen`` ends where ``blocks`` calls of ``random_raw(2**16)`` leave it."""
     state = gen.state
     words = np.array(state["state"]["state"], dtype=np.uint64)
-    hits = int(_nb().blocks_hits(words, blocks, last, s.words))
+    hits = int(nogil_call(_nb().blocks_hits, words, blocks, last, s.words))
     state["state"]["state"] = words
     gen.state = state
     return hits

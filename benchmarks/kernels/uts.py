@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from glb import Bag, LongSum, process_all
+from glb import Bag, LongSum, nogil_call, process_all
 
 from ._backend import backend, register_warm_up
 
@@ -688,7 +688,8 @@ class UTSBag(Bag[LongSum]):
             while done < n and self._m:
                 # a batch pushes at most one interval per child hashed
                 self._reserve(self._m + lanes.lanes)
-                self._m, hashed, counted = lanes.process(self._stack, self._m, n - done)
+                self._m, hashed, counted = nogil_call(lanes.process, self._stack, self._m,
+                                                      n - done)
                 done += hashed
                 self._pending += counted
             result.add(self._pending)
