@@ -62,11 +62,15 @@ arrives until nothing came for ``AGG_WINDOW_S`` (2 ms; ``AGG_HOLD_S``, 10 ms, at
 forwards it, its own updates included, as one
 ``FinBatch`` per home, in arrival order; the home applies the entries one by one.  An empty
 finish over P places on H hosts sends about H messages into its home instead of P − 1.
-The order of one place's updates is kept (place → aggregator → home, each a FIFO connection).
+A place numbers every update it sends to a home, direct or aggregated (not one to an
+inbox), and the home applies a place's updates in that order, holding one that comes ahead
+of a gap (``_seen``): a place whose route changes (a grow gives its slot an aggregator; a
+shrink releases an aggregator) has updates on two ways at once, and applying a later one
+first could bring the counts to zero early (docs/design/finish.md, "Order").
 A slot of one live place, an ``at``'s inbox and a place leaving after a shrink send directly.
 
 A dead aggregator loses nothing: a place keeps each update it sent through an aggregator, with
-its sequence number (per home), until the home acknowledges it (``ACK_EVERY`` updates ask for
+its number, until the home acknowledges it (``ACK_EVERY`` updates ask for
 an acknowledgement, ``FinAcked``, which the aggregator passes on).  When the aggregator dies
 or leaves, its places send every kept update to the home directly, before any later one
 (:meth:`Finishes.places_gone`, under the lock that takes the place out of the table); the home
@@ -302,9 +306,10 @@ class Finishes:
         # Aggregation per host (see "Aggregated updates" in the module docstring).
         self._members: list[int] = []  # this place's host slot, live members, sorted
         self._members_n = -1  # len(table) when _members was computed
-        self._agg_seq: dict[int, int] = {}  # home → last seq of an aggregated update
+        self._up_seq: dict[int, int] = {}  # home → the number of this place's last update to it
         self._unacked: dict[int, list[tuple[int, int, tuple]]] = {}  # home → (seq, via, entry)
-        self._seen: dict[int, list[Any]] = {}  # at a home: src → [low, {applied seqs > low}]
+        # at a home: src → [low (applied up to), {seq > low + 1: an update that came early}]
+        self._seen: dict[int, list[Any]] = {}
         self._agg_cv = threading.Condition(threading.Lock())  # an aggregator's outbox
         self._outbox: dict[int, list[tuple]] = {}  # home → entries to forward
         self._out_want: set[int] = set()  # homes asked for an acknowledgement
@@ -431,13 +436,15 @@ class Finishes:
                 return
             del self.remotes[fin.fid]
             via = None if to_inbox else self._aggregator(home)
+            # every update to a home is numbered, whichever way it goes (the home applies
+            # them in this order); one to an inbox is not (the at's finish gets all its
+            # updates on that one connection)
+            seq = 0 if to_inbox else self._next_seq(home)
             if via is not None:
-                entry = (here, 0, fid, d, fin.exceptions, fin.result, fin.at_error)
+                entry = (here, seq, fid, d, fin.exceptions, fin.result, fin.at_error)
                 if via == here:  # this place aggregates its host: its own entry waits here
                     self._to_outbox(home, entry, False)
                     return
-                seq = self._agg_seq[home] = self._agg_seq.get(home, 0) + 1
-                entry = (here, seq) + entry[2:]
                 unacked = self._unacked.setdefault(home, [])
                 unacked.append((seq, via, entry))
                 msg = Ctrl.encode(here, FinUp(home, entry, len(unacked) >= ACK_EVERY))
@@ -449,7 +456,7 @@ class Finishes:
                     posted = False
             else:
                 msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
-                                    fin.at_error, self.rt.output_seq if to_inbox else 0)
+                                    fin.at_error, self.rt.output_seq if to_inbox else 0, seq)
                 try:
                     self.rt.transport.post(dest, msg)
                     posted = True
@@ -504,43 +511,60 @@ class Finishes:
         # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
         if msg.output_seq:
             self.rt.wait_output(msg.src, msg.output_seq)
-        self._apply(msg.fid, msg.src, 0, msg.deltas, msg.exceptions, msg.result, msg.at_error)
+        self._apply(msg.fid, msg.src, msg.seq, msg.deltas, msg.exceptions, msg.result,
+                    msg.at_error)
+
+    def _next_seq(self, home: int) -> int:
+        """The number of this place's next update to ``home`` (state_lock held)."""
+        seq = self._up_seq[home] = self._up_seq.get(home, 0) + 1
+        return seq
 
     def _apply(self, fid: Any, src: int, seq: int, deltas: dict[int, int], exceptions: list,
                result: bytes | None, at_error: Any) -> None:
-        # one update of place src (seq > 0: an aggregated one, applied once however often it
-        # arrives), here at the home of fid
+        # one update of place src, here at the home of fid.  seq > 0: the place's seq-th
+        # update to this home, applied once however often it arrives, and only after its
+        # seq - 1 others (one that comes early waits in _seen until the gap is filled: a
+        # direct update and an aggregated one travel by different ways)
         errors = [pe.unpack() for pe in exceptions]
         at_exc = at_error.unpack() if at_error is not None else None
         with self.state_lock:
-            if seq:
-                seen = self._seen.get(src)
-                if seen is None:
-                    seen = self._seen[src] = [0, set()]
-                if seq <= seen[0] or seq in seen[1]:
-                    return  # sent again after its aggregator died or left: applied already
-                above = seen[1]
-                above.add(seq)
-                low = seen[0]
-                while low + 1 in above:
-                    low += 1
-                    above.discard(low)
-                seen[0] = low
-            fin = self.roots.get(fid[1])
-            if fin is None:
-                return  # the finish already failed (a place died); late news
-            fin.exceptions.extend(errors)
-            if result is not None:
-                fin.result = result
-            if at_exc is not None:
-                fin.at_error = at_exc
-            if fin.apply(deltas):
-                self._release_root(fin)
-            elif self.membership.dead:
-                for p in self.membership.dead:
-                    if fin.waits_on(p):
-                        self._fail_root(fin, p)
-                        break
+            if not seq:
+                self._apply_one(fid, deltas, errors, result, at_exc)
+                return
+            seen = self._seen.get(src)
+            if seen is None:
+                seen = self._seen[src] = [0, {}]
+            low, early = seen
+            if seq <= low or seq in early:
+                return  # sent again after its aggregator died or left: applied already
+            if seq != low + 1:
+                early[seq] = (fid, deltas, errors, result, at_exc)
+                return
+            self._apply_one(fid, deltas, errors, result, at_exc)
+            low = seq
+            while low + 1 in early:
+                low += 1
+                self._apply_one(*early.pop(low))
+            seen[0] = low
+
+    def _apply_one(self, fid: Any, deltas: dict[int, int], errors: list,
+                   result: bytes | None, at_exc: Exception | None) -> None:
+        # state_lock held: apply one update, in its turn, to the finish fid of this home
+        fin = self.roots.get(fid[1])
+        if fin is None:
+            return  # the finish already failed (a place died); late news
+        fin.exceptions.extend(errors)
+        if result is not None:
+            fin.result = result
+        if at_exc is not None:
+            fin.at_error = at_exc
+        if fin.apply(deltas):
+            self._release_root(fin)
+        elif self.membership.dead:
+            for p in self.membership.dead:
+                if fin.waits_on(p):
+                    self._fail_root(fin, p)
+                    break
 
     # ================================================================== aggregation
     def _aggregator(self, home: int) -> int | None:

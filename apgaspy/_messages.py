@@ -13,7 +13,7 @@ message            fields                                                 handle
 :class:`Uncounted` body                                                   worker pool
 :class:`Immediate` body                                                   immediate pool
 :class:`Update`    fid, src, deltas, exceptions, result, at_error,        the finish's home
-                   output_seq                                             (or an ``at``'s
+                   output_seq, seq                                        (or an ``at``'s
                                                                           waiting thread)
 :class:`Ctrl`      src, code, fields (a control message, below)           receiver thread
 :class:`Output`    stream, text, src, seq                                 place 0's stdout/err
@@ -120,8 +120,10 @@ class Immediate(NamedTuple):
 class Update(NamedTuple):
     """What the tasks of finish ``fid`` at place ``src`` did since the last update: the change
     of the task counts by place (``deltas``), the packed exceptions, an ``at``'s pickled
-    ``result`` or packed ``at_error``, and (to an inbox) ``output_seq``, the last print output
-    ``src`` sent to place 0 before it (0: none to wait for)."""
+    ``result`` or packed ``at_error``, (to an inbox) ``output_seq``, the last print output
+    ``src`` sent to place 0 before it (0: none to wait for), and ``seq``, the update's number
+    among those ``src`` sent to the finish's home (0: to an inbox, not numbered); the home
+    applies a place's numbered updates in that order."""
 
     kind: int
     fid: FinishId
@@ -131,13 +133,14 @@ class Update(NamedTuple):
     result: bytes | None
     at_error: Any
     output_seq: int
+    seq: int = 0
 
     @staticmethod
     def encode(fid: FinishId, src: int, deltas: dict[int, int], exceptions: list[Any],
-               result: bytes | None, at_error: Any, output_seq: int) -> bytes:
+               result: bytes | None, at_error: Any, output_seq: int, seq: int = 0) -> bytes:
         """The wire form of an :class:`Update`."""
-        return _dumps((UPDATE, fid, src, deltas, exceptions, result, at_error, output_seq),
-                      _PROTO)
+        return _dumps((UPDATE, fid, src, deltas, exceptions, result, at_error, output_seq,
+                       seq), _PROTO)
 
 
 class Ctrl(NamedTuple):

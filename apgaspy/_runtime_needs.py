@@ -164,17 +164,13 @@ class MembershipHost(RoomHost, Protocol):
         """Push this place's buffered print output to place 0."""
 
 
-class FinishMembership(Protocol):
-    """The membership room as the finish room uses it: the place table and who left."""
+class FinishMembership(DeadPlaces, Protocol):
+    """The membership room as the finish room uses it: the place table, the dead places and
+    the places a shrink releases."""
 
     @property
     def table(self) -> dict[int, Any]:
         """The live places: place id → its ``PlaceInfo`` (``endpoint``, ``slot``)."""
-        ...
-
-    @property
-    def dead(self) -> set[int]:
-        """The ids of the places known to be dead."""
         ...
 
     @property
