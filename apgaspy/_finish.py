@@ -51,13 +51,54 @@ UPDATE also carries ``output_seq``, the last print output its place sent to plac
 before it; the waiting thread handles it once that output is written
 (``Runtime.wait_output``), so what the ``at``'s place printed appears before ``at`` returns.
 
+Aggregated updates (per host, as the X10 runtime's dense finish, ``FINISH_DENSE``, routes a
+place's termination messages through one place of its group; keeping what a dead place held
+recoverable follows the resilient finishes of Cunningham et al., "Resilient X10", PPoPP 2014):
+the places of one host slot
+(``PlaceInfo.slot``; ``APGAS_PLACES_PER_HOST`` on one machine) send their UPDATEs for a home
+through the slot's *aggregator*, its lowest live place other than the home
+(:meth:`Finishes._aggregator`), as a ``FinUp`` control message.  The aggregator holds what
+arrives until nothing came for ``AGG_WINDOW_S`` (2 ms; ``AGG_HOLD_S``, 10 ms, at most) and
+forwards it, its own updates included, as one
+``FinBatch`` per home, in arrival order; the home applies the entries one by one.  An empty
+finish over P places on H hosts sends about H messages into its home instead of P − 1.
+A place numbers every update it sends to a home, direct or aggregated (not one to an
+inbox), and the home applies a place's updates in that order, holding one that comes ahead
+of a gap (``_seen``): a place whose route changes (a grow gives its slot an aggregator; a
+shrink releases an aggregator) has updates on two ways at once, and applying a later one
+first could bring the counts to zero early (docs/design/finish.md, "Order").
+A slot of one live place, an ``at``'s inbox and a place leaving after a shrink send directly.
+
+A dead aggregator loses nothing: a place keeps each update it sent through an aggregator, with
+its number, until the home acknowledges it (``ACK_EVERY`` updates ask for
+an acknowledgement, ``FinAcked``, which the aggregator passes on).  When the aggregator dies
+or leaves, its places send every kept update to the home directly, before any later one
+(:meth:`Finishes.places_gone`, under the lock that takes the place out of the table); the home
+applies each (place, seq) once (``_seen``), so an update forwarded and sent again counts once.
+The aggregator's own updates are lost with it, as a dead place's always are: the finish waits
+on the aggregator and fails with :class:`DeadPlaceError`.  A released place sends its kept
+updates to the home and leaves only once they are acknowledged (:meth:`Finishes.holding`).
+
+::
+
+    place q (slot s)               aggregator a (slot s)              home h
+    ────────────────               ─────────────────────              ──────
+    record at zero: seq += 1,
+      keep (seq, a, entry)
+      ══ CTRL FinUp(h, entry) ══►  outbox[h] += entry; 2 ms quiet:
+                                     ══ CTRL FinBatch(entries) ══►  apply each entry once
+                                                                       (src, seq) in _seen
+    a dies: kept entries ═══════════ CTRL FinBatch(entries) ═══════►  (applied once)
+
 Who calls it: the constructs of :mod:`._api` (``finish`` → :meth:`Finishes.wait_root`,
 ``async_``/``async_at``/``at`` → :meth:`Finishes.spawn`); the runtime's receiver thread (a
 TASK is entered in :attr:`Finishes.remotes` inline, for speed, then runs
 :meth:`Finishes.run_remote` on the worker pool; an UPDATE goes to :meth:`Finishes.on_update`);
 the membership room when a place dies (:meth:`Finishes.fail_waiting_on`: every finish here that
-waits on it fails at once with :class:`DeadPlaceError`) and when a released place drains
-(no :attr:`Finishes.remotes` left).  The room handles no control message.
+waits on it fails at once with :class:`DeadPlaceError`, and :meth:`Finishes.places_gone`),
+when a shrink removes places (:meth:`Finishes.places_gone`) and when a released place drains
+(no :attr:`Finishes.remotes` left, nothing :meth:`Finishes.holding`).  The room handles the
+control messages ``FinUp``, ``FinBatch`` and ``FinAcked`` of the aggregation.
 
 Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
 membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
@@ -71,22 +112,30 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from _thread import allocate_lock as _allocate_lock
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._exceptions import ApgasError, DeadPlaceError, RemoteError
-from ._messages import F_AT, Task, Update
+from ._messages import F_AT, Ctrl, FinAcked, FinBatch, FinUp, Task, Update
 from ._pool import current_pool
+from ._runtime_needs import FinishHost
 from ._serialization import PackedException, dumps, dumps_call, loads_call, pack_exception
 
-if TYPE_CHECKING:
-    from ._membership import Membership
-    from ._runtime import Runtime
-
 __all__ = ["RootFinish", "RemoteFinish", "FID", "Finishes", "finish_stack", "current_finish",
-           "local_exception"]
+           "local_exception", "ACK_EVERY"]
+
+#: A place asks for the home's acknowledgement of its aggregated updates once it holds this
+#: many unacknowledged ones (they are kept until then, to be sent again if their aggregator
+#: dies or leaves).
+ACK_EVERY = 32
+
+#: An aggregator forwards its batch once no update came for this long (s) ...
+AGG_WINDOW_S = 0.002
+#: ... or this long (s) after the batch's first update.
+AGG_HOLD_S = 0.01
 
 log = logging.getLogger("apgaspy")
 
@@ -246,14 +295,26 @@ class Finishes:
         state_lock: the runtime's lock (shared with the membership and control rooms).
     """
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: FinishHost) -> None:
         self.rt = rt
         self.here = rt.here
         self.state_lock = rt.state_lock  # shared: guards the records, the place table and the acks
-        self.membership: Membership = rt.membership
+        self.membership = rt.membership
         self.roots: dict[int, RootFinish] = {}
         self.remotes: dict[Any, RemoteFinish] = {}
         self._seq = itertools.count(1)
+        # Aggregation per host (see "Aggregated updates" in the module docstring).
+        self._members: list[int] = []  # this place's host slot, live members, sorted
+        self._members_n = -1  # len(table) when _members was computed
+        self._up_seq: dict[int, int] = {}  # home → the number of this place's last update to it
+        self._unacked: dict[int, list[tuple[int, int, tuple]]] = {}  # home → (seq, via, entry)
+        # at a home: src → [low (applied up to), {seq > low + 1: an update that came early}]
+        self._seen: dict[int, list[Any]] = {}
+        self._agg_cv = threading.Condition(threading.Lock())  # an aggregator's outbox
+        self._outbox: dict[int, list[tuple]] = {}  # home → entries to forward
+        self._out_want: set[int] = set()  # homes asked for an acknowledgement
+        self._flusher: threading.Thread | None = None
+        self._sending = False
 
     # ================================================================== spawning
     def spawn(self, dest: int, fn: Callable[..., Any], args: tuple, kwargs: dict,
@@ -374,15 +435,40 @@ class Finishes:
             if fin.live:
                 return
             del self.remotes[fin.fid]
-            msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
-                                fin.at_error, self.rt.output_seq if to_inbox else 0)
-            try:
-                self.rt.transport.post(dest, msg)
-                posted = True
-            except KeyError:
-                posted = False
+            via = None if to_inbox else self._aggregator(home)
+            # every update to a home is numbered, whichever way it goes (the home applies
+            # them in this order); one to an inbox is not (the at's finish gets all its
+            # updates on that one connection)
+            seq = 0 if to_inbox else self._next_seq(home)
+            if via is not None:
+                entry = (here, seq, fid, d, fin.exceptions, fin.result, fin.at_error)
+                if via == here:  # this place aggregates its host: its own entry waits here
+                    self._to_outbox(home, entry, False)
+                    return
+                unacked = self._unacked.setdefault(home, [])
+                unacked.append((seq, via, entry))
+                msg = Ctrl.encode(here, FinUp(home, entry, len(unacked) >= ACK_EVERY))
+                try:
+                    self.rt.transport.post(via, msg)
+                    dest = via
+                    posted = True
+                except KeyError:
+                    posted = False
+            else:
+                msg = Update.encode(fin.fid, here, fin.deltas, fin.exceptions, fin.result,
+                                    fin.at_error, self.rt.output_seq if to_inbox else 0, seq)
+                try:
+                    self.rt.transport.post(dest, msg)
+                    posted = True
+                except KeyError:
+                    posted = False
         if posted:
             self.rt.transport.pump(dest)
+        elif via is not None:
+            try:
+                self.rt.send(via, msg)
+            except ApgasError:  # it left or died: kept in _unacked, sent again (_places_gone)
+                log.debug("finish %s: aggregator place %d is gone", fid, via)
         else:
             try:
                 self.rt.send(home, msg)
@@ -425,25 +511,205 @@ class Finishes:
         # inbox; it travelled on the other connection, to the receiver (see Runtime.send_output)
         if msg.output_seq:
             self.rt.wait_output(msg.src, msg.output_seq)
-        errors = [pe.unpack() for pe in msg.exceptions]
-        at_exc = msg.at_error.unpack() if msg.at_error is not None else None
-        result, deltas = msg.result, msg.deltas
+        self._apply(msg.fid, msg.src, msg.seq, msg.deltas, msg.exceptions, msg.result,
+                    msg.at_error)
+
+    def _next_seq(self, home: int) -> int:
+        """The number of this place's next update to ``home`` (state_lock held)."""
+        seq = self._up_seq[home] = self._up_seq.get(home, 0) + 1
+        return seq
+
+    def _apply(self, fid: Any, src: int, seq: int, deltas: dict[int, int], exceptions: list,
+               result: bytes | None, at_error: Any) -> None:
+        # one update of place src, here at the home of fid.  seq > 0: the place's seq-th
+        # update to this home, applied once however often it arrives, and only after its
+        # seq - 1 others (one that comes early waits in _seen until the gap is filled: a
+        # direct update and an aggregated one travel by different ways)
+        errors = [pe.unpack() for pe in exceptions]
+        at_exc = at_error.unpack() if at_error is not None else None
         with self.state_lock:
-            fin = self.roots.get(msg.fid[1])
-            if fin is None:
-                return  # the finish already failed (a place died); late news
-            fin.exceptions.extend(errors)
-            if result is not None:
-                fin.result = result
-            if at_exc is not None:
-                fin.at_error = at_exc
-            if fin.apply(deltas):
-                self._release_root(fin)
-            elif self.membership.dead:
-                for p in self.membership.dead:
-                    if fin.waits_on(p):
-                        self._fail_root(fin, p)
+            if not seq:
+                self._apply_one(fid, deltas, errors, result, at_exc)
+                return
+            seen = self._seen.get(src)
+            if seen is None:
+                seen = self._seen[src] = [0, {}]
+            low, early = seen
+            if seq <= low or seq in early:
+                return  # sent again after its aggregator died or left: applied already
+            if seq != low + 1:
+                early[seq] = (fid, deltas, errors, result, at_exc)
+                return
+            self._apply_one(fid, deltas, errors, result, at_exc)
+            low = seq
+            while low + 1 in early:
+                low += 1
+                self._apply_one(*early.pop(low))
+            seen[0] = low
+
+    def _apply_one(self, fid: Any, deltas: dict[int, int], errors: list,
+                   result: bytes | None, at_exc: Exception | None) -> None:
+        # state_lock held: apply one update, in its turn, to the finish fid of this home
+        fin = self.roots.get(fid[1])
+        if fin is None:
+            return  # the finish already failed (a place died); late news
+        fin.exceptions.extend(errors)
+        if result is not None:
+            fin.result = result
+        if at_exc is not None:
+            fin.at_error = at_exc
+        if fin.apply(deltas):
+            self._release_root(fin)
+        elif self.membership.dead:
+            for p in self.membership.dead:
+                if fin.waits_on(p):
+                    self._fail_root(fin, p)
+                    break
+
+    # ================================================================== aggregation
+    def _aggregator(self, home: int) -> int | None:
+        """The place that forwards this place's updates for a finish of ``home``, this place
+        itself when it is that place, or ``None``: send them to the home directly (state_lock
+        held).
+
+        The aggregator of a host slot is its lowest live place other than the home; a slot of
+        one live place, an update to an ``at``'s inbox (not aggregated: one update) and a
+        place leaving after a shrink send directly.
+        """
+        table = self.membership.table
+        members = self._members
+        if self._members_n != len(table) or (members and members[0] not in table):
+            me = table.get(self.here)
+            members = self._members = [] if me is None else sorted(
+                p for p, info in table.items() if info.slot == me.slot)
+            self._members_n = len(table)
+        if len(members) < 2 or self.here in self.membership.released:
+            return None
+        agg = members[0] if members[0] != home else members[1]
+        if agg not in table:
+            self._members_n = -1
+            return None
+        if agg != self.here and not self.rt.transport.has_peer(agg):
+            self.rt.transport.add_peer(agg, table[agg].endpoint)
+        return agg
+
+    def _to_outbox(self, home: int, entry: tuple, want_ack: bool) -> None:
+        """At an aggregator: hold ``entry`` for ``home``; the flusher forwards it."""
+        with self._agg_cv:
+            self._outbox.setdefault(home, []).append(entry)
+            if want_ack:
+                self._out_want.add(home)
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
+                                                 name="apgaspy-finish-aggregator")
+                self._flusher.start()
+            self._agg_cv.notify()
+
+    def _flush_loop(self) -> None:
+        """At an aggregator (a thread of its own, started with the first entry): once entries
+        wait, let the ones that follow gather until none came for ``AGG_WINDOW_S`` (at most
+        ``AGG_HOLD_S`` after the first), then forward them all, one ``FinBatch`` control
+        message per home, in the order they arrived."""
+        cv = self._agg_cv
+        while True:
+            with cv:
+                while not self._outbox:
+                    cv.wait()
+                # hold while entries keep coming, AGG_WINDOW_S after the last, AGG_HOLD_S at most
+                deadline = time.monotonic() + AGG_HOLD_S
+                count = -1
+                while count != (count := sum(map(len, self._outbox.values()))):
+                    wait = min(AGG_WINDOW_S, deadline - time.monotonic())
+                    if wait <= 0:
                         break
+                    cv.wait(wait)
+                out, self._outbox = self._outbox, {}
+                want, self._out_want = self._out_want, set()
+                self._sending = True
+            try:
+                for home, entries in out.items():
+                    try:
+                        self.rt.send_ctrl(home, FinBatch(entries, home in want))
+                    except ApgasError:
+                        log.debug("home place %d is gone: %d update(s) dropped", home,
+                                  len(entries))
+            finally:
+                with cv:
+                    self._sending = False
+
+    def ctrl_fin_up(self, src: int, message: FinUp) -> None:
+        """Control message :class:`~apgaspy._messages.FinUp`: place ``src`` of this host
+        sends its update ``message.entry`` (src, seq, fid, deltas, exceptions, result,
+        at_error) for ``message.home`` through here."""
+        self._to_outbox(message.home, message.entry, message.want_ack)
+
+    def ctrl_fin_batch(self, src: int, message: FinBatch) -> None:
+        """Control message :class:`~apgaspy._messages.FinBatch`, here at the home: the updates
+        ``message.entries`` (see :meth:`ctrl_fin_up`) forwarded by aggregator ``src`` (or sent
+        again by their own place); with ``want_ack``, tell ``src`` up to which seq each
+        place's are applied."""
+        entries = message.entries
+        for s, seq, fid, deltas, exceptions, result, at_error in entries:
+            self._apply(fid, s, seq, deltas, exceptions, result, at_error)
+        if message.want_ack:
+            with self.state_lock:
+                acks = {s: self._seen[s][0] for s, seq, *_ in entries if seq and s in self._seen}
+            if acks:
+                try:
+                    self.rt.send_ctrl(src, FinAcked(self.here, acks))
+                except ApgasError:
+                    pass
+
+    def ctrl_fin_acked(self, src: int, message: FinAcked) -> None:
+        """Control message :class:`~apgaspy._messages.FinAcked`: ``home`` applied each place's
+        aggregated updates up to the seq in ``acks``; drop ours, pass the others on to their
+        places."""
+        home = message.home
+        for place, low in message.acks.items():
+            if place == self.here:
+                with self.state_lock:
+                    kept = self._unacked.get(home)
+                    if kept:
+                        self._unacked[home] = [k for k in kept if k[0] > low]
+            else:
+                try:
+                    self.rt.send_ctrl(place, FinAcked(home, {place: low}))
+                except ApgasError:
+                    pass
+
+    def holding(self) -> bool:
+        """True while this place keeps updates that no home acknowledged yet, or holds
+        updates of its host to forward."""
+        with self._agg_cv:
+            if self._outbox or self._sending:
+                return True
+        with self.state_lock:
+            return any(self._unacked.values())
+
+    def places_gone(self, gone: Iterable[int]) -> None:
+        """``gone`` died or left (state_lock held; called by the membership room): forget
+        the updates kept for a gone home, and send every kept update that went through a gone
+        aggregator (all of them when this place leaves) straight to its home again, before
+        any later update of this place (the home applies each once)."""
+        gone = set(gone)
+        leaving = self.here in gone
+        self._members_n = -1  # the host's aggregator is chosen again
+        for home in gone & set(self._unacked):
+            del self._unacked[home]
+        table = self.membership.table
+        transport = self.rt.transport
+        for home, kept in self._unacked.items():
+            if not kept or not (leaving or any(via in gone for _, via, _ in kept)):
+                continue
+            info = table.get(home)
+            if info is None:
+                continue
+            if not transport.has_peer(home):
+                transport.add_peer(home, info.endpoint)
+            entries = [entry for _, _, entry in kept]
+            self._unacked[home] = [(seq, home, entry) for seq, _, entry in kept]
+            transport.post(home, Ctrl.encode(self.here, FinBatch(entries, True)))
+            self.rt.immediate.submit(transport.pump, home)
 
     # ================================================================== failures
     def fail_waiting_on(self, place: int) -> None:
@@ -452,6 +718,7 @@ class Finishes:
         for fin in list(self.roots.values()):
             if fin.waits_on(place):
                 self._fail_root(fin, place)
+        self.places_gone((place,))
 
     def _fail_root(self, fin: RootFinish, place: int) -> None:
         # state_lock held

@@ -415,6 +415,7 @@ class Membership:
             before = set(self.table)
             infos = {r: self.table.pop(r) for r in removed if r in self.table}
             self.released.update(removed)
+            self.rt.finishes.places_gone(removed)
         if self.here in removed:
             self._fins_expected = before - {self.here} - self.dead
             threading.Thread(target=self._drain_and_leave, name="apgaspy-release",
@@ -452,7 +453,8 @@ class Membership:
         while True:
             expected -= self.dead
             idle = self.rt.pool.pending == 0 and self.rt.immediate.pending == 0
-            if idle and self._fins >= expected and not self.rt.finishes.remotes:
+            if idle and self._fins >= expected and not self.rt.finishes.remotes \
+                    and not self.rt.finishes.holding():
                 break
             if time.monotonic() > next_warning:
                 log.warning("released place(%d) still has work: %d task(s), waiting for %s",

@@ -13,7 +13,7 @@ message            fields                                                 handle
 :class:`Uncounted` body                                                   worker pool
 :class:`Immediate` body                                                   immediate pool
 :class:`Update`    fid, src, deltas, exceptions, result, at_error,        the finish's home
-                   output_seq                                             (or an ``at``'s
+                   output_seq, seq                                        (or an ``at``'s
                                                                           waiting thread)
 :class:`Ctrl`      src, code, fields (a control message, below)           receiver thread
 :class:`Output`    stream, text, src, seq                                 place 0's stdout/err
@@ -26,8 +26,8 @@ builds those bytes straight from the fields, and :func:`decode` gives the named 
 about 2.5 µs more per message; encoded this way a message costs what a bare tuple costs, and
 reading one about 0.3 µs more.
 
-Control messages (membership and acknowledged requests; none is on the path of a task) are
-typed records too, one named tuple per message with named fields, sent inside a
+Control messages (membership, acknowledged requests, the finish's aggregation; none is on the
+path of a task) are typed records too, one named tuple per message with named fields, sent inside a
 :class:`Ctrl` as ``(CTRL, src, code, fields)``: ``code`` is the type's index in
 :data:`CONTROL_TYPES` and ``fields`` the plain tuple of its fields.  Building one checks its
 fields where it is sent, and :meth:`Ctrl.encode` refuses anything else; the receiver gets
@@ -46,6 +46,12 @@ control message         fields          from → to        handled by
 :class:`Ack`            op              place → sender   control room
 :class:`Fin`            (none)          place → r        membership (released place r)
 :class:`Released`       (none)          r → 0            membership (shrink)
+:class:`FinUp`          home, entry,    place → its      finish room (aggregation: held,
+                        want_ack        aggregator       forwarded in a ``FinBatch``)
+:class:`FinBatch`       entries,        aggregator (or   finish room (applies each entry
+                        want_ack        place) → home    once, in order; ``FinAcked``)
+:class:`FinAcked`       home, acks      home → aggr. →   finish room (drops the kept
+                                        place            updates)
 ======================  ==============  ===============  ==================================
 """
 
@@ -57,7 +63,8 @@ from typing import Any, NamedTuple
 __all__ = ["TASK", "UNCOUNTED", "IMMEDIATE", "UPDATE", "CTRL", "OUTPUT", "F_AT", "Task",
            "Uncounted", "Immediate", "Update", "Ctrl", "Output", "Message", "decode",
            "UnknownMessageError", "Ready", "Shutdown", "Bye", "Dead", "ReleasedDied",
-           "AddPlaces", "RemovePlaces", "Ack", "Fin", "Released", "ControlMessage", "Request",
+           "AddPlaces", "RemovePlaces", "Ack", "Fin", "Released", "FinUp", "FinBatch", "FinAcked",
+           "ControlMessage", "Request",
            "CONTROL_TYPES", "control_message"]
 
 TASK, UNCOUNTED, IMMEDIATE, UPDATE, CTRL, OUTPUT = range(6)
@@ -113,8 +120,10 @@ class Immediate(NamedTuple):
 class Update(NamedTuple):
     """What the tasks of finish ``fid`` at place ``src`` did since the last update: the change
     of the task counts by place (``deltas``), the packed exceptions, an ``at``'s pickled
-    ``result`` or packed ``at_error``, and (to an inbox) ``output_seq``, the last print output
-    ``src`` sent to place 0 before it (0: none to wait for)."""
+    ``result`` or packed ``at_error``, (to an inbox) ``output_seq``, the last print output
+    ``src`` sent to place 0 before it (0: none to wait for), and ``seq``, the update's number
+    among those ``src`` sent to the finish's home (0: to an inbox, not numbered); the home
+    applies a place's numbered updates in that order."""
 
     kind: int
     fid: FinishId
@@ -124,13 +133,14 @@ class Update(NamedTuple):
     result: bytes | None
     at_error: Any
     output_seq: int
+    seq: int = 0
 
     @staticmethod
     def encode(fid: FinishId, src: int, deltas: dict[int, int], exceptions: list[Any],
-               result: bytes | None, at_error: Any, output_seq: int) -> bytes:
+               result: bytes | None, at_error: Any, output_seq: int, seq: int = 0) -> bytes:
         """The wire form of an :class:`Update`."""
-        return _dumps((UPDATE, fid, src, deltas, exceptions, result, at_error, output_seq),
-                      _PROTO)
+        return _dumps((UPDATE, fid, src, deltas, exceptions, result, at_error, output_seq,
+                       seq), _PROTO)
 
 
 class Ctrl(NamedTuple):
@@ -238,13 +248,39 @@ class Released(NamedTuple):
     """To place 0: the sender, released by a shrink, has finished its work and ends."""
 
 
+class FinUp(NamedTuple):
+    """To the aggregator of the sender's host: hold the update ``entry`` (src, seq, fid,
+    deltas, exceptions, result, at_error) for ``home`` and forward it; ``want_ack``: ask the
+    home for a :class:`FinAcked`."""
+
+    home: int
+    entry: tuple
+    want_ack: bool
+
+
+class FinBatch(NamedTuple):
+    """To a finish's home: the updates ``entries`` (each as in :class:`FinUp`), forwarded by
+    an aggregator or sent again by their own place; ``want_ack``: answer :class:`FinAcked`."""
+
+    entries: list[tuple]
+    want_ack: bool
+
+
+class FinAcked(NamedTuple):
+    """From ``home`` (through the aggregator): it applied each place's updates up to the seq
+    in ``acks`` (place → seq)."""
+
+    home: int
+    acks: dict[int, int]
+
+
 ControlMessage = (Ready | Shutdown | Bye | Dead | ReleasedDied | AddPlaces | RemovePlaces | Ack
-                  | Fin | Released)
+                  | Fin | Released | FinUp | FinBatch | FinAcked)
 Request = AddPlaces | RemovePlaces
 """The control messages that wait for an :class:`Ack` (``Control.request_all``)."""
 
 CONTROL_TYPES: tuple[type, ...] = (Ready, Shutdown, Bye, Dead, ReleasedDied, AddPlaces,
-                                   RemovePlaces, Ack, Fin, Released)
+                                   RemovePlaces, Ack, Fin, Released, FinUp, FinBatch, FinAcked)
 """Every control message type; a type's index is its code on the wire (:class:`Ctrl`)."""
 _CONTROL_CODES: dict[type, int] = {t: i for i, t in enumerate(CONTROL_TYPES)}
 

@@ -59,6 +59,9 @@ from ._messages import (
     Ctrl,
     Dead,
     Fin,
+    FinAcked,
+    FinBatch,
+    FinUp,
     Immediate,
     Output,
     Ready,
@@ -148,7 +151,8 @@ class Runtime:
         self.membership: Membership = membership
         control = Control(self)
         self.control: Control = control
-        self.finishes = Finishes(self)
+        finishes = Finishes(self)
+        self.finishes: Finishes = finishes
         self.objects: dict[int, Any] = {}  # GlobalRef registry
         self._object_ids = itertools.count(1)
         self.plos: dict[Any, Any] = {}  # PlaceLocalObject registry
@@ -163,6 +167,9 @@ class Runtime:
             Released: membership.ctrl_released,
             ReleasedDied: membership.ctrl_released_died,
             Ready: membership.ctrl_ready,
+            FinUp: finishes.ctrl_fin_up,
+            FinBatch: finishes.ctrl_fin_batch,
+            FinAcked: finishes.ctrl_fin_acked,
         }
         assert set(self.ctrl_handlers) == set(CONTROL_TYPES), "a control message lacks a handler"
         threads = setting("THREADS")

@@ -1,8 +1,8 @@
 """What each part of a place needs from its runtime, as narrow protocols.
 
 A place's :class:`~apgaspy._runtime.Runtime` owns its rooms and hands each one itself
-(``Membership(rt)``, ``Control(rt)``, ``install_forwarding(rt)``; place 0's malleability names
-its own needs in :mod:`apgaspy.elastic._interfaces`).  A room does
+(``Membership(rt)``, ``Control(rt)``, ``Finishes(rt)``, ``install_forwarding(rt)``; place 0's
+malleability names its own needs in :mod:`apgaspy.elastic._interfaces`).  A room does
 not import the runtime to name that argument's type: it names the protocol here that lists
 the few members it uses, so that the runtime imports its rooms and no room imports the
 runtime back, not even for the type checker (docs/design/runtime-structure.md).  The runtime
@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ._messages import ControlMessage, Request
 
-__all__ = ["AckRequests", "ControlHost", "DeadPlaces", "FinishesOfDead", "MembershipHost",
+__all__ = ["AckRequests", "ControlHost", "DeadPlaces", "FinishHost", "FinishesOfDead",
+           "FinishMembership", "FinishPool", "FinishTransport", "MembershipHost",
            "MembershipTransport", "OutputHost", "PendingTasks", "RoomHost"]
 
 
@@ -113,6 +114,13 @@ class FinishesOfDead(Protocol):
     def fail_waiting_on(self, place: int) -> None:
         """Fail the finishes whose home is here and that wait on ``place``, which died."""
 
+    def places_gone(self, gone: Iterable[int]) -> None:
+        """``gone`` died or left: send again what went through a gone aggregator."""
+
+    def holding(self) -> bool:
+        """True while this place keeps updates that no home acknowledged yet."""
+        ...
+
 
 class PendingTasks(Protocol):
     """A worker pool (:class:`~apgaspy._pool.Pool`) as the membership room uses it."""
@@ -154,3 +162,91 @@ class MembershipHost(RoomHost, Protocol):
 
     def flush_output(self) -> None:
         """Push this place's buffered print output to place 0."""
+
+
+class FinishMembership(DeadPlaces, Protocol):
+    """The membership room as the finish room uses it: the place table, the dead places and
+    the places a shrink releases."""
+
+    @property
+    def table(self) -> dict[int, Any]:
+        """The live places: place id → its ``PlaceInfo`` (``endpoint``, ``slot``)."""
+        ...
+
+    @property
+    def released(self) -> set[int]:
+        """The places that a shrink is releasing."""
+        ...
+
+    def bad_place(self, dest: int) -> Exception:
+        """The error for naming place ``dest``, which is not live."""
+        ...
+
+
+class FinishTransport(Protocol):
+    """The transport (:class:`~apgaspy._transport.Transport`) as the finish room uses it."""
+
+    def post(self, dest: Any, message: bytes) -> None:
+        """Queue ``message`` for ``dest`` (``KeyError``: no connection)."""
+
+    def pump(self, dest: Any) -> None:
+        """Send what is queued for ``dest``."""
+
+    def flush(self) -> None:
+        """Send everything queued."""
+
+    def has_peer(self, place: Any) -> bool:
+        """Whether a connection to ``place`` is open."""
+        ...
+
+    def add_peer(self, place: Any, endpoint: str, watch: bool = False) -> None:
+        """Open the connection to ``place`` at ``endpoint``."""
+
+    def wait_inbox(self, inbox: Any, done: Any) -> None:
+        """Handle the messages of ``inbox`` until ``done()``."""
+
+
+class FinishPool(Protocol):
+    """A worker pool (:class:`~apgaspy._pool.Pool`) as the finish room uses it."""
+
+    def submit(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the pool."""
+
+
+class FinishHost(RoomHost, Protocol):
+    """What the finish room (:class:`~apgaspy._finish.Finishes`) needs from its runtime: its
+    sends, its transport, the membership room, the pools and the print output's state."""
+
+    @property
+    def membership(self) -> FinishMembership:
+        """The membership room."""
+        ...
+
+    @property
+    def transport(self) -> FinishTransport:
+        """The connections to the other places."""
+        ...
+
+    @property
+    def pool(self) -> FinishPool:
+        """The worker pool."""
+        ...
+
+    @property
+    def immediate(self) -> FinishPool:
+        """The immediate pool."""
+        ...
+
+    #: True while print output waits to be forwarded to place 0.
+    output_dirty: bool
+    #: The last print output this place sent to place 0.
+    output_seq: int
+
+    def send(self, dest: int, msg: bytes, soon: bool = False) -> None:
+        """Send the encoded message ``msg`` to place ``dest``."""
+
+    def flush_output(self) -> None:
+        """Forward the print output written so far to place 0."""
+
+    def wait_output(self, src: int, seq: int) -> None:
+        """At place 0: wait until output ``seq`` of place ``src`` is written."""

@@ -157,3 +157,15 @@ def test_goals_judged_from_the_figures():
     assert r["bound_s"] == pytest.approx(2 * 64 * 0.2) and r["met"] is False
     assert derive({2: figures(_raw(2, 0.5, 0.3, 70.0))})["ready_64_vs_linear_from_8"] == \
         {"met": None}
+
+
+def test_home_messages_judged_against_the_hosts():
+    def with_home(p, messages):
+        f = dict(figures(_raw(p, 1.0, 0.2, 30.0)))
+        f["finish_home_messages"] = messages
+        return f
+    per_p = {64: with_home(64, 5), 128: with_home(128, 9)}
+    d = derive(per_p, per_host=16)["finish_home_messages"]
+    assert d["hosts"] == {"64": 4, "128": 8} and d["met"] is True
+    per_p[128] = with_home(128, 127)  # one message a place
+    assert derive(per_p, per_host=16)["finish_home_messages"]["met"] is False

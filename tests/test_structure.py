@@ -20,12 +20,10 @@ PACKAGES = ("apgaspy", "glb", "communicators", "scheduler", "benchmarks")
 #: The packages a user installs: none of them imports ``benchmarks`` or ``tests``.
 PRODUCT = ("apgaspy", "glb", "communicators", "scheduler")
 
-#: Imports for the type checker only that still close a cycle: a room of a place names the
-#: runtime that owns it.  Each is to become a protocol of apgaspy._runtime_needs, as the
-#: membership room's, the control room's and the output's have; the list may only shrink.
-TYPE_ONLY_BACK_EDGES = frozenset({
-    ("apgaspy._finish", "apgaspy._runtime"),
-})
+#: Imports for the type checker only that still close a cycle: a room of a place naming the
+#: runtime that owns it.  None is left (every room names what it needs as a protocol of
+#: apgaspy._runtime_needs); the list may only stay empty.
+TYPE_ONLY_BACK_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 
 def _module_name(path: Path) -> str:

@@ -249,6 +249,46 @@ def test_a_death_reaches_every_room_of_the_runtime():
         rt.close()
 
 
+def test_a_home_applies_each_place_s_updates_in_the_order_it_sent_them():
+    """A place whose route to a home changes (a grow gives its host slot an aggregator) sends
+    update 1 directly and update 2 through the aggregator; if 2 came first and were applied,
+    the count would reach zero early.  The home holds an update that comes ahead of a gap
+    and applies it once the gap is filled; one that comes again counts once."""
+    import os
+
+    from apgaspy._finish import RootFinish
+    from apgaspy._membership import PlaceInfo
+    from apgaspy._messages import UPDATE, FinBatch, Update
+    from apgaspy._runtime import Runtime
+
+    rt = Runtime(0, os.urandom(32), "127.0.0.1")
+    try:
+        for pid in (0, 1, 2, 3):
+            rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
+                                                 "spawned")
+        fin = RootFinish(0)
+        fin.fid = (0, 1)
+        fin.add(1, 1)  # task A spawned to place 1
+        assert not fin.add(0, -1)  # the body ended
+        rt.finishes.roots[1] = fin
+        # place 1: A spawned B to place 2 and ended (update 1, direct); B spawned E to place
+        # 1 and ended (place 2's update 1); E ended (place 1's update 2, aggregated by 3)
+        u1 = Update(UPDATE, (0, 1), 1, {1: -1, 2: 1}, [], None, None, 0, 1)
+        u2 = (1, 2, (0, 1), {1: -1}, [], None, None)
+        b1 = Update(UPDATE, (0, 1), 2, {2: -1, 1: 1}, [], None, None, 0, 1)
+        rt.finishes.ctrl_fin_batch(3, FinBatch([u2], False))  # overtook u1
+        assert not fin.done and fin.counts == {1: 1}  # held: applied alone it would end F
+        rt.finishes.ctrl_fin_batch(3, FinBatch([u2], False))  # again: still held once
+        rt.finishes.on_update(u1)  # fills the gap: u1, then u2
+        assert not fin.done and fin.counts == {1: -1, 2: 1}
+        rt.finishes.on_update(u1)  # sent again: applied already
+        assert fin.counts == {1: -1, 2: 1}
+        rt.finishes.on_update(b1)
+        assert fin.done and not rt.finishes.roots
+    finally:
+        rt.close()
+
+
 def test_place_0_lines_never_interleave():
     """print() writes text and newline in two calls; another thread's line must not land
     between them (it did: "Hello from place(0)Hello from place(1)")."""
