@@ -46,12 +46,20 @@ def _empty():
 
 
 def _launcher():
-    """The MPI process that launched this place: the parent of the forker, or the parent."""
+    """The MPI process that launched this place: the parent of the forker, or the parent.
+
+    A launcher replaces its image with a waiter right after the handshake; while it is inside
+    ``execve`` its ``/proc/PID/cmdline`` reads empty, so an empty one is read again (≤ 5 s)."""
     parent = os.getppid()
     with open(f"/proc/{parent}/stat") as fh:
         grand = int(fh.read().rsplit(")", 1)[1].split()[1])
-    with open(f"/proc/{grand}/cmdline", "rb") as fh:
-        argv = fh.read().split(b"\0")
+    deadline = time.monotonic() + 5
+    while True:
+        with open(f"/proc/{grand}/cmdline", "rb") as fh:
+            argv = [a for a in fh.read().split(b"\0") if a]
+        if argv or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     return grand if any(b"_child.py" in a or b"apgaspy-anchor" in a for a in argv) else parent
 
 
