@@ -230,6 +230,9 @@ SETTINGS: dict[str, Setting] = {
                 "seconds a new place's connection may take before the place counts as dead"),
         Setting("CHECK_TIMEOUT", 15.0, float, _positive,
                 "seconds one launcher round trip of the pre-spawn host check may take"),
+        Setting("CHECK_TTL", 60.0, float, _non_negative,
+                "seconds a host that ran this job's places, or passed the pre-spawn check, "
+                "is not checked again before a grow (0: check every time)"),
         Setting("NOTIFY_TIMEOUT", 5.0, float, _positive,
                 "seconds the socket communicator tries to deliver one notification"),
         Setting("CLOSE_LINGER", 2.0, float, _non_negative,

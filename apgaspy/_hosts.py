@@ -30,6 +30,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 from ._config import setting
@@ -50,6 +51,9 @@ __all__ = [
     "SlurmAllocation",
     "slurm_allocation",
     "check_host",
+    "note_reachable",
+    "forget_reachable",
+    "recently_reachable",
 ]
 
 log = logging.getLogger("apgaspy")
@@ -404,6 +408,8 @@ def check_host(host: str, *, control_host: str | None = None) -> str:
             return "localhost"
     except OSError as exc:
         raise MalleabilityError(f"cannot start a place on host {host!r}: {exc}") from None
+    if recently_reachable(host):
+        return host
     how = launcher()
     if how.kind not in ("ssh", "rsh"):
         raise MalleabilityError(
@@ -421,6 +427,7 @@ def check_host(host: str, *, control_host: str | None = None) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         out, why, code = "", str(exc), -1
     if "apgaspy-ok" in out:
+        note_reachable(host)
         return host
     if "apgaspy-unresolved" in out:
         raise MalleabilityError(
@@ -431,6 +438,38 @@ def check_host(host: str, *, control_host: str | None = None) -> str:
         f"cannot start a place on host {host!r} with Hydra's launcher "
         f"({' '.join(cmd[:1])}, from {how.source}): exit {code}, "
         f"{why[-300:] or 'no answer'} (the host must run {sys.executable})")
+
+
+_reachable: dict[str, float] = {}
+"""Host → when (``time.monotonic``) it last ran a place of this job or passed the check."""
+
+
+def note_reachable(host: str) -> None:
+    """Remember that ``host`` runs (or ran until now) a place of this job, or passed the
+    launcher check: :func:`check_host` skips the check there for ``APGAS_CHECK_TTL`` s.
+
+    The check costs a launcher round trip (an ssh connection and an interpreter start, about
+    half a second on a loaded machine) on the path of every grow; a scheduler often gives a
+    job back a host it has just released, which the launcher reached a moment ago."""
+    _reachable[host] = time.monotonic()
+
+
+def forget_reachable(host: str) -> None:
+    """Forget what :func:`note_reachable` saw of ``host`` (a place of it died): the next grow
+    there is checked."""
+    _reachable.pop(host, None)
+
+
+def recently_reachable(host: str) -> bool:
+    """True when :func:`note_reachable` saw ``host`` within the last ``APGAS_CHECK_TTL``
+    seconds (never when that setting is 0)."""
+    seen = _reachable.get(host)
+    ttl = setting("CHECK_TTL")
+    if seen is None or ttl <= 0 or time.monotonic() - seen > ttl:
+        return False
+    log.debug("host %s ran this job's places or passed the check %.1f s ago: not checked "
+              "again (APGAS_CHECK_TTL=%g)", host, time.monotonic() - seen, ttl)
+    return True
 
 
 def _check_slurm_host(alloc: SlurmAllocation, host: str) -> str:

@@ -53,6 +53,7 @@ from ._hosts import (
     is_loopback,
     my_host,
     node_file_hosts,
+    note_reachable,
     resolve_host,
     slurm_allocation,
 )
@@ -457,6 +458,8 @@ def _check_hosts(rt: Runtime, hosts: Sequence[str]) -> tuple[dict[str, str], dic
     ``host`` info value of each good host and the reason of each refused one."""
     control = socket.gethostname() if SESSION.world is None else None
     looped = [i for i in rt.membership.table.values() if is_loopback(_address_of(i.endpoint))]
+    for info in rt.membership.table.values():  # running places there now: reachable
+        note_reachable(info.host)
 
     def check(host: str) -> str:
         began = time.time()

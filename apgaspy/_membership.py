@@ -349,13 +349,17 @@ class Membership:
             place: the id of the dead place.
         """
         with self.state_lock:
-            self.table.pop(place, None)
+            info = self.table.pop(place, None)
             self.dead.add(place)
             self.rt.finishes.fail_waiting_on(place)
             self.rt.control.stop_waiting_on(place)
         with self._ready_cv:
             self._ready_cv.notify_all()
         self.rt.transport.remove_peer(place, linger_s=0)
+        if info is not None:  # a grow onto its host is checked again
+            from ._hosts import forget_reachable
+
+            forget_reachable(info.host)
         if self.stopping and self._byes_expected:
             self._said_bye(place)
 
@@ -402,6 +406,11 @@ class Membership:
                 self.leaving.pop(r, None)
                 self.released_here.pop(r, None)
                 self.rt.transport.remove_peer(r, linger_s=0)
+        from ._hosts import note_reachable
+
+        for r, info in infos.items():  # its launcher reached it: a grow there is not checked
+            if r not in self.dead:
+                note_reachable(info.host)
         # A spawned place on this machine: its host goes back only once its process is gone
         # (its connection closes a moment before it exits).
         for info in infos.values():

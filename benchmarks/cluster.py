@@ -125,6 +125,7 @@ def _hosts(netns: Any, repeats: int) -> dict[str, Any]:
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "launcher_imports_main": {"APGAS_LAUNCH_IMPORTS_MAIN": "1"},
+    "check_every_grow": {"APGAS_CHECK_TTL": "0"},
 }
 """Settings alternated run by run with ``--variants`` (name: environment overlay)."""
 

@@ -79,6 +79,30 @@ def test_a_launcher_that_cannot_be_checked_refuses_remote_hosts(monkeypatch):
         hosts.check_host("no-such-host.invalid")
 
 
+def test_a_host_that_just_ran_places_is_not_checked_again_within_the_ttl(monkeypatch):
+    """The launcher round trip is skipped for a host noted reachable (a released place ran
+    there, or the check passed) for APGAS_CHECK_TTL seconds; a death there, or a TTL of 0,
+    brings the check back (here the check itself refuses: a launcher it cannot check)."""
+    monkeypatch.setattr(hosts, "_reachable", {})
+    monkeypatch.setenv("HYDRA_LAUNCHER", "manual")
+    with pytest.raises(MalleabilityError, match="launcher is 'manual'"):
+        hosts.check_host("192.0.2.7")
+    hosts.note_reachable("192.0.2.7")
+    assert hosts.check_host("192.0.2.7") == "192.0.2.7"
+    monkeypatch.setenv("APGAS_CHECK_TTL", "0")
+    with pytest.raises(MalleabilityError, match="launcher is 'manual'"):
+        hosts.check_host("192.0.2.7")
+    monkeypatch.setenv("APGAS_CHECK_TTL", "60")
+    assert hosts.check_host("192.0.2.7") == "192.0.2.7"
+    hosts._reachable["192.0.2.7"] -= 61  # seen 61 s ago
+    with pytest.raises(MalleabilityError, match="launcher is 'manual'"):
+        hosts.check_host("192.0.2.7")
+    hosts.note_reachable("192.0.2.7")
+    hosts.forget_reachable("192.0.2.7")
+    with pytest.raises(MalleabilityError, match="launcher is 'manual'"):
+        hosts.check_host("192.0.2.7")
+
+
 def test_slurm_allocation(monkeypatch):
     assert hosts.slurm_allocation() is None
     monkeypatch.setenv("SLURM_JOB_ID", "42")
