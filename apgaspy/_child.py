@@ -136,14 +136,19 @@ def sleepy_recv(comm: Any, source: int, tag: int, max_sleep: float = 0.005) -> A
 
 def _process_created() -> float:
     """The wall-clock time the launcher's process was created (the interpreter's start), from
-    ``/proc``: this process's start in clock ticks after boot, plus the boot time; ``nan``
-    where ``/proc`` cannot tell.  Called by the launcher before it forks (a forked place's
-    own start is its fork)."""
+    ``/proc``: this process's start in clock ticks after boot (``CLOCK_BOOTTIME``), plus the
+    boot time on the wall clock; ``nan`` where ``/proc`` cannot tell.  Called by the launcher
+    before it forks (a forked place's own start is its fork).  The boot time is the wall clock
+    less ``CLOCK_BOOTTIME`` now: ``/proc/stat``'s ``btime`` is whole seconds, which made this
+    stamp up to a second early."""
     try:
         with open("/proc/self/stat", encoding="ascii") as fh:
             ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat", encoding="ascii") as fh:
-            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
+        if hasattr(time, "CLOCK_BOOTTIME"):
+            boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        else:
+            with open("/proc/stat", encoding="ascii") as fh:
+                boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return float("nan")

@@ -19,8 +19,9 @@ Each figure is the median of ``--repeats`` runs, as in ``benchmarks/malleability
 one-host figures are the comparison (same job, same handler, same orders).  Results:
 ``benchmarks/results/cluster.json``.
 
-``--host-grow`` measures instead a host's grow during a computation, on 4 network-namespace
-hosts h1-h4 with ``--per-host`` places each (``APGAS_PLACES_PER_HOST``; 16: 64 places) and
+``--host-grow`` measures instead a host's grow during a computation, on ``--hosts`` (default 4)
+network-namespace hosts h1-h4 with ``--per-host`` places each (``APGAS_PLACES_PER_HOST``; 16:
+64 places) and
 a scheduler on a fifth host: the GLB UTS job of :mod:`benchmarks.grow_latency` (seed 19,
 ``--depth``, kernels warmed up at every place) starts embedded on h1, is shrunk by one host
 and then grown by that host again, and must count the tree exactly.  From the grow order
@@ -29,8 +30,11 @@ and then grown by that host again, and must count the tree exactly.  From the gr
 the new host's places has finished its first piece of work), and the grow's phases from the
 job's debug log (``APGAS_LOG_LEVEL=DEBUG``): the pre-grow check of the host, Hydra's launch
 of the host's launcher (its ssh connection and proxy), the interpreter's start, the imports,
-the handshake, the table, GLB's join.  ``--variants`` alternates settings run by run (for a
-before/after in one run).  Results: ``benchmarks/results/cluster-host-grow.json``.
+the handshake, the table, GLB's join.  The host grown is the one just released, so the
+pre-grow check is skipped (``APGAS_CHECK_TTL``) unless the variant ``check_every_grow`` runs.
+``--variants`` alternates settings run by run (for a before/after in one run).  Results:
+``benchmarks/results/cluster-host-grow.json`` (``cluster-host-grow-<n>hosts.json`` for
+``--hosts`` n other than 4).
 """
 
 from __future__ import annotations
@@ -192,19 +196,20 @@ def _read_until(stream: Any, word: str, timeout: float = 300.0) -> None:
 
 
 def _host_grow_run(cluster: Any, per_host: int, depth: int, extra: dict[str, str],
-                   delay_s: float = 0.5) -> dict[str, Any]:
-    """One job of 4 × ``per_host`` places: shrink by a host, grow by it again; timings (s)."""
+                   delay_s: float = 0.5, hosts: int = 4) -> dict[str, Any]:
+    """One job of ``hosts`` × ``per_host`` places on h1..h<hosts>: shrink by a host (the
+    last), grow by it again; timings (s)."""
     h1, h5 = cluster.host("h1"), cluster.host("h5")
     tmp = Path(tempfile.mkdtemp(prefix="apgaspy-host-grow-"))  # kept when the run fails
     nodes, probe, log = tmp / "nodes", tmp / "probe", tmp / "stderr"
-    nodes.write_text("h1\nh2\nh3\nh4\n")
+    nodes.write_text("".join(f"h{i}\n" for i in range(1, hosts + 1)))
     probe.mkdir()
     sched = h5.call(SchedulerEndpoint, PORT, h5.address)
     address = (h1.address, PORT)
     skip = ("preGrowTimeGLB", "postGrowTimeGLB", "preShrinkTimeGLB", "postShrinkTimeGLB")
     try:
         env = _env(**sched.env(), HYDRA_LAUNCHER_EXEC=cluster.ssh, NODE_FILE=str(nodes),
-                   NODES="4", APGAS_PLACES_PER_HOST=str(per_host), APGAS_LOG_LEVEL="DEBUG",
+                   NODES=str(hosts), APGAS_PLACES_PER_HOST=str(per_host), APGAS_LOG_LEVEL="DEBUG",
                    APGAS_START_TIMEOUT="300", APGAS_GROW_PROBE_DIR=str(probe), **extra)
         with open(log, "w") as err:
             t0 = time.time()
@@ -249,7 +254,7 @@ def _host_grow_run(cluster: Any, per_host: int, depth: int, extra: dict[str, str
     worked = [firsts[p] - t_order for p in new if p in firsts]
     text = log.read_text()
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"per_host": per_host, "places": 4 * per_host, "depth": depth,
+    return {"per_host": per_host, "hosts": hosts, "places": hosts * per_host, "depth": depth,
             "correct": report["correct"], "result": report["result"],
             "kernels": report["kernels"], "ready_s": ready_s, "shrink_s": shrunk_s,
             "released": released[0], "new_places": new, "grown_s": grown_s,
@@ -279,7 +284,7 @@ def _ssh_reference(cluster: Any, repeats: int = 5) -> dict[str, float]:
 
 
 def _host_grows(netns: Any, per_hosts: list[int], depth: int | None, repeats: int,
-                variants: list[str]) -> dict[str, Any]:
+                variants: list[str], hosts: int = 4) -> dict[str, Any]:
     out: dict[str, Any] = {"variants": {v: VARIANTS[v] for v in variants}}
     netns.remove_stale("apgg")  # a run that was killed leaves its namespaces
     with netns.start_cluster(5, prefix="apgg") as cluster:
@@ -293,15 +298,15 @@ def _host_grows(netns: Any, per_hosts: list[int], depth: int | None, repeats: in
             for _ in range(repeats):
                 for variant in variants:  # interleaved: the load changes alike for each
                     try:
-                        r = _host_grow_run(cluster, per_host, d, VARIANTS[variant])
+                        r = _host_grow_run(cluster, per_host, d, VARIANTS[variant], hosts=hosts)
                     except (RuntimeError, subprocess.SubprocessError) as exc:
-                        print(f"[{variant}] 4 x {per_host} places: failed: {exc}", flush=True)
+                        print(f"[{variant}] {hosts} x {per_host} places: failed: {exc}", flush=True)
                         runs.append({"variant": variant, "per_host": per_host,
                                      "error": str(exc), "correct": None})
                         continue
                     r["variant"] = variant
                     runs.append(r)
-                    print(f"[{variant}] 4 x {per_host} places, d={d}: ready "
+                    print(f"[{variant}] {hosts} x {per_host} places, d={d}: ready "
                           f"{r['ready_s']:.1f} s; shrink {r['shrink_s']:.3f} s; grow by "
                           f"{r['released']}: grown {r['grown_s']:.3f} s, first work "
                           f"{r['first_work_s']} s, all working {r['all_working_s']} s "
@@ -374,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=None,
                         help="UTS depth for --host-grow (default 14 for one place a host, "
                              "else 13: 64 places on 2 cores are slow)")
+    parser.add_argument("--hosts", type=int, default=4, choices=range(2, 5),
+                        metavar="{2,3,4}",
+                        help="hosts of the --host-grow job (default 4; 2: on a 2-core machine "
+                             "the grown place has a core of its own, as on a new node)")
     parser.add_argument("--variants", default="default",
                         help=f"settings alternated run by run, of {', '.join(VARIANTS)}")
     args = parser.parse_args(argv)
@@ -395,10 +404,11 @@ def main(argv: list[str] | None = None) -> int:
                          "--per-host below 1")
         result = {"params": vars(args),
                   "host_grow": _host_grows(netns, per_hosts, args.depth, args.repeats,
-                                           variants)}
+                                           variants, args.hosts)}
         bad = [r for r in result["host_grow"]["runs"] if r["correct"] is not True]
         if not args.no_write:
-            print(f"wrote {write_result('cluster-host-grow', result)}")
+            name = "cluster-host-grow" + ("" if args.hosts == 4 else f"-{args.hosts}hosts")
+            print(f"wrote {write_result(name, result)}")
         return 1 if bad else 0
     result: dict[str, Any] = {"params": vars(args),
                               **pick("java_apgas_ready", "java_apgas_grow", "java_apgas_shrink")}

@@ -30,6 +30,12 @@ kernels once on tiny inputs with :func:`register_warm_up`; :func:`warm_up` runs 
 modules imported so far.  The benchmarks' command line calls it at every place before the
 computation starts, so that neither the first ``process`` call nor a place spawned later by a
 grow compiles.
+
+A place started by a grow loads its compiled kernels in a background thread while it joins
+the computation (:func:`warm_up_in_background`); until they are loaded, the bags'
+``process`` runs the numpy kernels instead (:func:`compiled_now`), which give the same
+answers, so the new place works from its first loot on instead of waiting for numba (a tiered
+start, as a JIT interprets a function until its compiled code is ready).
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ from apgaspy import ConfigurationError
 from apgaspy.config import Setting, setting
 
 __all__ = ["BACKENDS", "KERNEL_SETTINGS", "backend", "cache_dir", "numba_available",
-           "register_warm_up", "select", "warm_up", "warm_up_in_background", "warm_up_modules"]
+           "compiled_now", "register_warm_up", "select", "warm_up", "warm_up_in_background",
+           "warm_up_modules"]
 
 BACKENDS = ("auto", "numba", "numpy")
 """The accepted values of the ``KERNELS`` setting."""
@@ -197,6 +204,10 @@ def warm_up_in_background(fn: Callable[[], None]) -> threading.Thread:
         The started thread (named ``kernels-warm-up``).
     """
 
+    done = threading.Event()
+    with _lock:
+        _loading.setdefault(fn.__module__, []).append(done)
+
     def run() -> None:
         try:
             if backend() != "numba":
@@ -207,10 +218,39 @@ def warm_up_in_background(fn: Callable[[], None]) -> threading.Thread:
             logging.getLogger("benchmarks.kernels").debug(
                 "background warm-up %s.%s failed", fn.__module__, fn.__qualname__,
                 exc_info=True)
+        finally:
+            done.set()
 
     thread = threading.Thread(target=run, name="kernels-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+_loading: dict[str, list[threading.Event]] = {}
+"""Module → the events of its background warm-ups (set when each has ended)."""
+
+
+def compiled_now(module: str) -> bool:
+    """Whether a bag of ``module`` (its ``__name__``) runs its compiled kernels in this call:
+    the backend is numba and no background warm-up of that module is still loading them.
+
+    While a place started by a grow loads its kernels in the background
+    (:func:`warm_up_in_background`), this is false and the bag runs its numpy kernels, which
+    give the same answers; a failed warm-up counts as ended (the compiled call then raises
+    its error).  Never blocks.
+
+    Raises:
+        ConfigurationError: as :func:`select`.
+    """
+    if backend() != "numba":
+        return False
+    loading = _loading.get(module)
+    if loading is None:
+        return True
+    if all(e.is_set() for e in loading):
+        _loading.pop(module, None)
+        return True
+    return False
 
 
 def warm_up_modules() -> list[str]:

@@ -118,7 +118,7 @@ import numpy.typing as npt
 
 from glb import ArraySum, Bag, nogil_call, process_all
 
-from ._backend import backend, register_warm_up
+from ._backend import compiled_now, register_warm_up
 
 __all__ = [
     "A",
@@ -657,7 +657,7 @@ def _nb() -> Any:
 
 def _compiled(p: _Plan) -> bool:
     """Whether the compiled kernel runs for this plan (backend numba, indices fit int32)."""
-    return backend() == "numba" and p.n * 64 < 2**31
+    return compiled_now(__name__) and p.n * 64 < 2**31
 
 
 def _run_sources(p: _Plan, sources: np.ndarray, bc: np.ndarray) -> None:

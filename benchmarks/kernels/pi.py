@@ -63,7 +63,7 @@ import numpy as np
 
 from glb import Bag, LongSum, nogil_call, process_all
 
-from ._backend import backend, register_warm_up
+from ._backend import compiled_now, register_warm_up
 
 __all__ = [
     "PiBag",
@@ -343,7 +343,7 @@ class PiBag(Bag[LongSum]):
         plan = self._plan(budget)
         if not plan:
             return
-        if backend() == "numba":
+        if compiled_now(__name__):
             hits = self._compiled_hits(plan)
         else:
             hits = self._numpy_hits(plan)

@@ -67,7 +67,7 @@ import numpy as np
 
 from glb import Bag, LongSum, nogil_call, process_all
 
-from ._backend import backend, register_warm_up
+from ._backend import backend, compiled_now, register_warm_up
 
 __all__ = [
     "DEFAULT_WORK_UNITS",
@@ -680,7 +680,7 @@ class UTSBag(Bag[LongSum]):
         """
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
-        if backend() == "numba":
+        if compiled_now(__name__):
             lanes = _nb_workspace()
             if not self._stack.flags.c_contiguous:
                 self._stack = np.ascontiguousarray(self._stack)

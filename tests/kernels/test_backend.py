@@ -266,3 +266,48 @@ def test_a_place_added_by_a_grow_gets_work_and_runs_the_compiled_kernel(
     assert r["correct"] is True and r["kernels"] == "numba"
     assert r["first_work_s"] is not None and r["first_work_s"] > 0
     assert r["new_place_cpu_s"] is not None and r["new_place_cpu_s"] > 0
+
+
+@needs_numba
+@pytest.mark.timeout(120)
+def test_a_bag_runs_its_numpy_kernel_while_its_compiled_one_loads_in_the_background(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A place started by a grow loads its compiled kernels in a background thread; until that
+    has ended, a UTS bag's ``process`` runs the numpy kernel (the compiled one is not
+    touched), and the count stays exact when the bag goes on with the compiled kernel."""
+    import threading
+
+    from benchmarks.kernels import uts
+    from benchmarks.uts import KNOWN
+    from glb import LongSum
+
+    monkeypatch.setenv("APGAS_KERNELS", "numba")
+    monkeypatch.setattr(_backend, "_loading", {})
+    uts.warm_up()  # the compiled kernel is there; what is tested is the choice per call
+    gate = threading.Event()
+
+    def slow_load() -> None:
+        gate.wait(60)
+
+    slow_load.__module__ = uts.__name__  # a warm-up of the UTS kernels that takes a while
+    loader = _backend.warm_up_in_background(slow_load)
+    assert not _backend.compiled_now(uts.__name__)
+    compiled = uts._nb_workspace
+
+    def not_now() -> None:
+        pytest.fail("the compiled kernel ran while it was still loading")
+
+    monkeypatch.setattr(uts, "_nb_workspace", not_now)
+    bag, total = uts.UTSBag(19, 9), LongSum()
+    for _ in range(3):
+        bag.process(4096, total)
+    assert 0 < total.value() < KNOWN[(19, 9)]
+    gate.set()
+    loader.join(10)
+    monkeypatch.setattr(uts, "_nb_workspace", compiled)
+    assert _backend.compiled_now(uts.__name__)
+    used = []
+    monkeypatch.setattr(uts, "_nb_workspace", lambda: used.append(1) or compiled())
+    while not bag.is_empty():
+        bag.process(4096, total)
+    assert used and total.value() == KNOWN[(19, 9)]
