@@ -213,6 +213,7 @@ def warm_up_in_background(fn: Callable[[], None]) -> threading.Thread:
             if backend() != "numba":
                 return
             importlib.import_module(fn.__module__)  # blocks until the module is imported
+            _thread.warming_up = True  # the warm-up itself calls the compiled kernels
             fn()
         except Exception:  # noqa: BLE001 - the kernel's first real call raises it again
             logging.getLogger("benchmarks.kernels").debug(
@@ -228,6 +229,8 @@ def warm_up_in_background(fn: Callable[[], None]) -> threading.Thread:
 
 _loading: dict[str, list[threading.Event]] = {}
 """Module → the events of its background warm-ups (set when each has ended)."""
+_thread = threading.local()
+"""``warming_up``: true on a background warm-up's own thread."""
 
 
 def compiled_now(module: str) -> bool:
@@ -237,7 +240,8 @@ def compiled_now(module: str) -> bool:
     While a place started by a grow loads its kernels in the background
     (:func:`warm_up_in_background`), this is false and the bag runs its numpy kernels, which
     give the same answers; a failed warm-up counts as ended (the compiled call then raises
-    its error).  Never blocks.
+    its error); on the warm-up's own thread it is true, since the warm-up calls the compiled
+    kernels to load them.  Never blocks.
 
     Raises:
         ConfigurationError: as :func:`select`.
@@ -245,7 +249,7 @@ def compiled_now(module: str) -> bool:
     if backend() != "numba":
         return False
     loading = _loading.get(module)
-    if loading is None:
+    if loading is None or getattr(_thread, "warming_up", False):
         return True
     if all(e.is_set() for e in loading):
         _loading.pop(module, None)
