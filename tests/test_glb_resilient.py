@@ -68,7 +68,7 @@ def test_a_killed_place_loses_nothing(kernel, size, places, kills, extra):
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("kernel,size,kills,workers,kernels", [
-    ("uts", 12, ["1@0.4"], 3, "numba"),
+    ("uts", 13, ["1@0.4"], 3, "numba"),  # d = 12 could end before the kill, 0.4 s in
     ("bc", 11, ["2@0.2"], 2, "numpy"),
 ])
 def test_a_killed_place_with_workers_loses_nothing(kernel, size, kills, workers, kernels):
