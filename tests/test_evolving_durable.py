@@ -44,7 +44,8 @@ def test_the_evolving_counters_survive_a_restart(tmp_path):
     try:
         job_id = serve.ask(op="submit", job={
             "name": "evo", "job_class": "evolving", "min_nodes": 1, "max_nodes": 3,
-            "command": ["env", "FAKE_SECONDS=40", PY, str(fake)],
+            "command": ["env", "FAKE_SECONDS=60", f"FAKE_END_FILE={tmp_path / 'end'}", PY,
+                        str(fake)],
             "required_time_s": 120, "auth": "plain"})["jobs"][0]
         wait_until(lambda: serve.events("ready", job_id), 30, "APGAS-Ready")
         st = serve.ask(op="status")
@@ -68,6 +69,7 @@ def test_the_evolving_counters_survive_a_restart(tmp_path):
         wait_until(lambda: second.ask(op="status")["jobs"][0]["state"] == "running", 20,
                    "the job adopted")
         assert _counters(second.ask(op="status")["jobs"][0]) == before
+        (tmp_path / "end").touch()  # the job ends now
         wait_until(lambda: second.ask(op="status")["jobs"][0]["state"] == "done", 60,
                    "the job's end")
         second.stop()

@@ -199,7 +199,8 @@ def test_real_mode_grows_and_shrinks_a_malleable_job(tmp_path):
 # ------------------------------------------------------------------------------ odd orders
 
 FAKE_JOB = r'''
-"""A stand-in job: speaks the protocol, replies to orders as FAKE_REPLIES says."""
+"""A stand-in job: speaks the protocol, replies to orders as FAKE_REPLIES says; ends after
+FAKE_SECONDS, or once the file FAKE_END_FILE exists."""
 import json, os, socket, sys, time
 hosts = [h.strip() for h in open(os.environ["NODE_FILE"]) if h.strip()]
 held = list(hosts)
@@ -221,7 +222,8 @@ print(json.dumps({"env": {k: os.environ[k] for k in ("NODES", "JOBNAME", "ELASTI
 notify("APGAS-Ready")
 notify("hello there")
 end = time.monotonic() + float(os.environ.get("FAKE_SECONDS", "5"))
-while time.monotonic() < end:
+end_file = os.environ.get("FAKE_END_FILE")
+while time.monotonic() < end and not (end_file and os.path.exists(end_file)):
     try:
         conn, peer = srv.accept()
     except (socket.timeout, TimeoutError):
