@@ -387,8 +387,10 @@ def check_host(host: str, *, control_host: str | None = None) -> str:
 
     Local hosts give ``localhost`` (inside a Slurm allocation: this node's Slurm name).  A
     remote host is tried with the launcher Hydra will use (:func:`launcher`), running this
-    Python there; inside a Slurm allocation it must be a node the job holds now, and
-    ``SLURM_OVERLAP=1`` must be set (else the spawned step waits for busy CPUs forever).
+    Python there, unless it ran this job's places or passed this check within the last
+    ``APGAS_CHECK_TTL`` seconds (:func:`recently_reachable`); inside a Slurm allocation it must
+    be a node the job holds now, and ``SLURM_OVERLAP=1`` must be set (else the spawned step
+    waits for busy CPUs forever).
 
     Args:
         host: the host, as given.
