@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from .._config import setting
@@ -38,6 +37,10 @@ def load_communicator_class(spec: str) -> type[MalleableCommunicator]:
 
     target = spec
     if ":" not in spec:
+        # here, not at import: importlib.metadata is a tenth of the import of apgaspy, on
+        # every place's start (and so on every grow's path)
+        from importlib.metadata import entry_points
+
         found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
         if not found:
             names = sorted({ep.name for ep in entry_points(group=GROUP)})
