@@ -139,18 +139,14 @@ def _process_created() -> float:
     ``/proc``: this process's start in clock ticks after boot (``CLOCK_BOOTTIME``), plus the
     boot time on the wall clock; ``nan`` where ``/proc`` cannot tell.  Called by the launcher
     before it forks (a forked place's own start is its fork).  The boot time is the wall clock
-    less ``CLOCK_BOOTTIME`` now: ``/proc/stat``'s ``btime`` is whole seconds, which made this
-    stamp up to a second early."""
+    less ``CLOCK_BOOTTIME`` now (``/proc/stat``'s ``btime`` is whole seconds: up to a second
+    off)."""
     try:
         with open("/proc/self/stat", encoding="ascii") as fh:
             ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-        if hasattr(time, "CLOCK_BOOTTIME"):
-            boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
-        else:
-            with open("/proc/stat", encoding="ascii") as fh:
-                boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
+        boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)  # Linux, as /proc is
         return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+    except (OSError, ValueError, IndexError, AttributeError):
         return float("nan")
 
 
