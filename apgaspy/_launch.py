@@ -591,9 +591,10 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         if pid in done and done[pid][1] is not None and pid not in failed
     ]
     table = [*known, *new] if not failed else None
+    table_bytes = _pickled_size(table)  # the same table goes to every launcher
     for group in groups:
-        LaunchTraffic.add(len(group), tuple(LaunchOrder(group, rt.secret, prep, env, toward)),
-                          table)
+        LaunchTraffic.add(len(group), _pickled_size(
+            tuple(LaunchOrder(group, rt.secret, prep, env, toward))) + table_bytes)
     finals = []
     for inter in {id(inter): inter for inter, _ in done.values()}.values():
 
@@ -622,14 +623,18 @@ class LaunchTraffic:
     bytes = 0
 
     @classmethod
-    def add(cls, places: int, *messages: Any) -> None:
-        """Count one launch of ``places`` places and the ``messages`` sent to it."""
-        import pickle
-
+    def add(cls, places: int, nbytes: int) -> None:
+        """Count one launch of ``places`` places and the ``nbytes`` pickled bytes sent to it."""
         cls.launches += 1
         cls.places += places
-        cls.bytes += sum(len(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
-                         for m in messages)
+        cls.bytes += nbytes
+
+
+def _pickled_size(message: Any) -> int:
+    """Bytes of ``message`` pickled as mpi4py sends it (the highest protocol)."""
+    import pickle
+
+    return len(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def launch_groups(specs: Sequence[tuple[int, str]],
