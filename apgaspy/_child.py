@@ -65,13 +65,13 @@ TAG = 4711
 
 class LaunchOrder(NamedTuple):
     """The spawn handshake, place 0 → a launcher: start ``specs``, one ``(place id, host)``
-    per place, with the job's ``secret``, the main module's preparation data ``prep``
-    (``multiprocessing.spawn``), the ``env`` to set, and ``toward``, an address of place 0
-    the places bind toward (``None``: the same machine).  Sent as a plain tuple (the
-    launcher's MPI process runs this file as a script and imports nothing of apgaspy)."""
+    per place, with the main module's preparation data ``prep`` (``multiprocessing.spawn``),
+    the ``env`` to set, and ``toward``, an address of place 0 the places bind toward
+    (``None``: the same machine).  Sent as a plain tuple (the launcher's MPI process runs
+    this file as a script and imports nothing of apgaspy).  The job secret is not in it: it
+    comes with the table, sealed to each place's public key (:mod:`apgaspy._keys`)."""
 
     specs: list[tuple[int, str]]
-    secret: bytes
     prep: dict[str, Any]
     env: dict[str, str]
     toward: str | None
@@ -83,7 +83,6 @@ class StartData(NamedTuple):
 
     place_id: int
     host: str
-    secret: bytes
     prep: dict[str, Any]
     env: dict[str, str]
     toward: str | None
@@ -91,12 +90,15 @@ class StartData(NamedTuple):
 
 class PlaceAnswer(NamedTuple):
     """The spawn handshake, a place → its launcher → place 0: its ZeroMQ ``endpoint``, its
-    process id ``pid`` and its machine's ``host`` name.  Sent as a plain tuple (the
-    launcher's list of answers has ``None`` for a place that died while it started)."""
+    process id ``pid``, its machine's ``host`` name and ``public_key``, the one-time key
+    (32 bytes) to which place 0 seals the job secret (:mod:`apgaspy._keys`).  Sent as a plain
+    tuple (the launcher's list of answers has ``None`` for a place that died while it
+    started)."""
 
     endpoint: str
     pid: int
     host: str
+    public_key: bytes
 ANCHOR_MARK = "apgaspy-anchor"
 """In the waiting anchor's argv, so tools (and tests) can tell it from the place."""
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -229,6 +231,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     import socket
 
     from ._hosts import choose_address
+    from ._keys import KeyPair
     from ._logging import configure_logging
     from ._runtime import Runtime, set_runtime
 
@@ -249,9 +252,10 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     logger = logging.getLogger("apgaspy")
     logger.debug("place(%d): start data %.3f s after its launcher's script began", place_id,
                  time.monotonic() - _STARTED)
-    rt = Runtime(place_id, start.secret, choose_address(start.host, start.toward))
+    rt = Runtime(place_id, None, choose_address(start.host, start.toward))
+    pair = KeyPair()
     pickle.dump(tuple(PlaceAnswer(endpoint=rt.transport.endpoint, pid=os.getpid(),
-                                  host=socket.gethostname())), up)
+                                  host=socket.gethostname(), public_key=pair.public)), up)
     up.flush()
     stamps["answered"] = time.time()
     code = 1
@@ -271,13 +275,14 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         stamps["main"] = time.time()
         logger.debug("place(%d): main module imported %.3f s after its launcher's script "
                      "began", place_id, time.monotonic() - _STARTED)
-        table = pickle.load(down)
+        table, boxes = pickle.load(down)
         logger.debug("place(%d): table %.3f s after its launcher's script began", place_id,
                      time.monotonic() - _STARTED)
         if table is None:  # the start of the group failed elsewhere
             code = 0
             return
         stamps["table"] = time.time()
+        rt.set_secret(pair.open(boxes[place_id]))
         set_runtime(rt)
         rt.start(table)
         rt.membership.report_ready()
@@ -348,11 +353,11 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
     try:
         order = LaunchOrder(*sleepy_recv(parent, 0, TAG))
     except (TypeError, ValueError):  # not a launch message: nothing can start
-        order = LaunchOrder([], b"", {}, {}, None)
+        order = LaunchOrder([], {}, {}, None)
     for i, down in enumerate(downs):  # every place first: they bind their sockets at once
         try:
             place_id, host = order.specs[i]
-            pickle.dump(tuple(StartData(place_id, host, order.secret, order.prep, order.env,
+            pickle.dump(tuple(StartData(place_id, host, order.prep, order.env,
                                         order.toward)), down)
             down.flush()
         except (IndexError, OSError):

@@ -175,6 +175,10 @@ SETTINGS: dict[str, Setting] = {
                 "seconds a broken connection may stay down before its place is declared dead"),
         Setting("HEARTBEAT", 1.0, float, _positive,
                 "seconds between transport heartbeats (a silent peer is dropped after 3 of them)"),
+        Setting("MAX_MESSAGE_BYTES", 256 << 20, int, _positive,
+                "bytes of the largest batch a place accepts (default 256 MiB); a connection "
+                "that announces a larger one is closed before it is read, and sending a "
+                "larger message raises ValueError"),
         Setting("SHUTDOWN_TIMEOUT", 10.0, float, _positive,
                 "seconds place 0 waits for the other places to say goodbye at shutdown"),
         Setting("FORWARD_OUTPUT", True, parse_bool, _any,

@@ -3,8 +3,8 @@
 Two ways to start:
 
 * **mpiexec** (``mpiexec -n 4 python prog.py``): every rank runs the program; rank r is place
-  r.  Rank 0 draws the job secret and broadcasts it; the ranks allgather their ZeroMQ
-  endpoints.
+  r.  Rank 0 draws the job secret and hands it to each rank sealed to that rank's one-time
+  public key (:mod:`apgaspy._keys`); the ranks allgather their ZeroMQ endpoints.
 * **embedded** (``python prog.py``): the process is an MPI singleton and becomes place 0; it
   starts the other places with ``MPI_Comm_spawn``: one launcher process per host (and per
   ``APGAS_LAUNCH_GROUP`` places), all launches at once from as many threads.  The launcher
@@ -13,10 +13,11 @@ Two ways to start:
   none of them could leave before the others, and MPICH's Hydra kills the whole group when one
   exits without finalizing.  Places forked by a launcher let a shrink end any one of them.)
 
-A launcher runs :mod:`apgaspy._child` (as a script): it receives its places' ids, host, the
-secret and the parent's ``multiprocessing`` preparation data over the intercommunicator,
-hands each place its part, answers with their endpoints, receives the table of places once
-for all of them, and each place imports the user's main module the way ``multiprocessing``'s
+A launcher runs :mod:`apgaspy._child` (as a script): it receives its places' ids, host and
+the parent's ``multiprocessing`` preparation data over the intercommunicator, hands each
+place its part, answers with their endpoints and one-time public keys, receives the table of
+places once for all of them with the job secret sealed to each place's key
+(:mod:`apgaspy._keys`), and each place imports the user's main module the way ``multiprocessing``'s
 spawn start method does (as ``__mp_main__``, same working directory and ``sys.path``), so
 functions and classes of the program resolve at every place.  The launcher's MPI process
 disconnects and finalizes after the handshake.  So a grow by a host costs one launch however
@@ -57,6 +58,7 @@ from ._hosts import (
     resolve_host,
     slurm_allocation,
 )
+from ._keys import KeyPair, new_secret, seal
 from ._logging import configure_logging
 from ._membership import PlaceInfo
 from ._runtime import Runtime, current_runtime, set_runtime
@@ -69,7 +71,9 @@ log = logging.getLogger("apgaspy")
 _CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _FORWARDED_ENV_PREFIXES = ("APGAS_", "SCHEDULER_")
 _FORWARDED_ENV = ("NODE_FILE", "NODES", "JOBNAME", "PYTHONPATH")
-_NOT_FORWARDED = ("APGAS_HOST",)  # an address of place 0's machine, meaningless elsewhere
+# APGAS_HOST: an address of place 0's machine, meaningless elsewhere; SCHEDULER_KEY: the
+# scheduler's line key, which only place 0 uses and which must not cross MPI in the clear.
+_NOT_FORWARDED = ("APGAS_HOST", "SCHEDULER_KEY")
 _SPAWN_ENV = {"UCX_TLS": "tcp,self", "UCX_LOG_LEVEL": "error"}
 
 
@@ -301,7 +305,17 @@ def _start_world(world: Any) -> Runtime:
             ensure_fd_limit(world.Get_size())
         except StartupError as exc:
             limit = str(exc)
-    secret, limit = world.bcast((os.urandom(32), limit) if rank == 0 else None, root=0)
+    # The job secret never crosses MPI in the clear (apgaspy._keys): every other rank sends a
+    # one-time public key, rank 0 answers each with the secret sealed to it.
+    pair = None if rank == 0 else KeyPair()
+    publics = world.gather(None if pair is None else pair.public, root=0)
+    if rank == 0:
+        secret = new_secret()
+        boxes = [None, *(seal(secret, public) for public in publics[1:])]
+        box, limit = world.scatter([(b, limit) for b in boxes], root=0)
+    else:
+        box, limit = world.scatter(None, root=0)
+        secret = pair.open(box)
     if limit:
         raise StartupError(limit if rank == 0 else f"start-up failed: {limit}")
     host = _mpi().Get_processor_name()
@@ -403,7 +417,7 @@ def _start_embedded(places: int | None) -> Runtime:
         os.environ.setdefault("SLURM_OVERLAP", "1")  # spawned steps share the job's CPUs
     ensure_fd_limit(count)
     configure_logging(0)  # start-up's progress lines (INFO)
-    rt = Runtime(0, os.urandom(32), choose_address(here, _remote_address(layout)))
+    rt = Runtime(0, new_secret(), choose_address(here, _remote_address(layout)))
     me = PlaceInfo(0, rt.transport.endpoint, here, os.getpid(), "embedded", 0)
     announce = _announced(count - 1, len(set(layout[1:])), after_s=0.0 if count > 64 else 2.0)
     with announce:
@@ -553,8 +567,8 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             spawned = time.monotonic() - began
             returned = time.time()
             far = None if mpi_hosts[host] == "localhost" else toward
-            inter.send(tuple(LaunchOrder(specs=group, secret=rt.secret, prep=prep, env=env,
-                                         toward=far)), dest=0, tag=_TAG)
+            inter.send(tuple(LaunchOrder(specs=group, prep=prep, env=env, toward=far)),
+                       dest=0, tag=_TAG)
             answers = _sleepy_recv(inter, 0, _TAG)
             log.debug("launcher of %d place(s) on %s: MPI_Comm_spawn returned after %.3f s, "
                       "its places answered after %.3f s (wall clock: spawn=%.6f "
@@ -594,12 +608,18 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     table_bytes = _pickled_size(table)  # the same table goes to every launcher
     for group in groups:
         LaunchTraffic.add(len(group), _pickled_size(
-            tuple(LaunchOrder(group, rt.secret, prep, env, toward))) + table_bytes)
+            tuple(LaunchOrder(group, prep, env, toward))) + table_bytes)
+    # Each launcher's places get the job secret sealed to their own public keys, beside the
+    # table (apgaspy._keys): it never crosses MPI in the clear.
+    boxes: dict[int, dict[int, bytes]] = {}
+    for pid, (inter, answer) in done.items():
+        if table is not None and answer is not None:
+            boxes.setdefault(id(inter), {})[pid] = seal(rt.secret, answer.public_key)
     finals = []
     for inter in {id(inter): inter for inter, _ in done.values()}.values():
 
         def finish_handshake(inter: Any = inter) -> None:
-            inter.send(table, dest=0, tag=_TAG)
+            inter.send((table, boxes.get(id(inter), {})), dest=0, tag=_TAG)
             inter.Disconnect()
 
         t = threading.Thread(target=finish_handshake, daemon=True)

@@ -119,7 +119,8 @@ class Runtime:
 
     Args:
         here: this place's id.
-        secret: the job's 32-byte MAC key.
+        secret: the job's 32-byte MAC key, or ``None`` while a spawned place waits for it
+            (:meth:`set_secret` before :meth:`start`).
         bind_host: the IP address to bind the transport to.
 
     Attributes:
@@ -141,9 +142,9 @@ class Runtime:
             room method that handles it, called as ``handler(src, message)``.
     """
 
-    def __init__(self, here: int, secret: bytes, bind_host: str) -> None:
+    def __init__(self, here: int, secret: bytes | None, bind_host: str) -> None:
         self.here = here
-        self.secret = secret
+        self.secret = secret if secret is not None else b""
         self.state_lock = threading.Lock()  # guards finish records, the place table, the acks
         # place 0's malleability state, handed in by the launcher (None at the other places)
         self.malleability: Malleability | None = None
@@ -177,7 +178,7 @@ class Runtime:
         self.pool = Pool("apgaspy-worker", threads, max_threads)
         self.immediate = Pool("apgaspy-immediate", setting("IMMEDIATE_THREADS"), max_threads)
         self.transport = Transport(
-            secret,
+            self.secret,
             bind_host,
             self._on_message,
             membership.on_peer_lost,
@@ -185,6 +186,7 @@ class Runtime:
             connect_grace=setting("CONNECT_GRACE"),
             heartbeat=setting("HEARTBEAT"),
             on_peer_down=membership.on_peer_down,
+            max_message_bytes=setting("MAX_MESSAGE_BYTES"),
         )
         self.forward_output = setting("FORWARD_OUTPUT") and here != 0
         self._streams: list[Any] = []
@@ -208,6 +210,13 @@ class Runtime:
         return self.membership.table
 
     # ================================================================== start and stop
+    def set_secret(self, secret: bytes) -> None:
+        """Key this place's messages with the job ``secret`` (32 bytes), which a spawned place
+        receives sealed after its transport is bound (:mod:`apgaspy._keys`); before
+        :meth:`start`."""
+        self.secret = secret
+        self.transport.set_key(secret)
+
     def start(self, table: Iterable[PlaceInfo]) -> None:
         """Learn the places, open the connections every place needs, start receiving."""
         for info in table:

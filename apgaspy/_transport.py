@@ -38,23 +38,48 @@ connections to all places (ZeroMQ socket monitors plus ZMTP heartbeats, so a sil
 noticed too).  A connection that breaks and stays down for ``APGAS_DEAD_PLACE_TIMEOUT``
 seconds makes ``on_peer_lost`` fire for that place.
 
-A batch is one ZeroMQ frame: a 32-byte MAC, then each message as a 4-byte little-endian length
-and its bytes.  One frame, not one frame per message, because every frame costs pyzmq's Python
-layer a few microseconds on both sides, which a round trip of small messages feels.
+A batch is one ZeroMQ frame::
 
-Security: the per-job secret (32 random bytes handed out over MPI at start-up) keys a MAC over
-every batch (as the Jupyter wire protocol signs its messages); a frame with a wrong or missing
-MAC is dropped and logged before anything in it is unpickled (each frame of a multipart
-message, which no place sends, on its own).  The MAC is keyed BLAKE2b with a 32-byte digest,
-not HMAC: BLAKE2's keyed mode is a MAC by itself and needs no HMAC construction (RFC 7693,
-section 2.9); it costs a third of OpenSSL's HMAC-SHA256 per call, whose key set-up dominates
-for small batches.  The MACs are compared in constant time (``hmac.compare_digest``).
+    MAC (32) | stream (16) | counter (8, LE) | len (4, LE) msg | len msg | ...
+               └──────────── covered by the MAC, keyed with the job secret and salted with
+                             the receiving socket's nonce ──────────────────────────────┘
+
+One frame, not one frame per message, because every frame costs pyzmq's Python layer a few
+microseconds on both sides, which a round trip of small messages feels.
+
+Security: the per-job secret (32 random bytes, handed to each place sealed to its own
+one-time key: :mod:`apgaspy._keys`) keys a MAC over every batch (as the Jupyter wire protocol
+signs its messages); a frame with a wrong or missing MAC is dropped before anything in it is
+unpickled (each frame of a multipart message, which no place sends, on its own).  The MAC is
+keyed BLAKE2b with a 32-byte digest, not HMAC: BLAKE2's keyed mode is a MAC by itself and
+needs no HMAC construction (RFC 7693, section 2.9); it costs a third of OpenSSL's HMAC-SHA256
+per call, whose key set-up dominates for small batches.  The MACs are compared in constant
+time (``hmac.compare_digest``).
+
+Replays: every receiving socket (a place's PULL socket and each thread's inbox) draws a random
+16-byte *nonce* when it is bound and advertises it with its address (``tcp://ip:port#nonce``);
+the MAC is salted with it (BLAKE2b's salt parameter), so a frame is valid at one socket of one
+process only: sent to another place, to another socket of the same place, or to a later
+process that got the same address, it fails its MAC.  Every sending connection (an
+:class:`_Outbox`) is a *stream* with a random 16-byte id and a counter that grows by one per
+frame, inside the MAC; one connection delivers in order (ZeroMQ over one TCP connection may
+lose frames when it breaks, never reorder them), so the receiving socket keeps the last
+counter of each stream and drops every frame whose counter is not above it: a captured frame
+sent again changes nothing.  This is IPsec's anti-replay check (RFC 4303, section 3.4.3) with
+a window of one, which in-order delivery allows.
+
+Bounds: a receiving socket refuses a frame larger than ``max_message_bytes`` before it is
+read (ZeroMQ's ``ZMQ_MAXMSGSIZE`` closes the connection that announces it), and a sender
+refuses a message that could not arrive (:class:`ValueError`) and splits batches below the
+bound.  Dropped frames are counted (``dropped``, by reason in ``drops``) and logged at most
+once every ``_DROP_LOG_S`` seconds.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 import struct
 import threading
 import time
@@ -80,6 +105,10 @@ _POLL_MS = 100
 _BURST_S = 100e-6  # a message this soon after the previous one to its place joins a batch
 _BATCH = 64  # messages in a batch before it leaves without waiting for the flusher
 _MAC_SIZE = 32
+_NONCE = 16  # bytes of a receiving socket's nonce and of a stream id
+_HEADER = struct.Struct("<16sQ")  # stream id, counter
+_HEAD = _MAC_SIZE + _HEADER.size  # bytes before the first message of a batch
+_DROP_LOG_S = 10.0  # at most one warning about dropped frames this often
 _MAX_INBOXES = 64  # threads with an inbox of their own (see Transport.inbox)
 _DRAIN_ABOVE = 8  # sockets polled by the receiver above which it drains bursts (_receive_loop)
 _DRAIN_BURST = 256  # messages taken at most before the monitors are polled again
@@ -123,16 +152,50 @@ def _max_sockets(ctx: zmq.Context) -> int:
     return max(1023, min(int(soft), limit))
 
 
-class _Outbox:
-    __slots__ = ("queue", "lock", "socket", "closed", "last", "dirty")
+def split_endpoint(endpoint: str) -> tuple[str, bytes]:
+    """``tcp://ip:port#nonce`` → (``tcp://ip:port``, the receiving socket's 16-byte nonce).
 
-    def __init__(self, sock: zmq.Socket) -> None:
+    Raises:
+        ValueError: the endpoint has no nonce of 16 bytes (32 hex digits).
+    """
+    address, _, nonce = endpoint.partition("#")
+    try:
+        salt = bytes.fromhex(nonce)
+    except ValueError:
+        salt = b""
+    if len(salt) != _NONCE:
+        raise ValueError(f"not a place's endpoint (tcp://ip:port#nonce): {endpoint!r}")
+    return address, salt
+
+
+class _Outbox:
+    """One sending connection, a stream: its queue, its lock, and what its MAC needs (the
+    receiver's nonce, the stream id, the last counter sent)."""
+
+    __slots__ = ("queue", "lock", "socket", "closed", "last", "dirty", "salt", "stream",
+                 "counter")
+
+    def __init__(self, sock: zmq.Socket, salt: bytes) -> None:
         self.queue: collections.deque[bytes] = collections.deque()
         self.lock = threading.Lock()
         self.socket = sock
         self.closed = False
         self.last = 0.0  # perf_counter() of the last send_soon
         self.dirty = False  # holds messages that wait for the flusher
+        self.salt = salt  # the receiving socket's nonce
+        self.stream = os.urandom(_NONCE)
+        self.counter = 0  # of the last frame sealed (under lock)
+
+
+class _Receiver:
+    """What a receiving socket checks frames against: its nonce and the last counter of each
+    stream it has taken a frame from (used by one thread only: the socket's reader)."""
+
+    __slots__ = ("salt", "seen")
+
+    def __init__(self) -> None:
+        self.salt = os.urandom(_NONCE)
+        self.seen: dict[bytes, int] = {}
 
 
 class _Waker:
@@ -166,11 +229,12 @@ class _Inbox:
     wakes the owner through its :class:`_Waker` when another thread completes the finish.
     """
 
-    __slots__ = ("socket", "endpoint", "items", "waker", "owner")
+    __slots__ = ("socket", "endpoint", "items", "waker", "owner", "receiver")
 
-    def __init__(self, socket: zmq.Socket, endpoint: str, waker: _Waker) -> None:
+    def __init__(self, socket: zmq.Socket, address: str, waker: _Waker) -> None:
         self.socket = socket
-        self.endpoint = endpoint
+        self.receiver = _Receiver()
+        self.endpoint = f"{address}#{self.receiver.salt.hex()}"
         self.items: list[tuple[zmq.Socket, int]] = [(socket, _POLLIN), (waker.rx, _POLLIN)]
         self.waker = waker
         self.owner = threading.get_ident()
@@ -206,6 +270,13 @@ class Transport:
         dead_timeout: seconds a watched connection may stay down before it is lost.
         connect_grace: seconds a new watched connection may take to come up at all.
         heartbeat: seconds between ZMTP heartbeats on outgoing connections.
+        max_message_bytes: bytes of the largest frame a receiving socket accepts (and of
+            the largest batch this transport sends).
+
+    Attributes:
+        endpoint: ``tcp://ip:port#nonce``, the address other places send to, with the
+            receiving socket's nonce (see the module docstring).
+        dropped: frames dropped so far; ``drops`` counts them by reason.
 
     Raises:
         zmq.ZMQError: the address cannot be bound.
@@ -221,8 +292,10 @@ class Transport:
         connect_grace: float = 5.0,
         heartbeat: float = 1.0,
         on_peer_down: Callable[[int], None] | None = None,
+        max_message_bytes: int = 256 << 20,
     ) -> None:
         self._key = secret
+        self._max_bytes = int(max_message_bytes)
         self._on_message = on_message
         self._on_peer_lost = on_peer_lost
         self._on_peer_down = on_peer_down
@@ -234,8 +307,10 @@ class Transport:
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
         self._pull.setsockopt(zmq.LINGER, 0)
+        self._pull.setsockopt(zmq.MAXMSGSIZE, self._max_bytes)
         port = self._pull.bind_to_random_port(f"tcp://{bind_host}")
-        self.endpoint = f"tcp://{bind_host}:{port}"
+        self._receiver = _Receiver()
+        self.endpoint = f"tcp://{bind_host}:{port}#{self._receiver.salt.hex()}"
         self._outboxes: dict[int, _Outbox] = {}
         self._boxes_lock = threading.Lock()
         self._waker = _Waker(self._ctx, f"inproc://apgaspy-wake-{id(self)}")
@@ -244,7 +319,10 @@ class Transport:
         self._watches: dict[int, _Watch] = {}
         self._running = False
         self._thread: threading.Thread | None = None
-        self.dropped = 0  # batches that failed authentication
+        self.dropped = 0  # frames dropped (failed authentication, replayed, malformed)
+        self.drops: collections.Counter[str] = collections.Counter()
+        self._drops_logged = 0  # self.dropped when the last warning was logged
+        self._drop_log_at = 0.0  # time.monotonic() of the last warning
         # Traffic counters (frames are batches; bytes include the MAC and the lengths), for
         # measurements: plain integers, so counts from concurrent senders may very rarely
         # lose an increment.
@@ -259,38 +337,54 @@ class Transport:
         self._inboxes: list[_Inbox] = []
 
     # ------------------------------------------------------------------ signing
-    def _seal(self, messages: list[bytes]) -> bytes:
-        """One batch frame: MAC ‖ (length ‖ message) for each message."""
+    def set_key(self, secret: bytes) -> None:
+        """Key the MACs with ``secret`` (before :meth:`start`: a spawned place binds its
+        socket before it receives the job secret)."""
+        self._key = secret
+
+    def _seal(self, messages: list[bytes], box: _Outbox) -> bytes:
+        """One batch frame of ``box``'s stream (the caller holds ``box.lock``): MAC ‖ stream ‖
+        counter ‖ (length ‖ message) for each message."""
+        box.counter += 1
+        head = _HEADER.pack(box.stream, box.counter)
         if len(messages) == 1:
             m = messages[0]
-            payload = _LEN.pack(len(m)) + m
+            payload = head + _LEN.pack(len(m)) + m
         else:
             pack = _LEN.pack
-            payload = b"".join([part for m in messages for part in (pack(len(m)), m)])
-        return blake2b(payload, key=self._key, digest_size=_MAC_SIZE).digest() + payload
+            payload = head + b"".join([part for m in messages for part in (pack(len(m)), m)])
+        return blake2b(payload, key=self._key, salt=box.salt,
+                       digest_size=_MAC_SIZE).digest() + payload
 
-    def _open(self, frame: bytes) -> list[memoryview] | None:
-        """The messages of a batch frame, or ``None`` when its MAC or framing is wrong."""
-        if len(frame) < _MAC_SIZE + 4:
-            return None
+    def _open(self, frame: bytes, receiver: _Receiver) -> list[memoryview] | str:
+        """The messages of a batch frame, or why it is dropped (a wrong MAC, a replay, bad
+        framing)."""
+        if len(frame) < _HEAD + 4:
+            return "bad MAC or framing"
         view = memoryview(frame)
         payload = view[_MAC_SIZE:]
-        mac = blake2b(payload, key=self._key, digest_size=_MAC_SIZE).digest()
+        mac = blake2b(payload, key=self._key, salt=receiver.salt,
+                      digest_size=_MAC_SIZE).digest()
         if not compare_digest(view[:_MAC_SIZE], mac):
-            return None
+            return "bad MAC or framing"
+        stream, counter = _HEADER.unpack_from(frame, _MAC_SIZE)
+        seen = receiver.seen
+        if counter <= seen.get(stream, 0):
+            return "replayed"
         out = []
         end = len(frame)
-        i = _MAC_SIZE
+        i = _HEAD
         unpack = _LEN.unpack_from
         while i < end:
             if i + 4 > end:
-                return None
+                return "bad MAC or framing"
             (n,) = unpack(frame, i)
             i += 4
             if i + n > end:
-                return None
+                return "bad MAC or framing"
             out.append(view[i:i + n])
             i += n
+        seen[stream] = counter
         return out
 
     def traffic(self) -> dict[str, int]:
@@ -303,7 +397,8 @@ class Transport:
 
     # ------------------------------------------------------------------ peers
     def add_peer(self, place: int, endpoint: str, watch: bool = False) -> None:
-        """Open the connection to ``place`` at ``endpoint`` (a ``tcp://`` address).
+        """Open the connection to ``place`` at ``endpoint`` (``tcp://ip:port#nonce``, an
+        :attr:`endpoint` or an inbox's).
 
         Args:
             place: a place id, or ``(place, endpoint)`` for the inbox of one of its threads
@@ -311,6 +406,7 @@ class Transport:
                 (:meth:`remove_peer`).
             watch: monitor the connection and report its loss through ``on_peer_lost``.
         """
+        address, salt = split_endpoint(endpoint)
         with self._boxes_lock:
             if place in self._outboxes:
                 return
@@ -323,8 +419,8 @@ class Transport:
             if watch:
                 mon = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
                 self._new_watches.append(_Watch(place, mon))
-            sock.connect(endpoint)
-            self._outboxes[place] = _Outbox(sock)
+            sock.connect(address)
+            self._outboxes[place] = _Outbox(sock, salt)
         if watch:
             self._wake()
 
@@ -350,7 +446,8 @@ class Transport:
             box.queue.clear()
             if frames and linger_s > 0:
                 try:
-                    box.socket.send(self._seal(frames), _NOBLOCK)
+                    for batch in self._batches(frames):
+                        box.socket.send(self._seal(batch, box), _NOBLOCK)
                 except zmq.ZMQError:
                     log.debug("%d message(s) to place %d dropped at close", len(frames), place)
             box.closed = True
@@ -367,9 +464,34 @@ class Transport:
 
         Raises:
             KeyError: there is no connection to ``dest`` (unknown or removed place).
+            ValueError: the message is larger than ``max_message_bytes`` allows.
         """
+        if len(message) > self._max_bytes - _HEAD - 4:
+            self._too_large(message)
         self._outboxes[dest].queue.append(message)
         self.pump(dest)
+
+    def _too_large(self, message: bytes) -> None:
+        raise ValueError(
+            f"a message of {len(message):,} bytes is larger than a place accepts "
+            f"({self._max_bytes:,} bytes with its header: APGAS_MAX_MESSAGE_BYTES)")
+
+    def _batches(self, frames: list[bytes]) -> list[list[bytes]]:
+        """``frames`` cut into batches that each fit in ``max_message_bytes``."""
+        limit = self._max_bytes - _HEAD
+        size = sum(len(f) for f in frames) + 4 * len(frames)
+        if size <= limit:
+            return [frames]
+        out: list[list[bytes]] = [[]]
+        size = 0
+        for f in frames:
+            n = len(f) + 4
+            if out[-1] and size + n > limit:
+                out.append([])
+                size = 0
+            out[-1].append(f)
+            size += n
+        return out
 
     def post(self, dest: int, message: bytes) -> None:
         """Queue one message for ``dest`` without sending it yet (see :meth:`pump`).
@@ -378,7 +500,10 @@ class Transport:
 
         Raises:
             KeyError: there is no connection to ``dest``.
+            ValueError: the message is larger than ``max_message_bytes`` allows.
         """
+        if len(message) > self._max_bytes - _HEAD - 4:
+            self._too_large(message)
         self._outboxes[dest].queue.append(message)
 
     def send_soon(self, dest: int, message: bytes) -> None:
@@ -390,7 +515,10 @@ class Transport:
 
         Raises:
             KeyError: there is no connection to ``dest``.
+            ValueError: the message is larger than ``max_message_bytes`` allows.
         """
+        if len(message) > self._max_bytes - _HEAD - 4:
+            self._too_large(message)
         box = self._outboxes[dest]
         box.queue.append(message)
         now = _perf_counter()
@@ -442,11 +570,12 @@ class Transport:
                 while q:
                     frames.append(q.popleft())
                 if frames and not box.closed:
-                    frame = self._seal(frames)
-                    box.socket.send(frame)
-                    self.frames_out += 1
-                    self.messages_out += len(frames)
-                    self.bytes_out += len(frame)
+                    for batch in self._batches(frames):
+                        frame = self._seal(batch, box)
+                        box.socket.send(frame)
+                        self.frames_out += 1
+                        self.messages_out += len(batch)
+                        self.bytes_out += len(frame)
             finally:
                 lock.release()
 
@@ -470,6 +599,7 @@ class Transport:
             sock = self._ctx.socket(zmq.PULL)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, self._max_bytes)
             port = sock.bind_to_random_port(f"tcp://{self._bind_host}")
             waker = _Waker(self._ctx, f"inproc://apgaspy-inbox-{id(self)}-{len(self._inboxes)}")
             box = _Inbox(sock, f"tcp://{self._bind_host}:{port}", waker)
@@ -492,11 +622,12 @@ class Transport:
         """
         items = box.items
         sock = box.socket
+        receiver = box.receiver
         zmq_poll = zmq.zmq_poll
         while not done():
             for s, _ in zmq_poll(items, _POLL_MS):
                 if s is sock:
-                    self._deliver(sock.recv(_NOBLOCK))
+                    self._deliver(sock.recv(_NOBLOCK), receiver)
                 else:
                     s.recv(_NOBLOCK)
 
@@ -514,10 +645,10 @@ class Transport:
     def _wake(self) -> None:
         self._waker.wake()
 
-    def _deliver(self, frame: bytes) -> None:
-        messages = self._open(frame)
-        if messages is None:
-            self._drop("bad MAC or framing")
+    def _deliver(self, frame: bytes, receiver: _Receiver) -> None:
+        messages = self._open(frame, receiver)
+        if type(messages) is str:
+            self._drop(messages)
             return
         self.frames_in += 1
         self.messages_in += len(messages)
@@ -530,8 +661,16 @@ class Transport:
                 log.exception("error while handling a message")
 
     def _drop(self, why: str) -> None:
+        """Count a dropped frame; warn at most once every ``_DROP_LOG_S`` seconds."""
         self.dropped += 1
-        log.warning("dropped a message that failed authentication (%s): not unpickled", why)
+        self.drops[why] += 1
+        now = time.monotonic()
+        if now - self._drop_log_at >= _DROP_LOG_S:
+            new = self.dropped - self._drops_logged
+            self._drop_log_at, self._drops_logged = now, self.dropped
+            log.warning("dropped %d frame(s) that failed authentication since the last warning "
+                        "(last: %s; %s in all): not unpickled", new, why,
+                        ", ".join(f"{n} {k}" for k, n in sorted(self.drops.items())))
 
     def _receive_loop(self) -> None:
         pull, wake = self._pull, self._waker.rx
@@ -540,6 +679,7 @@ class Transport:
         monitors: dict[zmq.Socket, _Watch] = {}
         zmq_poll = zmq.zmq_poll
         deliver = self._deliver
+        receiver = self._receiver
         only_pull = [(pull, _POLLIN)]
         next_check = 0.0
         while self._running:
@@ -556,7 +696,7 @@ class Transport:
                     # zmq_poll answers from libzmq's own state and costs less than either.
                     # A frame of a multipart message (never sent by a place) fails its MAC
                     # on its own, each one counted as dropped.
-                    deliver(pull.recv(_NOBLOCK))
+                    deliver(pull.recv(_NOBLOCK), receiver)
                     if len(items) > _DRAIN_ABOVE:
                         # Place 0 polls a monitor per place: a poll of them all per message
                         # made a burst of P messages cost O(P²) (an empty finish over 512
@@ -565,7 +705,7 @@ class Transport:
                         for _ in range(_DRAIN_BURST):
                             if not zmq_poll(only_pull, 0):
                                 break
-                            deliver(pull.recv(_NOBLOCK))
+                            deliver(pull.recv(_NOBLOCK), receiver)
                 elif sock is wake:
                     wake.recv(_NOBLOCK)
                 else:

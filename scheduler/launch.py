@@ -21,9 +21,10 @@ after it.
 Every job gets a fresh random key (:mod:`communicators.auth`), unless its script says
 ``#AUTH plain`` or its name matches ``serve --plain-lines``: the key is written to the
 owner-only file ``job-<id>.key`` in the run directory (mode 0600; a restarted scheduler reads
-it back for an adopted job; removed when the job ends) and given to the job as
-``SCHEDULER_KEY`` (hex) and ``SCHEDULER_KEY_FILE`` (the file's path).  Backends that would
-put the environment on a command line (ssh) pass the path only (docs/reference/security.md).
+it back for an adopted job; removed when the job ends) and given to the job by its path
+only, ``SCHEDULER_KEY_FILE``: never the key itself, which would cross the network in the
+clear with the job's environment (mpiexec's proxies, Slurm, ssh command lines;
+docs/reference/security.md).
 
 Every function here is called with the state's lock held.
 """
@@ -36,7 +37,7 @@ import math
 import shlex
 import signal
 
-from communicators.auth import KEY_ENV, KEY_FILE_ENV, encode_key, new_key, write_key_file
+from communicators.auth import KEY_ENV, KEY_FILE_ENV, new_key, write_key_file
 from communicators.protocol import job_environment
 
 from .jobs import JobClass
@@ -78,7 +79,8 @@ def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
     env.pop(KEY_ENV, None)  # never one from job_env: a job's key is its own
     env.pop(KEY_FILE_ENV, None)
     if job.key is not None and job.key_file is not None:
-        env[KEY_ENV] = encode_key(job.key)
+        # The path only, never the key: a job's environment crosses the network in the clear
+        # (Hydra forwards it to its proxies, Slurm to its nodes); the file is owner-only.
         env[KEY_FILE_ENV] = str(job.key_file)
     return env
 

@@ -13,7 +13,7 @@ import pytest
 import zmq
 
 from apgaspy._serialization import dumps_call, loads_call
-from apgaspy._transport import _BATCH, Transport
+from apgaspy._transport import _BATCH, Transport, split_endpoint
 
 KEY = os.urandom(32)
 
@@ -82,25 +82,129 @@ def test_immediate_sends_keep_their_order_with_batched_ones(pair):
     assert [m[0] for m in inbox.wait_for(100, 10)] == list(range(100))
 
 
+def _signed(body: bytes, salt: bytes, stream: bytes, counter: int, key: bytes = KEY) -> bytes:
+    """A frame as the transport seals it: MAC ‖ stream ‖ counter ‖ body."""
+    payload = stream + counter.to_bytes(8, "little") + body
+    return blake2b(payload, key=key, salt=salt, digest_size=32).digest() + payload
+
+
 @pytest.mark.timeout(30)
 def test_forged_and_truncated_frames_are_dropped_unread(pair):
     _, rx, inbox = pair
+    address, salt = split_endpoint(rx.endpoint)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.LINGER, 2000)
-    sock.connect(rx.endpoint)
+    sock.connect(address)
+    stream = os.urandom(16)
     body = (5).to_bytes(4, "little") + b"hello"
-    good = blake2b(body, key=KEY, digest_size=32).digest() + body
-    sock.send(blake2b(body, key=b"x" * 32, digest_size=32).digest() + body)  # wrong key
+    good = _signed(body, salt, stream, 1)
+    sock.send(_signed(body, salt, stream, 1, key=b"x" * 32))  # wrong key
+    sock.send(_signed(body, os.urandom(16), stream, 1))  # meant for another socket
     sock.send(good[:-1])  # truncated: the MAC fails
     sock.send(good[:20])  # shorter than a MAC
     bad_len = (99).to_bytes(4, "little") + b"hello"  # a length past the end, signed
-    sock.send(blake2b(bad_len, key=KEY, digest_size=32).digest() + bad_len)
+    sock.send(_signed(bad_len, salt, os.urandom(16), 1))
     sock.send(good)
     sock.close()
     ctx.term()
     assert inbox.wait_for(1, 10) == [b"hello"]
-    assert rx.dropped == 4
+    assert rx.dropped == 5
+
+
+@pytest.mark.timeout(30)
+def test_a_frame_sent_again_is_dropped_anywhere(pair):
+    """Every frame a sender sealed, captured and sent again unchanged, to the same socket, to
+    another transport with the same key, or with its counter rewritten, delivers nothing."""
+    tx, rx, inbox = pair
+    address, salt = split_endpoint(rx.endpoint)
+    captured = []
+    box = tx._outboxes[1]
+
+    class Tap:  # records the frames the sender puts on the wire
+        def __init__(self, real):
+            self.real = real
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def send(self, frame, *args):
+            captured.append(bytes(frame))
+            return self.real.send(frame, *args)
+
+    box.socket = Tap(box.socket)
+    for i in range(3):
+        tx.send(1, bytes([i]))
+    assert inbox.wait_for(3, 10) == [b"\x00", b"\x01", b"\x02"]
+    assert len(captured) == 3
+    other_inbox = Inbox()
+    other = Transport(KEY, "127.0.0.1", other_inbox, lambda p: None)
+    other.start()
+    ctx = zmq.Context()
+    try:
+        for target in (address, split_endpoint(other.endpoint)[0]):
+            sock = ctx.socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 2000)
+            sock.connect(target)
+            for frame in captured:
+                sock.send(frame)
+            # the newest frame with a counter far ahead: the MAC covers the counter
+            forged = bytearray(captured[-1])
+            forged[32 + 16:32 + 24] = (1 << 40).to_bytes(8, "little")
+            sock.send(bytes(forged))
+            sock.close()
+        tx.send(1, b"after")  # the real stream goes on
+        assert inbox.wait_for(4, 10)[3:] == [b"after"]
+        deadline = time.monotonic() + 10
+        while (rx.dropped < 4 or other.dropped < 4) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert inbox.messages == [b"\x00", b"\x01", b"\x02", b"after"]
+        assert rx.drops == {"replayed": 3, "bad MAC or framing": 1}
+        assert other.drops == {"bad MAC or framing": 4} and other_inbox.messages == []
+    finally:
+        ctx.term()
+        other.close(0.5)
+
+
+@pytest.mark.timeout(60)
+def test_a_frame_over_the_size_limit_is_refused_before_it_is_read():
+    """A 300 MiB frame announced to a place's socket closes the connection before it is
+    read: the receiver's memory grows by less than 20 MB, and later frames still arrive."""
+    psutil = pytest.importorskip("psutil")
+    inbox = Inbox()
+    rx = Transport(KEY, "127.0.0.1", inbox, lambda p: None, max_message_bytes=1 << 20)
+    rx.start()
+    tx = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None, max_message_bytes=1 << 20)
+    tx.start()
+    try:
+        tx.add_peer(1, rx.endpoint)
+        with pytest.raises(ValueError, match="APGAS_MAX_MESSAGE_BYTES"):
+            tx.send(1, b"x" * (1 << 20))
+        # many messages that fit one by one leave in batches below the limit
+        for _ in range(5):
+            tx.send_soon(1, b"y" * (300 << 10))
+        tx.flush()
+        assert len(inbox.wait_for(5, 10)) == 5
+        me = psutil.Process()
+        before = me.memory_info().rss
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDTIMEO, 5000)
+        sock.connect(split_endpoint(rx.endpoint)[0])
+        huge = bytearray(300 << 20)
+        sock.send(huge, copy=False)
+        time.sleep(1.0)
+        del huge
+        sock.close()
+        ctx.term()
+        grew = me.memory_info().rss - before
+        assert grew < 20e6, f"the receiver grew by {grew / 1e6:.0f} MB"
+        tx.send(1, b"still")
+        assert inbox.wait_for(6, 10)[-1] == b"still"
+    finally:
+        tx.close(0.5)
+        rx.close(0.5)
 
 
 def _plain(a, b=0):
