@@ -90,3 +90,20 @@ def found_in(data: bytes, secret: bytes) -> list[str]:
 
 
 __all__ = ["Capture", "can_capture", "forms", "found_in"]
+
+
+def _main() -> None:
+    """``python capture.py IFACE OUT``: capture IFACE (in this process's network namespace,
+    e.g. under ``ip netns exec``) until standard input closes, then write the frames to OUT."""
+    import sys
+
+    cap = Capture(sys.argv[1]).start()
+    print("capturing", flush=True)
+    sys.stdin.read()
+    data = cap.stop()
+    with open(sys.argv[2], "wb") as fh:
+        fh.write(data)
+
+
+if __name__ == "__main__":
+    _main()

@@ -473,3 +473,52 @@ def wait_gone_from(host, timeout):
     while (left := host.pids()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
+
+
+# ---------------------------------------------------------------------- no secret on the wire
+class BridgeCapture:
+    """A packet capture of the cluster's bridge (``br0`` in its own namespace): every frame
+    between two hosts, as an observer on the network would see it (tests/capture.py)."""
+
+    def __init__(self, cluster, out):
+        self.out = out
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", cluster.bridge_ns, PY, str(ROOT / "tests" / "capture.py"),
+             "br0", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout.readline() == b"capturing\n"
+
+    def stop(self) -> bytes:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        return self.out.read_bytes()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["mpiexec", "embedded grow and shrink"])
+def test_no_secret_crosses_the_network_between_hosts(netns_cluster, mode, tmp_path):
+    """The job secret is handed to places on other hosts (by mpiexec's start, or by a grow
+    onto a new host and a shrink off it) without ever crossing the bridge in any form."""
+    from capture import found_in
+
+    cluster = netns_cluster
+    program = str(PROGRAMS / "secret_uts.py")
+    if mode == "mpiexec":
+        argv, env = mpiexec(cluster, ["h1", "h2", "h3"], program, "10"), job_env(cluster)
+    else:
+        argv = [PY, program, "14"]
+        env = job_env(cluster, ["h1"], HYDRA_LAUNCHER_EXEC=cluster.ssh,
+                      APGAS_COMMUNICATOR="schedule",
+                      APGAS_SCHEDULE="after 0.5 s grow 1 on h2; after 2 s shrink 1")
+    cap = BridgeCapture(cluster, tmp_path / "bridge.bin")
+    try:
+        done = run_on(cluster, "h1", argv, env, timeout=120)
+    finally:
+        wire = cap.stop()
+    assert done.returncode == 0, done.stderr
+    (out,) = [o for o in done.json_lines() if "fingerprints" in o]
+    assert out["result"] == (4_130_071 if mode == "mpiexec" else 1_057_675_516), out
+    assert len(out["fingerprints"]) == 1
+    if mode != "mpiexec":
+        assert "grow: added" in done.stdout + done.stderr or out["places"] >= 1
+    assert len(wire) > 10_000  # the places' traffic crossed the bridge
+    assert found_in(wire, bytes.fromhex(out["secret"])) == []
