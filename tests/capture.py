@@ -28,15 +28,18 @@ class Capture:
     """Every frame on ``interface`` from :meth:`start` to :meth:`stop`, kept in memory.
 
     Args:
-        interface: a network interface of the calling process's namespace (``"lo"``).
+        interface: a network interface of the calling process's namespace (``"lo"``), or
+            ``None`` for all of them (a bridge's own device does not see the frames it
+            forwards between its ports: capture the ports).
         limit: bytes kept at most (a bound on the test's memory); later frames are counted
             in ``lost``.
     """
 
-    def __init__(self, interface: str = "lo", limit: int = 1 << 30) -> None:
+    def __init__(self, interface: str | None = "lo", limit: int = 1 << 30) -> None:
         self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
-        self._sock.bind((interface, 0))
+        if interface:
+            self._sock.bind((interface, 0))
         self._sock.setblocking(False)
         self.frames: list[bytes] = []
         self.size = 0
@@ -93,11 +96,12 @@ __all__ = ["Capture", "can_capture", "forms", "found_in"]
 
 
 def _main() -> None:
-    """``python capture.py IFACE OUT``: capture IFACE (in this process's network namespace,
-    e.g. under ``ip netns exec``) until standard input closes, then write the frames to OUT."""
+    """``python capture.py IFACE OUT``: capture IFACE (``all``: every interface) in this
+    process's network namespace (e.g. under ``ip netns exec``) until standard input closes,
+    then write the frames to OUT."""
     import sys
 
-    cap = Capture(sys.argv[1]).start()
+    cap = Capture(None if sys.argv[1] == "all" else sys.argv[1]).start()
     print("capturing", flush=True)
     sys.stdin.read()
     data = cap.stop()

@@ -19,8 +19,9 @@ def fingerprint():
 
 def main():
     depth = int(sys.argv[1]) if len(sys.argv) > 1 else 13
-    value = compute_dynamic(UTSBag(19, depth), LongSum).value
-    print(json.dumps({"result": value, "places": len(places()),
+    res = compute_dynamic(UTSBag(19, depth), LongSum)
+    value = res.value
+    print(json.dumps({"result": value, "places": len(places()), "orders": res.orders,
                       "fingerprints": sorted({at(p, fingerprint) for p in places()}),
                       # printed by place 0 into its own output file: no wire
                       "secret": runtime().secret.hex()}), flush=True)
