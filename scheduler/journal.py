@@ -211,7 +211,8 @@ class Journal:
     """
 
     def __init__(self, state_dir: str | os.PathLike[str], *, readonly: bool = False) -> None:
-        self.dir = Path(state_dir).resolve()
+        # Checked before it is resolved: a link planted at the path is refused, not followed.
+        self.dir = (Path(state_dir) if readonly else private_dir(state_dir)).resolve()
         self.path = self.dir / JOURNAL_NAME
         self._lock = threading.Lock()
         self._lock_fd: int | None = None
@@ -221,7 +222,6 @@ class Journal:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                        check_same_thread=False)
         else:
-            private_dir(self.dir)
             os.close(open_private(self.path, os.O_RDWR))  # 0600: SQLite gives -wal, -shm
             self._db = sqlite3.connect(self.path, check_same_thread=False,  # its mode
                                        isolation_level=None)

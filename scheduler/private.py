@@ -96,7 +96,7 @@ def owner_only_dir(path: str | os.PathLike[str], *, create: bool = True,
 def private_dir(path: str | os.PathLike[str]) -> Path:
     """The run or state directory: made (with its parents) when missing, then narrowed to
     mode 0700 when it is ours and wider (``fchmod`` through a descriptor opened with
-    ``O_NOFOLLOW``, so that a link swapped in is never followed).
+    ``O_NOFOLLOW``, so that a link there, planted or swapped in, is never followed).
 
     Returns:
         The absolute path (not resolved).
@@ -133,24 +133,38 @@ def private_dir(path: str | os.PathLike[str]) -> Path:
 def open_private(path: str | os.PathLike[str], flags: int, *, follow: bool = False) -> int:
     """Open (creating it with mode 0600) a file the scheduler writes; return the descriptor.
 
-    A regular file of ours that is wider than 0600 (left by an older run) is narrowed to
-    0600; a file of another uid, a device or a FIFO (a ``--log /dev/stderr``) keeps its mode.
+    Without ``follow``, a regular file of ours that is wider than 0600 (left by an older
+    run) is narrowed to 0600.  With ``follow``, an existing file keeps its mode.
 
     Args:
         path: the file.
         flags: ``os.O_WRONLY | os.O_TRUNC``, ``os.O_WRONLY | os.O_APPEND``, ``os.O_RDWR``,
-            … (``O_CREAT``, ``O_CLOEXEC`` and, unless ``follow``, ``O_NOFOLLOW`` are added).
-        follow: follow a link at the last component (for a path the user named, such as
-            ``--log``; never for a file in the run directory).
+            … (``O_CREAT``, ``O_CLOEXEC`` and ``O_NOFOLLOW`` are added).
+        follow: for a path the user named (``--log``): a link at the last component is
+            followed when it is the user's or root's own (``--log /dev/stderr``), as the
+            kernel's ``fs.protected_symlinks`` would in a sticky directory; never used for a
+            file in the run directory.
 
     Raises:
-        OSError: it cannot be opened; ``ELOOP`` when it is a link and ``follow`` is false.
+        UnsafePathError: ``follow`` and the path is a link of another uid.
+        OSError: it cannot be opened; ``ELOOP`` when it is a link (not followed).
     """
-    flags |= os.O_CREAT | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags, 0o600)
+    nofollow = os.O_NOFOLLOW
+    if follow:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (os.getuid(), 0):
+                raise UnsafePathError(f"{path} is a symbolic link of uid {st.st_uid}; "
+                                      "refusing to follow it: give a path of yours")
+            nofollow = 0
+    fd = os.open(path, flags | os.O_CREAT | os.O_CLOEXEC | nofollow, 0o600)
     try:
         st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+        if (not follow and stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+                and st.st_mode & 0o077):
             os.fchmod(fd, 0o600)
     except OSError:
         os.close(fd)

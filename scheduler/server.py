@@ -146,7 +146,7 @@ class Server:
             raise ValueError(f"grace_s must be >= 0 s, got {grace_s}")
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0-65535, got {port}")
-        run = private_dir(Path(run_dir).resolve())  # mode 0700, ours (scheduler.private)
+        run = private_dir(run_dir).resolve()  # mode 0700, ours, not a link (.private)
         journal = None
         if state_dir is not None:
             journal = Journal(state_dir)

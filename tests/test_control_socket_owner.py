@@ -120,8 +120,10 @@ def shared_tmp():
 
 @pytest.fixture
 def victim():
-    """A root-only directory holding a root-only file (what a planted link points at)."""
+    """A root's directory (mode 0750) holding a root-only file (what a planted link points
+    at)."""
     d = Path(tempfile.mkdtemp(prefix="apgaspy-victim-"))
+    d.chmod(0o750)  # root's group only: a chmod to 0700 would show
     f = d / "scheduler.sock"
     f.write_text("root only\n")
     f.chmod(0o600)
@@ -329,7 +331,8 @@ def test_serve_deletes_and_replaces_nothing_at_a_control_path(other_user, shared
                                                               tmp_path):
     """At ``--control`` paths in the shared directory the other user plants a link to a
     root-only file, a file of its own, and a socket it bound and left: ``serve`` refuses each
-    in one line and leaves it as it was."""
+    in one line and leaves it as it was; links as ``--log`` and ``--run-dir`` are refused
+    too."""
     env = clean_env(shared_tmp)
     before = snapshot(victim)
     link, plain, stale = (shared_tmp / n for n in ("link.sock", "file.sock", "stale.sock"))
@@ -348,7 +351,20 @@ def test_serve_deletes_and_replaces_nothing_at_a_control_path(other_user, shared
     assert {p: snapshot_socket(p) if p is stale else (os.lstat(p).st_ino, os.readlink(p)
                                                       if p is link else p.read_text())
             for p in (link, plain, stale)} == planted
-    assert snapshot(victim) == before
+
+    # The same links as --log and --run-dir: refused, not followed.
+    log, run = shared_tmp / "log.jsonl", shared_tmp / "run"
+    as_user(other_user, "import os, sys; os.symlink(sys.argv[1], sys.argv[2]); "
+            "os.symlink(os.path.dirname(sys.argv[1]), sys.argv[3])", victim, log, run)
+    control = tmp_path / "ctl.sock"
+    line = Serve(tmp_path, env, "--control", str(control), "--log", str(log)).refused()
+    assert str(log) in line and f"symbolic link of uid {other_user.pw_uid}" in line
+    serve = Serve(tmp_path, env, "--control", str(control), "--run-dir", str(run))
+    line = serve.refused()
+    assert str(run) in line and "symbolic link" in line
+    assert os.readlink(log) == str(victim) and os.readlink(run) == str(victim.parent)
+    assert snapshot(victim) == before and os.listdir(victim.parent) == [victim.name]
+    assert stat.S_IMODE(os.lstat(victim.parent).st_mode) == 0o750
 
 
 # ----------------------------------------------------------------------- without root
