@@ -12,9 +12,12 @@
 
 Each but ``history`` (which reads the journal of a state directory) finds the server
 through ``--control`` (else ``$APGAS_SCHEDULER_CONTROL``, else
-``<tmp>/apgaspy-scheduler-<uid>.sock``).  Exit status: 0 when done, 1 when the scheduler
-refuses (unknown job id, a script that does not parse, a job that can never fit) or cannot
-be reached, 2 for a usage error.  The server keeps running in every case but ``shutdown``.
+``$XDG_RUNTIME_DIR/apgaspy-scheduler.sock``, else ``<tmp>/apgaspy-<uid>/scheduler.sock``)
+and talks to it only if it runs as the user, as root, or as the uid ``--server-uid`` names
+(:func:`scheduler.control_client.check_server`; otherwise nothing is sent).  Exit status: 0
+when done, 1 when the scheduler refuses (unknown job id, a script that does not parse, a job
+that can never fit), cannot be reached or is not trusted, 2 for a usage error.  The server
+keeps running in every case but ``shutdown``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ._argtypes import seconds
-from .control_client import ControlError, control_path, request
+from .control_client import ControlError, UntrustedServerError, control_path, request
 from .jobs import parse_priority
 
 __all__ = [
@@ -57,10 +60,25 @@ CANCEL_HELP = "cancel a job of a running scheduler (ends it if it runs)"
 SHUTDOWN_HELP = "end every job and stop a running scheduler"
 
 
+def _uid(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a uid is a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a uid is >= 0, got {value}")
+    return value
+
+
 def _control(p: argparse.ArgumentParser) -> None:
     p.add_argument("--control", default=None,
                    help="the scheduler's control socket (default $APGAS_SCHEDULER_CONTROL, "
-                        "else <tmp>/apgaspy-scheduler-<uid>.sock)")
+                        "else $XDG_RUNTIME_DIR/apgaspy-scheduler.sock, else "
+                        "<tmp>/apgaspy-<uid>/scheduler.sock)")
+    p.add_argument("--server-uid", type=_uid, default=None, metavar="UID",
+                   help="also trust a scheduler running as this uid (default: only one "
+                        "running as you or as root; any other is refused before a byte is "
+                        "sent)")
 
 
 def _error(exc: Exception) -> int:
@@ -73,10 +91,11 @@ NOTICE_AFTER_S = 2.0
 
 
 def _request(path: Path, message: dict[str, Any], *, timeout_s: float = 60.0,
-             waiting: str = "the scheduler to answer") -> dict[str, Any]:
-    """:func:`scheduler.control.request`, with one line on stderr (``waiting for ...``) when
-    the reply takes longer than :data:`NOTICE_AFTER_S` seconds, so that a busy scheduler is
-    not mistaken for a hung command.  Raises as ``request`` does."""
+             waiting: str = "the scheduler to answer", server_uid: int | None = None
+             ) -> dict[str, Any]:
+    """:func:`scheduler.control_client.request`, with one line on stderr (``waiting for
+    ...``) when the reply takes longer than :data:`NOTICE_AFTER_S` seconds, so that a busy
+    scheduler is not mistaken for a hung command.  Raises as ``request`` does."""
     def notice() -> None:
         print(f"waiting for {waiting} ({path}; up to {timeout_s:g} s) ...", file=sys.stderr,
               flush=True)
@@ -85,7 +104,7 @@ def _request(path: Path, message: dict[str, Any], *, timeout_s: float = 60.0,
     timer.daemon = True
     timer.start()
     try:
-        return request(path, message, timeout_s=timeout_s)
+        return request(path, message, timeout_s=timeout_s, server_uid=server_uid)
     finally:
         timer.cancel()
 
@@ -144,7 +163,9 @@ def run_submit(args: argparse.Namespace) -> int:
     for req in requests:
         what = req.get("script") or req.get("batch") or "<stdin>"
         try:
-            reply = _request(path, req)
+            reply = _request(path, req, server_uid=args.server_uid)
+        except UntrustedServerError as exc:  # nothing sent; the others would go there too
+            return _error(exc)
         except ControlError as exc:
             print(f"error: {exc}" if str(what) in str(exc) else f"error: {what}: {exc}",
                   file=sys.stderr)
@@ -215,7 +236,8 @@ def format_status(st: dict[str, Any]) -> str:
 def run_status(args: argparse.Namespace) -> int:
     """Print the status (table or JSON)."""
     try:
-        st = _request(control_path(args.control), {"op": "status"})
+        st = _request(control_path(args.control), {"op": "status"},
+                      server_uid=args.server_uid)
     except ControlError as exc:
         return _error(exc)
     st.pop("ok", None)
@@ -246,7 +268,8 @@ def run_cancel(args: argparse.Namespace) -> int:
     """Cancel one job."""
     try:
         reply = _request(control_path(args.control), {"op": "cancel", "job": args.job},
-                         waiting=f"the scheduler to end job {args.job}")
+                         waiting=f"the scheduler to end job {args.job}",
+                         server_uid=args.server_uid)
     except ControlError as exc:
         return _error(exc)
     print(f"cancelled job {reply['job']} (was {reply['was']})")
@@ -265,7 +288,8 @@ def run_shutdown(args: argparse.Namespace) -> int:
     """Stop the scheduler; returns once its jobs have ended."""
     try:
         reply = _request(control_path(args.control), {"op": "shutdown"}, timeout_s=120,
-                         waiting="the scheduler to end its jobs and stop")
+                         waiting="the scheduler to end its jobs and stop",
+                         server_uid=args.server_uid)
     except ControlError as exc:
         return _error(exc)
     ended = reply.get("ended", [])

@@ -18,6 +18,18 @@ of the connecting user: the socket's peer credentials (``SO_PEERCRED``) give the
 is recorded with each submitted job; a user may cancel only their own jobs (root and the
 scheduler's owner any).  The socket is made owner-only (mode 0600, whatever the umask), or
 0660 with a group (``serve --control-group``).
+
+The server never follows a link on the socket's path and never removes what is not its own
+socket (docs/reference/security.md, "The control socket")::
+
+    prepare_control_path: the default per-user directory made 0700 and checked
+        (scheduler.control_client.control_dir); lstat(path):
+        missing ─► bind
+        a socket of ours that nobody listens on (a scheduler that is gone) ─► unlink ─► bind
+        a socket of ours that answers ─► OSError "a scheduler already listens"
+        anything else (a link, a file, another user's socket) ─► UnsafePathError, left alone
+    bind (umask 0177, or 0117 with a group) ─► lstat: remember (st_dev, st_ino)
+    close ─► unlink only if the path is still that socket (same st_dev, st_ino)
 """
 
 from __future__ import annotations
@@ -28,16 +40,19 @@ import json
 import os
 import shlex
 import socket
-import struct
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from ._exceptions import SubmissionError
+from .control_client import control_dir
 from .jobs import JobSpec
+from .private import UnsafePathError, describe, peer_uid
 
-__all__ = ["ControlServer", "ControlledServer", "handle_request", "peer_uid"]
+__all__ = ["ControlServer", "ControlledServer", "handle_request", "peer_uid",
+           "prepare_control_path"]
 
 
 class ControlledServer(Protocol):
@@ -82,20 +97,6 @@ class ControlledServer(Protocol):
     def shutdown(self) -> list[int]:
         """End every job and stop; return the ids of the jobs it ended."""
         ...
-
-
-def peer_uid(conn: socket.socket) -> int | None:
-    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``, Linux), or
-    None where it cannot be read."""
-    opt = getattr(socket, "SO_PEERCRED", None)
-    if opt is None:
-        return None
-    try:
-        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt,
-                                                              struct.calcsize("3i")))
-    except OSError:
-        return None
-    return uid
 
 
 def handle_request(server: ControlledServer, request: Mapping[str, Any], *,
@@ -168,6 +169,41 @@ def _submit(server: ControlledServer, request: Mapping[str, Any],
     return {"ok": False, "error": "submit needs one of script, text, batch, job"}
 
 
+def prepare_control_path(path: str | os.PathLike[str]) -> Path:
+    """Make ``path`` ready to be bound as the control socket (module docstring): its default
+    directory made and checked, a stale socket of ours removed.  Returns ``path`` absolute
+    (not resolved: a link on it is never followed).
+
+    Raises:
+        OSError: a scheduler already listens there.
+        UnsafePathError: the path is a link, a file, a directory or another uid's socket
+            (left alone), or its default directory is not safely ours.
+    """
+    p = Path(os.path.abspath(path))
+    control_dir(p)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return p
+    me = os.getuid()
+    leave = "left alone: remove it yourself if it is yours to remove, or give another --control"
+    if not stat.S_ISSOCK(st.st_mode):
+        raise UnsafePathError(f"{p} is {describe(st)}, not a scheduler's socket; {leave}")
+    if st.st_uid != me:
+        raise UnsafePathError(f"{p} is a socket of uid {st.st_uid}, not of uid {me}; {leave}")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(p))
+        except ConnectionRefusedError:
+            pass  # a stale socket of a scheduler that is gone
+        else:
+            raise OSError(f"a scheduler already listens on {p} (uid {peer_uid(probe)})")
+    again = os.lstat(p)
+    if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino):
+        os.unlink(p)
+    return p
+
+
 class ControlServer:
     """Listens on a Unix socket and answers each connection's requests on its own thread.
 
@@ -178,32 +214,35 @@ class ControlServer:
 
     Raises:
         OSError: the path is taken by a live scheduler, or cannot be bound.
+        UnsafePathError: the path is not free for a socket of ours
+            (:func:`prepare_control_path`); nothing there is changed.
         KeyError: no such group.
     """
 
     def __init__(self, server: ControlledServer, path: str | Path, *,
                  group: str | None = None) -> None:
         gid = grp.getgrnam(group).gr_gid if group is not None else None
-        p = Path(path).resolve()
-        if p.exists():
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-                try:
-                    probe.connect(str(p))
-                except OSError:
-                    p.unlink()  # a stale socket of a scheduler that is gone
-                else:
-                    raise OSError(f"a scheduler already listens on {p}")
+        p = prepare_control_path(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)  # owner-only from the first moment
+        # Owner-only (0600), or 0660 for the group, from the first moment: bind makes the
+        # file with 0777 less the umask, so nothing is changed through the path afterwards.
+        old_umask = os.umask(0o177 if gid is None else 0o117)
         try:
             sock.bind(str(p))
+        except OSError:
+            sock.close()
+            raise
         finally:
             os.umask(old_umask)
-        if gid is not None:
-            os.chown(p, -1, gid)
-            os.chmod(p, 0o660)
-        else:
-            os.chmod(p, 0o600)
+        st = os.lstat(p)
+        self._ident = (st.st_dev, st.st_ino)  # close removes this socket and nothing else
+        try:
+            if gid is not None:
+                os.chown(p, -1, gid, follow_symlinks=False)
+        except OSError:
+            sock.close()
+            self._unlink_own(p)
+            raise
         sock.listen(64)
         sock.settimeout(0.2)
         self.path = p
@@ -223,8 +262,15 @@ class ControlServer:
             if self._thread is not threading.current_thread():
                 self._thread.join(timeout=5)
             sock.close()
+        self._unlink_own(self.path)
+
+    def _unlink_own(self, path: Path) -> None:
+        """Remove ``path`` if it is still the socket this server bound (same device and
+        inode); anything put there since is left alone."""
         with contextlib.suppress(OSError):
-            self.path.unlink()
+            st = os.lstat(path)
+            if stat.S_ISSOCK(st.st_mode) and (st.st_dev, st.st_ino) == self._ident:
+                os.unlink(path)
 
     def _accept(self) -> None:
         while not self._closed.is_set():

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .jobs import JobSpec
+from .private import open_private, private_dir
 
 __all__ = ["ENDED", "JOURNAL_NAME", "LOCK_NAME", "Journal", "JournalLockedError", "JobRow",
            "spec_from_json", "spec_to_json"]
@@ -197,17 +198,21 @@ class Journal:
     """The journal file of one state directory (module docstring).
 
     Args:
-        state_dir: the state directory (created, mode 0700, when missing).
+        state_dir: the state directory (created; narrowed to mode 0700 when it is ours and
+            wider; its files are 0600: :mod:`scheduler.private`).
         readonly: open for reading only (``history``); no lock, no schema change.
 
     Raises:
-        OSError: the directory cannot be made; sqlite3.Error: the file is not a journal.
+        OSError: the directory cannot be made, or is another user's or a link
+            (:class:`~scheduler.private.UnsafePathError`); sqlite3.Error: the file is not a
+            journal.
 
     Thread-safe: one connection, used under an internal lock.
     """
 
     def __init__(self, state_dir: str | os.PathLike[str], *, readonly: bool = False) -> None:
-        self.dir = Path(state_dir).resolve()
+        # Checked before it is resolved: a link planted at the path is refused, not followed.
+        self.dir = (Path(state_dir) if readonly else private_dir(state_dir)).resolve()
         self.path = self.dir / JOURNAL_NAME
         self._lock = threading.Lock()
         self._lock_fd: int | None = None
@@ -217,8 +222,8 @@ class Journal:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                        check_same_thread=False)
         else:
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._db = sqlite3.connect(self.path, check_same_thread=False,
+            os.close(open_private(self.path, os.O_RDWR))  # 0600: SQLite gives -wal, -shm
+            self._db = sqlite3.connect(self.path, check_same_thread=False,  # its mode
                                        isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -240,7 +245,7 @@ class Journal:
             JournalLockedError: another live process holds it (its pid is in the message).
         """
         path = self.dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -42,6 +42,7 @@ from communicators.protocol import job_environment
 
 from .jobs import JobClass
 from .nodes import JobLaunch
+from .private import write_private
 from .procs import AdoptedProcess, ProcessTree, proc_table, start_time
 from .state import ServerJob, ServerState
 
@@ -52,9 +53,10 @@ __all__ = ["WRAPPER", "drop_key_file", "end_job", "finish", "job_env", "keyed", 
 #: The launcher wrapper (``sh -c WRAPPER sh PIDFILE STATUSFILE COMMAND…``): writes its pid,
 #: runs the command, writes the exit status by rename, and dies of the command's signal.
 #: Signals that would end it are caught (a handler, reset for the command by exec) so that it
-#: outlives the command and records its status.
-WRAPPER = ('trap : TERM INT HUP; echo $$ > "$1"; s=$2; shift 2; "$@"; rc=$?; '
-           'echo $rc > "$s.tmp" && mv -f "$s.tmp" "$s"; '
+#: outlives the command and records its status.  Its two files are written in subshells with
+#: umask 077 (mode 0600), the command keeps the umask it was given.
+WRAPPER = ('trap : TERM INT HUP; (umask 077; echo $$ > "$1"); s=$2; shift 2; "$@"; rc=$?; '
+           '(umask 077; echo $rc > "$s.tmp") && mv -f "$s.tmp" "$s"; '
            'if [ $rc -gt 128 ]; then trap - TERM INT HUP; kill -s $(kill -l $rc) $$; fi; '
            'exit $rc')
 
@@ -124,7 +126,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
         nodes = list(state.rm.arrange(nodes))  # e.g. Slurm's batch host first
     job.nodes = nodes
     job.node_file = state.run_dir / f"job-{job.job_id}.nodes"
-    job.node_file.write_text("".join(f"{n}\n" for n in nodes), encoding="ascii")
+    write_private(job.node_file, "".join(f"{n}\n" for n in nodes), encoding="ascii")
     job.stdout = state.run_dir / f"job-{job.job_id}.out"
     job.stderr = state.run_dir / f"job-{job.job_id}.err"
     argv = job.argv

@@ -49,6 +49,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from communicators.auth import KEY_ENV
 
+from .private import open_private
+
 __all__ = ["JobLaunch", "LocalNodes", "NodeBackend", "ResourceManager", "SshHosts",
            "python_bin_dir"]
 
@@ -147,7 +149,9 @@ class ResourceManager(Protocol):
 
 
 def _popen(argv: Sequence[str], job: JobLaunch, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    with open(job.stdout, "wb") as out, open(job.stderr, "wb") as err:
+    flags = os.O_WRONLY | os.O_TRUNC  # mode 0600, never through a link (scheduler.private)
+    with os.fdopen(open_private(job.stdout, flags), "wb") as out, \
+            os.fdopen(open_private(job.stderr, flags), "wb") as err:
         return subprocess.Popen(list(argv), cwd=job.cwd, env=dict(env), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, start_new_session=True)
 

@@ -18,12 +18,16 @@ a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).
 Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
 ``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
 running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken,
-or another scheduler uses the state directory).
+the control socket's path not safely the user's, or another scheduler uses the state
+directory).
 
 Its jobs are journaled in ``--state-dir`` (default ``<run-dir>/state``): a scheduler started
 again on the same state directory after a crash queues the waiting jobs again and adopts the
 running ones (docs/guides/durable-scheduler.md).  The control socket is owner-only unless
-``--control-group`` names a group that may use it too.
+``--control-group`` names a group that may use it too; its default path is
+``$XDG_RUNTIME_DIR/apgaspy-scheduler.sock``, else ``<tmp>/apgaspy-<uid>/scheduler.sock``
+(:mod:`scheduler.control_client`).  The run directory is made owner-only (mode 0700) and
+every file the scheduler writes there is 0600 (:mod:`scheduler.private`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
 from .control_client import control_path
+from .control_server import prepare_control_path
 from .nodes import LocalNodes, NodeBackend, SshHosts
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options
@@ -96,7 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "first host)")
     p.add_argument("--control", default=None,
                    help="control socket (default $APGAS_SCHEDULER_CONTROL, else "
-                        "<tmp>/apgaspy-scheduler-<uid>.sock)")
+                        "$XDG_RUNTIME_DIR/apgaspy-scheduler.sock, else "
+                        "<tmp>/apgaspy-<uid>/scheduler.sock)")
     p.add_argument("--control-group", default=None, metavar="NAME",
                    help="a group whose members may use the control socket too (default: "
                         "the owner only)")
@@ -228,6 +234,12 @@ def _format_event(ev: dict[str, Any]) -> str | None:
     return None
 
 
+def _close(nodes: NodeBackend) -> None:
+    close = getattr(nodes, "close", None)
+    if close is not None:
+        close()  # a Slurm backend's scratch directory
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until shut down; returns 0, or 1 when the server cannot start."""
     try:
@@ -237,6 +249,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    control = control_path(args.control)
+    try:  # before anything starts: a path that is not safely ours stops it here
+        prepare_control_path(control)
+    except OSError as exc:
+        _close(nodes)
+        print(f"error: control socket: {exc}", file=sys.stderr)
         return 1
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="apgaspy-scheduler-"))
     state_dir = args.state_dir or Path(run_dir) / "state"
@@ -256,13 +275,11 @@ def run(args: argparse.Namespace) -> int:
         )
         server.start()
     except OSError as exc:
-        close = getattr(nodes, "close", None)
-        if close is not None:
-            close()  # a Slurm backend's scratch directory
+        _close(nodes)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        path = server.serve_control(control_path(args.control), group=args.control_group)
+        path = server.serve_control(control, group=args.control_group)
     except KeyError:
         print(f"error: --control-group: no group {args.control_group!r}", file=sys.stderr)
         server.detach()  # the jobs it adopted run on, still journaled

@@ -61,6 +61,7 @@ from .metrics import result_from_records
 from .nodes import NodeBackend
 from .notifications import on_notification
 from .order_transport import NotificationListener
+from .private import private_dir
 from .records import JobRecord, SimResult
 from .recovery import recover
 from .shutdown import begin_shutdown, end_running_jobs
@@ -87,7 +88,8 @@ class Server:
             (0: a free port, chosen when binding).
         listen: the address to listen on and give jobs as ``SCHEDULER_IP`` (default:
             ``nodes.scheduler_address()``).
-        run_dir: directory for node files, job output and inline scripts (created).
+        run_dir: directory for node files, job output and inline scripts (created; made
+            owner-only, mode 0700, and every file the scheduler writes there is 0600).
         log_path: the JSON-lines event log (appended), or None.
         interval_s: period of the algorithm's runs (seconds; the Java scheduler's 5 s).  It
             also runs after every submission, end, readiness and order reply.
@@ -109,7 +111,8 @@ class Server:
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, or ``port`` outside 0-65535.
-        OSError: the log cannot be opened, or the run directory made;
+        OSError: the log cannot be opened, or the run directory made
+            (:class:`~scheduler.private.UnsafePathError`: it is another user's or a link);
             :class:`~scheduler.journal.JournalLockedError` (an ``OSError``): another live
             scheduler holds ``state_dir``.
 
@@ -143,8 +146,7 @@ class Server:
             raise ValueError(f"grace_s must be >= 0 s, got {grace_s}")
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0-65535, got {port}")
-        run = Path(run_dir).resolve()
-        run.mkdir(parents=True, exist_ok=True)
+        run = private_dir(run_dir).resolve()  # mode 0700, ours, not a link (.private)
         journal = None
         if state_dir is not None:
             journal = Journal(state_dir)

@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from .nodes import JobLaunch, python_bin_dir, source_towards
+from .private import open_private, write_private
 
 __all__ = [
     "GROW_MODES",
@@ -393,8 +394,10 @@ class SlurmNodes:
                          "HYDRA_LAUNCHER_EXEC": str(self._launcher(run_dir)),
                          NODE_MAP_ENV: str(held.map_file)})
         script = run_dir / f"job-{job.job_id}.sbatch"
-        script.write_text("#!/bin/sh\n# written by the apgaspy scheduler (Slurm mode)\nexec "
-                          + shlex.join(job.argv) + "\n", encoding="utf-8")
+        write_private(script, "#!/bin/sh\n# written by the apgaspy scheduler (Slurm mode)\n"
+                      f"exec {shlex.join(job.argv)}\n")  # 0600, as the files Slurm appends
+        for out in (job.stdout, job.stderr):  # to (it keeps an existing file's mode)
+            os.close(open_private(out, os.O_WRONLY | os.O_TRUNC))
         argv = ["sbatch", "--parsable", f"--job-name=apgaspy-{job.job_id}",
                 f"--partition={self.partition}", f"--nodes={len(nodes)}",
                 f"--nodelist={','.join(nodes)}", "--exclusive", f"--chdir={job.cwd}",
@@ -408,7 +411,7 @@ class SlurmNodes:
             self._write_map(held)
         watch_log = Path(job.stdout).with_suffix(".slurm.log")
         try:
-            with open(watch_log, "wb") as log:
+            with os.fdopen(open_private(watch_log, os.O_WRONLY | os.O_TRUNC), "wb") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "scheduler.slurm_mode", "watch", str(held.main)],
                     env=self.env, cwd=self._scratch, stdin=subprocess.DEVNULL, stdout=log,
@@ -727,15 +730,14 @@ class SlurmNodes:
         if held.map_file is None:
             return
         tmp = held.map_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(held.node_map()), encoding="utf-8")
+        write_private(tmp, json.dumps(held.node_map()))
         os.replace(tmp, held.map_file)
 
     def _launcher(self, run_dir: Path) -> Path:
         path = run_dir / "slurm-launch"
-        if not path.exists():
-            path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m "
-                            "scheduler.slurm_mode launch \"$@\"\n", encoding="utf-8")
-            path.chmod(0o755)
+        if not path.exists():  # run by the job's own user only: 0700
+            write_private(path, f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m "
+                          "scheduler.slurm_mode launch \"$@\"\n", mode=0o700)
         return path
 
 

@@ -48,6 +48,7 @@ from .job_state import JobState
 from .jobs import JobSpec
 from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
+from .private import open_private
 from .procs import ProcessTree
 
 __all__ = ["ENDED_STATES", "RESIZING_ALGORITHMS", "EventLog", "ServerJob", "ServerState"]
@@ -210,7 +211,8 @@ class EventLog:
 
     Args:
         now: the server's clock (seconds since start).
-        path: the JSON-lines file (appended), or None.
+        path: the JSON-lines file (appended; made with mode 0600, an existing one of ours
+            narrowed to 0600), or None.
         on_event: called with each event dict from the calling thread, or None; an error
             it raises is ignored (a progress printer must not stop the scheduler).
 
@@ -222,8 +224,9 @@ class EventLog:
                  on_event: Callable[[dict[str, Any]], None] | None) -> None:
         self._now = now
         self._lock = threading.Lock()
-        self._file: IO[str] | None = (
-            open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self._file: IO[str] | None = (  # a new log is 0600 (scheduler.private)
+            os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND, follow=True), "a",
+                      encoding="utf-8") if path else None
         )
         self.path = Path(path).resolve() if path else None
         self._on_event = on_event

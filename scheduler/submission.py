@@ -22,6 +22,7 @@ from typing import Any
 from ._exceptions import SubmissionError
 from .jobs import BatchEntry, JobSpec, load_batch, load_job_script, parse_job_script
 from .launch import end_job
+from .private import write_private
 from .state import ENDED_STATES, ServerJob, ServerState
 
 __all__ = ["admit", "admit_due", "cancel", "command_of", "may_cancel", "submit",
@@ -181,7 +182,7 @@ def submit_text(state: ServerState, text: str, *, name: str | None = None,
     spec = _with_priority(spec, priority)
     with state.lock:
         path = state.run_dir / f"script-{state.next_id}-{int(time.time() * 1000)}.sh"
-        path.write_text(text, encoding="utf-8")
+        write_private(path, text)  # mode 0600: run with bash, by its owner
         return submit(state, spec.replace(command=str(path)), delay_s=delay_s, user=user)
 
 
