@@ -45,7 +45,7 @@ from ._child import TAG as _TAG
 from ._child import LaunchOrder, PlaceAnswer
 from ._child import sleepy_recv as _sleepy_recv
 from ._config import setting
-from ._exceptions import ApgasError, MalleabilityError, StartupError
+from ._exceptions import ApgasError, ConfigurationError, MalleabilityError, StartupError
 from ._hosts import (
     check_host,
     choose_address,
@@ -263,8 +263,24 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
         raise ApgasError("a spawned place cannot start a runtime of its own")
     world = MPI.COMM_WORLD
     if world.Get_size() > 1:
+        if world.Get_rank() == 0:
+            _warn_places_ignored(places, world.Get_size())
         return _start_world(world), world.Get_rank() == 0
     return _start_embedded(places), True
+
+
+def _warn_places_ignored(places: int | None, ranks: int) -> None:
+    """Under mpiexec the ranks are the places: say so when ``places``/``APGAS_PLACES`` asks
+    for another count (a bad value is left alone here, as the setting is unused)."""
+    try:
+        asked = setting("PLACES", places)
+    except ConfigurationError:
+        return
+    if asked is not None and asked != ranks:
+        configure_logging(0)
+        source = "places=" if places is not None else "APGAS_PLACES="
+        log.warning("%s%d is ignored under mpiexec: its %d ranks are the places, so %d places "
+                    "run (mpiexec -n %d gives %d)", source, asked, ranks, ranks, asked, asked)
 
 
 class _Launcher:
