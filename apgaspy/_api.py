@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
 from . import _launch, _report
-from ._env_check import check_environment
 from ._exceptions import ConfigurationError, MultipleException
 from ._finish import RootFinish, finish_stack, local_exception
 from ._logging import configure_logging
@@ -307,9 +306,6 @@ def session(places: int | None = None) -> Iterator[bool]:
     """
     _report.install()  # an uncaught failure prints its short form (APGAS_DEBUG: all of it)
     check_communicator()  # a bad communicator setting fails here, before places start
-    if _launch._mpi().COMM_WORLD.Get_rank() == 0:  # place 0 (embedded, or mpiexec's rank 0)
-        configure_logging(0)
-        check_environment()  # misspelt APGAS_/GLB_/SCHEDULER_ variables, before the start
     rt, is_main = _launch.start(places)
     configure_logging(rt.here)
     if not is_main:
