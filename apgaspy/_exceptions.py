@@ -34,7 +34,11 @@ class ConfigurationError(ApgasError, ValueError):
 
     Raised by any function that reads a setting (a keyword argument, then an ``APGAS_*``
     environment variable, then the documented default) when the value it finds cannot be
-    used; the message names the setting, the value and what is expected.
+    used; the message names the setting, the value and what is expected.  Raised alone,
+    never inside a group: ``run`` takes it out of the root finish's
+    :class:`MultipleException` when every failure of ``main`` is one (a GLB setting read in
+    ``main``), and uncaught it prints as one line (``APGAS_DEBUG=1``: with its traceback).
+    A ``ValueError`` too, so that ``except ValueError`` catches it.
     """
 
 
