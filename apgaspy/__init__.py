@@ -36,6 +36,7 @@ from ._exceptions import (
     DeadPlaceError,
     MalleabilityError,
     MultipleException,
+    OrdersEndedError,
     RemoteError,
     RemoteTraceback,
     StartupError,
@@ -82,5 +83,6 @@ __all__ = [
     "RemoteTraceback",
     "ConfigurationError",
     "MalleabilityError",
+    "OrdersEndedError",
     "StartupError",
 ]

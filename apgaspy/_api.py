@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
-from . import _launch
-from ._exceptions import MultipleException
+from . import _launch, _report
+from ._exceptions import ConfigurationError, MultipleException
 from ._finish import RootFinish, finish_stack, local_exception
 from ._logging import configure_logging
 from ._messages import F_AT
@@ -304,6 +304,7 @@ def session(places: int | None = None) -> Iterator[bool]:
         ApgasError: a runtime already runs in this process.
         ConfigurationError: a setting is invalid.
     """
+    _report.install()  # an uncaught failure prints its short form (APGAS_DEBUG: all of it)
     check_communicator()  # a bad communicator setting fails here, before places start
     rt, is_main = _launch.start(places)
     configure_logging(rt.here)
@@ -338,13 +339,27 @@ def run(main: Callable[..., T], /, *args: Any, places: int | None = None) -> T:
     Returns:
         ``main``'s return value (at place 0).
 
+    An uncaught failure prints a short form (the first failure's place, bag, exception
+    and last frames; ``APGAS_DEBUG=1``: every traceback) and exits with status 1
+    (:mod:`apgaspy._report`, docs/reference/settings.md).
+
     Raises:
         MultipleException: ``main`` or a task raised.
-        ApgasError, ConfigurationError: the runtime could not start.
+        ConfigurationError: the runtime could not start for a bad setting, or every
+            failure of ``main`` was a bad setting (raised alone, not in a group).
+        ApgasError: the runtime could not start.
     """
     _check_callable(main, "run")
-    with session(places) as is_main:
-        if is_main:
-            return main(*args)
+    try:
+        with session(places) as is_main:
+            if is_main:
+                return main(*args)
+    except MultipleException as group:
+        # A bad setting read inside main (GLB's, say) is a ConfigurationError, not a failed
+        # task: raised alone, with no group around it.
+        failures = _report.leaves(group)
+        if all(isinstance(f, ConfigurationError) for f in failures):
+            raise failures[0] from None
+        raise
     sys.stdout.flush()
     sys.exit(0)

@@ -185,6 +185,9 @@ SETTINGS: dict[str, Setting] = {
                 "forward print output of places other than 0 to place 0's stdout/stderr, in order"),
         Setting("LOG_LEVEL", "WARNING", _log_level, _any,
                 "level of the 'apgaspy' logger (DEBUG, INFO, WARNING, ERROR)"),
+        Setting("DEBUG", False, parse_bool, _any,
+                "1: a failure that ends run() or session() prints every traceback, remote "
+                "ones included (default: its first failure in a few lines)"),
         Setting("PLACES_PER_HOST", 1, int, _positive,
                 "places started on each host of a grow order (a scheduler counts hosts)"),
         Setting("COMMUNICATOR", None, str, _any,

@@ -20,6 +20,7 @@ __all__ = [
     "RemoteTraceback",
     "ConfigurationError",
     "MalleabilityError",
+    "OrdersEndedError",
     "StartupError",
 ]
 
@@ -33,7 +34,11 @@ class ConfigurationError(ApgasError, ValueError):
 
     Raised by any function that reads a setting (a keyword argument, then an ``APGAS_*``
     environment variable, then the documented default) when the value it finds cannot be
-    used; the message names the setting, the value and what is expected.
+    used; the message names the setting, the value and what is expected.  Raised alone,
+    never inside a group: ``run`` takes it out of the root finish's
+    :class:`MultipleException` when every failure of ``main`` is one (a GLB setting read in
+    ``main``), and uncaught it prints as one line (``APGAS_DEBUG=1``: with its traceback).
+    A ``ValueError`` too, so that ``except ValueError`` catches it.
     """
 
 
@@ -160,6 +165,18 @@ class MalleabilityError(ApgasError):
     malformed or its handler's answer is invalid (a shrink list that is not exactly the
     requested number of distinct, existing places other than place 0; a grow on a host that
     cannot start a process).  A refused order leaves the running program untouched.
+    """
+
+
+class OrdersEndedError(MalleabilityError):
+    """An order arrived when the program no longer takes orders: not carried out.
+
+    Raised to a communicator (``MalleableCommunicator.shrink``/``grow``) by the runtime for
+    an order that arrives after the program disabled its malleable handler, which GLB does
+    as its computation ends and the runtime does as the program ends: the computation had
+    ended.  A :class:`MalleabilityError`, so that ``except MalleabilityError`` still
+    refuses it; the communicators of this project report it at INFO level, not as an error,
+    since an order due just as a correct run ends is no fault of either side.
     """
 
 

@@ -46,7 +46,8 @@ from ._child import TAG as _TAG
 from ._child import LaunchOrder, PlaceAnswer
 from ._child import sleepy_recv as _sleepy_recv
 from ._config import setting
-from ._exceptions import ApgasError, MalleabilityError, StartupError
+from ._env_check import check_environment
+from ._exceptions import ApgasError, ConfigurationError, MalleabilityError, StartupError
 from ._hosts import (
     check_host,
     choose_address,
@@ -266,9 +267,33 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
     if MPI.Comm.Get_parent() != MPI.COMM_NULL:
         raise ApgasError("a spawned place cannot start a runtime of its own")
     world = MPI.COMM_WORLD
+    if world.Get_rank() == 0:
+        _check_settings(places, world.Get_size())
     if world.Get_size() > 1:
         return _start_world(world), world.Get_rank() == 0
     return _start_embedded(places), True
+
+
+def _check_settings(places: int | None, ranks: int) -> None:
+    """At place 0, before the start: warn about misspelt variables
+    (:mod:`apgaspy._env_check`) and, under mpiexec, where the ranks are the places, about
+    ``places``/``APGAS_PLACES`` asking for another count (a bad value is left alone there,
+    as the setting is unused)."""
+    try:
+        configure_logging(0)
+    except ConfigurationError:
+        pass  # a bad APGAS_LOG_LEVEL: raised at every rank alike, after the start
+    check_environment()
+    if ranks == 1:
+        return
+    try:
+        asked = setting("PLACES", places)
+    except ConfigurationError:
+        return
+    if asked is not None and asked != ranks:
+        source = "places=" if places is not None else "APGAS_PLACES="
+        log.warning("%s%d is ignored under mpiexec: its %d ranks are the places, so %d places "
+                    "run (mpiexec -n %d gives %d)", source, asked, ranks, ranks, asked, asked)
 
 
 class _Launcher:

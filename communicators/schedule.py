@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from apgaspy import ConfigurationError, MalleabilityError
+from apgaspy import ConfigurationError, MalleabilityError, OrdersEndedError
 from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator
 
@@ -124,6 +124,9 @@ class ScheduleMalleableCommunicator(MalleableCommunicator):
                 else:
                     result = self.grow(entry.order.hosts)
                 log.info("scheduled %s %d: done", entry.order.kind, entry.order.n)
+            except OrdersEndedError as exc:  # due just as the computation ended: no fault
+                log.info("scheduled %s %d %s", entry.order.kind, entry.order.n, exc)
+                result = exc
             except MalleabilityError as exc:
                 log.error("scheduled %s %d refused: %s", entry.order.kind, entry.order.n, exc)
                 result = exc

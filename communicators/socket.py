@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from apgaspy import ConfigurationError, MalleabilityError
+from apgaspy import ConfigurationError, MalleabilityError, OrdersEndedError
 from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator, evolving_mode
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
@@ -369,6 +369,9 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             else:
                 self.grow(order.hosts)
                 self.notify(timing_message(GROW_TIME, order.n, time.perf_counter_ns() - start))
+        except OrdersEndedError as exc:  # arrived as the computation ended: no fault
+            log.info("order %r %s", text.strip(), exc)
+            reply.send([refusal(str(exc))])
         except MalleabilityError as exc:
             log.error("order %r refused: %s", text.strip(), exc)
             reply.send([refusal(str(exc))])

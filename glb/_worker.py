@@ -79,6 +79,7 @@ from apgaspy import (
     here,
     immediate_async_at,
 )
+from apgaspy._report import BAG_NOTE
 from apgaspy.elastic import set_load_source
 
 from ._bag import Bag
@@ -828,7 +829,12 @@ def _process(bag: Bag, n: int, result: Fold, st: PlaceStats | WorkerStats,
     splittable = bag.is_splittable()  # could another place take some of it?
     t, c = time.perf_counter(), time.thread_time()
     k, kc = nogil_seconds(), nogil_cpu_seconds()
-    bag.process(n, result)
+    try:
+        bag.process(n, result)
+    except Exception as exc:
+        # names the bag in what the user sees (apgaspy._report's short form)
+        exc.add_note(BAG_NOTE % type(bag).__qualname__)
+        raise
     end, end_c = time.perf_counter(), time.thread_time()
     took = end - t
     st.busy_cpu_s += end_c - c

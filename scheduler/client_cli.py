@@ -18,6 +18,8 @@ and talks to it only if it runs as the user, as root, or as the uid ``--server-u
 when done, 1 when the scheduler refuses (unknown job id, a script that does not parse, a job
 that can never fit), cannot be reached or is not trusted, 2 for a usage error.  The server
 keeps running in every case but ``shutdown``.
+``submit`` prints a ``warning:`` line for what in a script parses but is most likely a slip
+(a bare ``#REQUIRED_TIME`` under 1000, read in milliseconds) and submits the job all the same.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from ._argtypes import seconds
 from .control_client import ControlError, UntrustedServerError, control_path, request
-from .jobs import parse_priority
+from .jobs import job_script_warnings, parse_priority
 
 __all__ = [
     "CANCEL_HELP",
@@ -119,6 +121,13 @@ def _priority(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _warn_about_script(what: str, text: str) -> None:
+    """Print a ``warning:`` line to stderr for each slip of a job script
+    (:func:`scheduler.jobs.job_script_warnings`); the job is submitted all the same."""
+    for warning in job_script_warnings(text):
+        print(f"warning: {what}: {warning}", file=sys.stderr)
+
+
 def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     """``submit``'s options."""
     p.add_argument("scripts", nargs="*", metavar="SCRIPT",
@@ -148,11 +157,18 @@ def run_submit(args: argparse.Namespace) -> int:
     requests: list[dict[str, Any]] = []
     for script in args.scripts:
         if script == "-":
-            requests.append({"op": "submit", "text": sys.stdin.read(), "name": args.name,
+            text = sys.stdin.read()
+            requests.append({"op": "submit", "text": text, "name": args.name,
                              "delay_s": args.delay})
+            _warn_about_script("<stdin>", text)
         else:
             requests.append({"op": "submit", "script": str(Path(script).resolve()),
                              "delay_s": args.delay})
+            try:
+                _warn_about_script(script, Path(script).read_text(encoding="utf-8",
+                                                                  errors="replace"))
+            except OSError:
+                pass  # the scheduler reads it, and says why it cannot
     if args.priority is not None:
         for req in requests:
             req["priority"] = args.priority

@@ -29,10 +29,20 @@ with ``#`` is a candidate; its first word after the ``#`` is the key.  Known key
                   (docs/reference/security.md).  The Java scheduler ignores the key.
 ================  =====================================================================
 
-Keys are upper case, as in Java.  Unknown keys and ordinary comments (``#!/bin/bash``,
-``# build the input``) are ignored, as the Java scheduler ignores them.  A known key with a
-malformed value raises :class:`~scheduler._exceptions.JobScriptError` naming the line.  A
-repeated key: the last one wins (as in Java).
+Keys are upper case, as in Java.  A line is a *directive* when ``#`` is followed at once by a
+word of capitals, digits and underscores (``#JOBCLASS malleable``, ``#NODE 2``).  A directive
+whose word is not a known key is refused with the line number and the nearest known keys
+(:func:`difflib.get_close_matches`), where the Java scheduler would silently ignore it: a
+misspelt key would otherwise leave the job rigid, or with the default time.  So is a known key
+in the wrong case (``#Job_Class``).  Not directives, and ignored: the shebang (``#!/bin/bash``),
+ordinary comments (``# build the input``: a space after ``#``; a known key there still counts,
+``#   NODES 3``, as in Java), lower-case words (``#set -e``), the directives of other batch
+systems (:data:`FOREIGN_DIRECTIVES`: ``#SBATCH``, ``#PBS``, ``#BSUB`` …) and the comment tags
+:data:`COMMENT_TAGS` (``#TODO`` …).  A known key with a malformed value raises
+:class:`~scheduler._exceptions.JobScriptError` naming the line.  A repeated key: the last one
+wins (as in Java).  :func:`job_script_warnings` names what parses but is most likely a slip:
+a bare ``REQUIRED_TIME`` below 1000 (milliseconds, the Java unit: ``#REQUIRED_TIME 60`` is
+60 ms).
 
 Defaults, as in the Java scheduler: no ``REQUIRED_TIME`` means 60 s; no ``MIN_NODES`` means 1;
 no ``MAX_NODES`` means the minimum; no ``JOB_CLASS`` means rigid.
@@ -65,6 +75,7 @@ Batch files
 from __future__ import annotations
 
 import csv
+import difflib
 import enum
 import json
 import math
@@ -82,9 +93,12 @@ __all__ = [
     "DEFAULT_REQUIRED_TIME_S",
     "MAX_PRIORITY",
     "MIN_PRIORITY",
+    "COMMENT_TAGS",
+    "FOREIGN_DIRECTIVES",
     "BatchEntry",
     "JobClass",
     "JobSpec",
+    "job_script_warnings",
     "load_batch",
     "load_job_script",
     "parse_job_script",
@@ -346,6 +360,18 @@ _HEADER_KEYS = (
     "AUTH",
 )
 
+#: Directive words of other batch systems, which a job script may carry for them: Slurm
+#: (``SBATCH``, and its burst-buffer ``BB``/``DW``), PBS/Torque, LSF (``BSUB``), Cobalt, Moab
+#: (``MSUB``), OAR.  Ignored.
+FOREIGN_DIRECTIVES = ("SBATCH", "PBS", "BSUB", "COBALT", "MSUB", "OAR", "BB", "DW")
+#: Comment tags that look like directives (``#TODO make it faster``).  Ignored.
+COMMENT_TAGS = ("TODO", "FIXME", "XXX", "NOTE", "HACK")
+
+_DIRECTIVE_RE = re.compile(r"#([A-Za-z][A-Za-z0-9_]*)(?:\s|$)")
+
+#: A bare ``REQUIRED_TIME`` below this many milliseconds draws a warning (a second).
+_SHORT_BARE_TIME_MS = 1000
+
 _TIME_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)$")
 _TIME_UNITS_S = {
     "": 1e-3,  # a bare number is milliseconds, the Java unit
@@ -394,6 +420,59 @@ def _parse_count(text: str) -> int:
     return value
 
 
+def _unknown_directive(line: str) -> str | None:
+    """Why ``line`` (stripped) is refused as an unknown directive, or ``None`` (module
+    docstring: a known key, an ordinary comment, a foreign directive, a comment tag)."""
+    match = _DIRECTIVE_RE.match(line)
+    if match is None:
+        return None
+    word = match.group(1)
+    if word in _HEADER_KEYS or word in FOREIGN_DIRECTIVES or word in COMMENT_TAGS:
+        return None
+    if word.upper() in _HEADER_KEYS:
+        return f"unknown directive #{word}: keys are upper case, write #{word.upper()}"
+    if word != word.upper():
+        return None  # a lower-case word: an ordinary comment (#set -e, #include)
+    close = difflib.get_close_matches(word, _HEADER_KEYS, n=2, cutoff=0.6)
+    hint = (f"did you mean {' or '.join('#' + c for c in close)}?" if close
+            else f"known: {', '.join('#' + k for k in _HEADER_KEYS)}")
+    return f"unknown directive #{word} ({hint})"
+
+
+def job_script_warnings(text: str) -> list[str]:
+    """What in a job script parses but is most likely a slip, one line each.
+
+    Today: a bare ``#REQUIRED_TIME`` below 1000 is read in milliseconds, the Java unit
+    (``#REQUIRED_TIME 60``: 60 ms, and the job is ended that soon); the warning names the
+    line and suggests the units.  The submit command prints these; the job is still accepted.
+
+    Args:
+        text: the whole script.
+
+    Returns:
+        The warnings, ``"line N: ..."`` each (empty when none; lines that do not parse are
+        left to :func:`parse_job_script`).
+    """
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line.startswith("#"):
+            continue
+        parts = line[1:].split(None, 1)
+        if len(parts) != 2 or parts[0] != "REQUIRED_TIME":
+            continue
+        value = parts[1].strip()
+        match = _TIME_RE.match(value)
+        if match is None or match.group(2):
+            continue
+        number = float(match.group(1))
+        if 0 < number < _SHORT_BARE_TIME_MS:
+            shown = f"{number:g}"
+            out.append(f"line {lineno}: #REQUIRED_TIME {value} is {shown} ms (a bare number "
+                       f"is milliseconds, as in Java): did you mean {shown}s or {shown}min?")
+    return out
+
+
 def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
     """Read a job script's ``#KEY value`` header lines into a :class:`JobSpec`.
 
@@ -405,8 +484,9 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
         The job's spec, with ``command=None`` (see :func:`load_job_script` for a file).
 
     Raises:
-        JobScriptError: a known key with a missing or malformed value (the message names the
-            line number and the line), or headers that do not make a valid job.
+        JobScriptError: a known key with a missing or malformed value, or an unknown
+            directive (``#JOBCLASS``; the message names the line number, the line and the
+            nearest known keys), or headers that do not make a valid job.
 
     The format, units and defaults are described in this module's docstring; they follow the
     Java ElasticJobScheduler (``JobSh.setData``), with exact key matching instead of Java's
@@ -422,7 +502,10 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
         key = parts[0] if parts else ""
         rest = parts[1] if len(parts) > 1 else ""
         if key not in _HEADER_KEYS:
-            continue  # ordinary comment, shebang, or a key we do not know: ignored
+            why = _unknown_directive(line)
+            if why is not None:
+                raise JobScriptError(f"line {lineno}: {why}: {raw.strip()!r}")
+            continue  # ordinary comment, shebang, foreign directive: ignored
         value = rest.strip()
         if not value:
             raise JobScriptError(f"line {lineno}: #{key} needs a value: {raw.strip()!r}")

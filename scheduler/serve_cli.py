@@ -19,7 +19,9 @@ Events are printed to stderr as they happen (``--quiet``: not) and written as JS
 ``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
 running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken,
 the control socket's path not safely the user's, or another scheduler uses the state
-directory).
+directory).  At the start, an ``APGAS_*``, ``GLB_*`` or
+``SCHEDULER_*`` variable of its environment (or of ``--env``) that nothing reads draws a
+``warning:`` line with the nearest known names (:mod:`apgaspy._env_check`).
 
 Its jobs are journaled in ``--state-dir`` (default ``<run-dir>/state``): a scheduler started
 again on the same state directory after a crash queues the waiting jobs again and adopts the
@@ -33,12 +35,15 @@ every file the scheduler writes there is 0600 (:mod:`scheduler.private`).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+from apgaspy._env_check import describe, unknown_variables
 
 from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
@@ -257,6 +262,9 @@ def run(args: argparse.Namespace) -> int:
         _close(nodes)
         print(f"error: control socket: {exc}", file=sys.stderr)
         return 1
+    # Jobs inherit this environment and --env: a misspelt setting would reach none of them.
+    for name, close in unknown_variables([*os.environ, *dict(args.env)]):
+        print(f"warning: {describe(name, close)}", file=sys.stderr, flush=True)
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="apgaspy-scheduler-"))
     state_dir = args.state_dir or Path(run_dir) / "state"
 

@@ -75,13 +75,18 @@ def test_evolving_is_its_own_class():
     assert (spec.min_nodes, spec.max_nodes) == (2, 8)
 
 
-def test_unknown_keys_and_comments_ignored():
+def test_comments_and_foreign_directives_ignored():
     spec = parse_job_script(
-        "#!/bin/bash\n# plain comment with NODES in it\n#SBATCH --exclusive\n#PARTITION x\n"
-        "#   NODES   3  \n#JOB_NAME my job\n"
+        "#!/bin/bash\n# plain comment with NODES in it\n#SBATCH --exclusive\n#PBS -l x\n"
+        "#TODO faster\n#set -e\n#   NODES   3  \n#JOB_NAME my job\n"
     )
     assert spec.nodes == 3
     assert spec.name == "my job"
+
+
+def test_unknown_directive_refused_with_its_line():
+    with pytest.raises(JobScriptError, match=r"^line 2: unknown directive #PARTITION \(known: "):
+        parse_job_script("#NODES 1\n#PARTITION x\n")
 
 
 def test_last_repeated_key_wins():

@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._config import setting
-from .._exceptions import MalleabilityError
+from .._exceptions import MalleabilityError, OrdersEndedError
 from .._membership import PlaceInfo
 from .._messages import AddPlaces
 from .._place import Place
@@ -233,7 +233,12 @@ class Malleability:
             self.handler = None
         self._stop_communicator()
 
-    def _handler(self) -> MalleableHandler:
+    def _handler(self, order: bool = True) -> MalleableHandler:
+        """The handler; for an ``order`` (shrink, grow) that arrives after the program
+        disabled it, :class:`OrdersEndedError` (the computation had ended)."""
+        if order and self.state is HandlerState.DISABLED:
+            raise OrdersEndedError("not carried out (the computation had ended: the program "
+                                   "disabled its malleable handler)")
         if self.state is not HandlerState.DEFINED or self.handler is None:
             raise MalleabilityError(
                 "orders are refused: the program has no malleable handler defined "
@@ -458,7 +463,7 @@ class Malleability:
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise MalleabilityError(f"request_places() asks for at least 1 host, got {n!r}")
-        self._handler()
+        self._handler(order=False)
         comm = self._evolving_communicator()
         if self.shrinking:
             raise MalleabilityError("a shrink is under way: request places after it has ended")
@@ -516,7 +521,7 @@ class Malleability:
         gone = sorted(i for i in ids if i in members.released)
         if gone:
             raise MalleabilityError(f"places {gone} were already released")
-        self._handler()
+        self._handler(order=False)
         comm = self._evolving_communicator()
         with self.order_lock:
             leaving = sorted(set(ids) & self.leaving)  # again: a release may just have ended
@@ -535,7 +540,7 @@ class Malleability:
     def _release(self, ids: list[int], comm: Any) -> OrderReport:
         """The body of :meth:`release`, with the order lock held."""
         members = self.rt.membership
-        handler = self._handler()
+        handler = self._handler(order=False)
         table = {p: info.slot for p, info in members.table.items()}
         died = sorted(i for i in ids if i in members.dead)
         if died:

@@ -9,6 +9,7 @@ registers its own the same way).  Unset: the socket communicator when
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
@@ -44,8 +45,10 @@ def load_communicator_class(spec: str) -> type[MalleableCommunicator]:
         found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
         if not found:
             names = sorted({ep.name for ep in entry_points(group=GROUP)})
+            close = difflib.get_close_matches(spec, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigurationError(
-                f"APGAS_COMMUNICATOR={spec!r}: no communicator of that name (known: "
+                f"APGAS_COMMUNICATOR={spec!r}: no communicator of that name ({hint}known: "
                 f"{', '.join(names) or 'none: is apgaspy installed (pip install -e .)?'}; "
                 "or give module:Class)")
         target = found[0].value
