@@ -34,6 +34,7 @@ from ._exceptions import (
     BadPlaceError,
     ConfigurationError,
     DeadPlaceError,
+    Interrupted,
     MalleabilityError,
     MultipleException,
     RemoteError,
@@ -83,4 +84,5 @@ __all__ = [
     "ConfigurationError",
     "MalleabilityError",
     "StartupError",
+    "Interrupted",
 ]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
-from . import _launch
+from . import _interrupt, _launch
 from ._exceptions import MultipleException
 from ._finish import RootFinish, finish_stack, local_exception
 from ._logging import configure_logging
@@ -307,19 +307,41 @@ def session(places: int | None = None) -> Iterator[bool]:
     check_communicator()  # a bad communicator setting fails here, before places start
     rt, is_main = _launch.start(places)
     configure_logging(rt.here)
+    _interrupt.install(rt)
     if not is_main:
-        _launch.serve(rt)
+        try:
+            code = _launch.serve(rt)
+        finally:
+            _interrupt.uninstall()
+        if _interrupt.is_interrupt_code(code):  # place 0 ended an interrupted run
+            sys.stdout.flush()
+            raise SystemExit(code)
         yield False
         return
     code = 0
+    interrupted = False
     try:
         with finish():
             yield True
+    except KeyboardInterrupt as exc:  # Interrupted (a signal), or the program's own
+        _interrupt.begin_ending()
+        interrupted = True
+        code = _interrupt.exit_code(exc)
+        _interrupt.report(exc, len(rt.membership.table))
+        raise SystemExit(code) from None
     except BaseException:
         code = 1
         raise
     finally:
-        _launch.stop(rt, code)
+        _interrupt.begin_ending()
+        try:
+            _launch.stop(rt, code, interrupted=interrupted)
+        finally:
+            late = _interrupt.received() if not interrupted and code == 0 else None
+            _interrupt.uninstall()
+        if late is not None:  # a signal while the run was ending normally
+            _interrupt.report(None, len(rt.membership.table) or 1)
+            raise SystemExit(_interrupt.exit_code())
 
 
 def run(main: Callable[..., T], /, *args: Any, places: int | None = None) -> T:

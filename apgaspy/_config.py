@@ -177,6 +177,12 @@ SETTINGS: dict[str, Setting] = {
                 "seconds between transport heartbeats (a silent peer is dropped after 3 of them)"),
         Setting("SHUTDOWN_TIMEOUT", 10.0, float, _positive,
                 "seconds place 0 waits for the other places to say goodbye at shutdown"),
+        Setting("INTERRUPT_TIMEOUT", 3.0, float, _positive,
+                "seconds place 0 waits for the other places to say goodbye after an interrupt "
+                "(SIGINT, SIGTERM) before it ends the ones on its machine by force"),
+        Setting("DEBUG", False, parse_bool, _any,
+                "1: an interrupted run also prints where place 0's main thread was (the "
+                "traceback), not only its one line"),
         Setting("FORWARD_OUTPUT", True, parse_bool, _any,
                 "forward print output of places other than 0 to place 0's stdout/stderr, in order"),
         Setting("LOG_LEVEL", "WARNING", _log_level, _any,
