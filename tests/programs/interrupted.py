@@ -1,11 +1,13 @@
 """A run to interrupt (tests/test_interrupts.py): a long GLB computation, or an ``at`` that
 blocks place 0.
 
-    python interrupted.py glb|at
+    python interrupted.py glb|at|stuck
 
 ``glb``: UTS of depth 17 on GLB (minutes on a 2-core machine with either kernel); ``at``: an
-``at`` to place 1 whose body sleeps 120 s.  Prints ``{"pids": {place: pid}}`` once the work
-has started, and ``finally ran at place 0`` from main's ``finally`` block.
+``at`` to place 1 whose body sleeps 120 s; ``stuck``: the same ``at``, and main's ``finally``
+block then sleeps 120 s (only a second signal ends the run soon).  Prints ``{"pids": {place:
+pid}}`` once the work has started, and ``finally ran at place 0`` from main's ``finally``
+block.
 """
 
 import json
@@ -30,6 +32,8 @@ def main(kind):
             at(places()[1], time.sleep, 120)
     finally:
         print("finally ran at place 0", flush=True)
+        if kind == "stuck":
+            time.sleep(120)
 
 
 if __name__ == "__main__":
