@@ -297,12 +297,20 @@ def session(places: int | None = None) -> Iterator[bool]:
     ``False`` (write ``if main: ...``), as with ``mpi4py.futures.MPICommExecutor``.  Without
     mpiexec this process becomes place 0 and spawns the others.
 
+    Interrupts: the first SIGINT (Ctrl-C) or SIGTERM at any place raises
+    :class:`~apgaspy.Interrupted` (a ``KeyboardInterrupt``) in place 0's main thread, wherever
+    the block is; when it leaves the block, one line goes to stderr, every place ends, and the
+    process exits with ``SystemExit(128 + signal)``: 130 for SIGINT, 143 for SIGTERM (at the
+    other ranks too).  A ``KeyboardInterrupt`` the block raises itself counts as SIGINT.  See
+    ``apgaspy._interrupt`` and docs/concepts/failures.md, "Stopping a run".
+
     Args:
         places: places to start without mpiexec (default ``APGAS_PLACES``, else the cores).
 
     Raises:
         ApgasError: a runtime already runs in this process.
         ConfigurationError: a setting is invalid.
+        SystemExit: the run was interrupted (130 or 143, as above).
     """
     check_communicator()  # a bad communicator setting fails here, before places start
     rt, is_main = _launch.start(places)
@@ -363,6 +371,9 @@ def run(main: Callable[..., T], /, *args: Any, places: int | None = None) -> T:
     Raises:
         MultipleException: ``main`` or a task raised.
         ApgasError, ConfigurationError: the runtime could not start.
+        SystemExit: the run was interrupted by SIGINT (Ctrl-C) or SIGTERM at any place (status
+            130 or 143, after ``main``'s ``finally`` blocks ran and every place ended; see
+            :func:`session`).
     """
     _check_callable(main, "run")
     with session(places) as is_main:

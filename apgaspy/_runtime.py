@@ -9,6 +9,10 @@ The rooms, each a module with its protocol in its docstring:
   readiness, grow, deaths, the shrink protocol and the shutdown handshake.
 * :mod:`._control_requests` (``rt.control``): control requests that wait for acknowledgements.
 
+Interrupts (SIGINT, SIGTERM) are not a room of the runtime but of the process:
+:mod:`._interrupt` (one per process), whose ``ctrl_interrupt`` handles the ``Interrupt``
+control message at place 0.
+
 The runtime creates them, sends for them (:meth:`Runtime.send`, :meth:`Runtime.send_ctrl`),
 runs uncounted tasks, and dispatches every message its transport receives
 (:meth:`Runtime._on_message`; control messages through :attr:`Runtime.ctrl_handlers`, which maps
