@@ -345,9 +345,9 @@ def session(places: int | None = None) -> Iterator[bool]:
         try:
             _launch.stop(rt, code, interrupted=interrupted)
         finally:
-            late = _interrupt.received() if not interrupted and code == 0 else None
+            late = not interrupted and code == 0 and _interrupt.received_late()
             _interrupt.uninstall()
-        if late is not None:  # a signal while the run was ending normally
+        if late:  # a signal while the run was ending normally
             _interrupt.report(None, len(rt.membership.table) or 1)
             raise SystemExit(_interrupt.exit_code())
 

@@ -19,7 +19,9 @@ ignores is left alone)::
 
 A second signal at place 0 forces the end: SIGKILL to every process below place 0 (the
 places it spawned, their launchers, MPICH's process manager) and exit at once with 128 +
-signal; a second signal at another place ends that place at once.  Where the signal reaches
+signal; a second signal at another place ends that place at once.  (A SIGTERM within
+:data:`_SAME_SIGNAL_S` after a SIGINT, or the other way round, is not a second signal: srun
+sends both on a double Ctrl-C.)  Where the signal reaches
 place 0 and the other places together (Ctrl-C in a terminal reaches the whole process group;
 mpiexec forwards it to every rank), the others' 'interrupt' messages, and place 0's own signal
 arriving within :data:`_SAME_SIGNAL_S` after one of them, are the same interrupt, not a second.
@@ -53,7 +55,7 @@ from ._exceptions import ApgasError, Interrupted
 from ._messages import Interrupt
 
 __all__ = ["INTERRUPTS", "install", "uninstall", "shielded", "ctrl_interrupt", "begin_ending",
-           "received", "exit_code", "is_interrupt_code", "report"]
+           "received", "received_late", "exit_code", "is_interrupt_code", "report"]
 
 log = logging.getLogger("apgaspy")
 
@@ -78,6 +80,7 @@ class _State:
         self.by_place = False  # place 0 learned it from another place's message
         self.pending_from: int | None = None  # ctrl_interrupt's place, for the handler
         self.ending = False  # place 0 is ending the run: a first signal no longer raises
+        self.late = False  # the first signal came while place 0 was ending the run
 
 
 _STATE = _State()
@@ -159,16 +162,30 @@ def _at_place_zero(signum: int) -> None:
         st.by_place = src is not None
         if not st.ending:
             raise Interrupted(signum, st.place)
-        return  # the run ends already: the exit code says it (received)
+        st.late = True  # the run ends already: the exit code says it (received_late)
+        return
     if src is not None or (st.by_place and now - st.at < _SAME_SIGNAL_S):
         return  # the same interrupt, reported by another place or reaching place 0 too
+    if not _second(signum, now):
+        return
     _force(signum)
+
+
+def _second(signum: int, now: float) -> bool:
+    """Whether ``signum``, after the first interrupt, is a second one that forces the end:
+    the same signal again, or another one more than :data:`_SAME_SIGNAL_S` later.  A
+    different signal right after the first is one batch system's way of ending a job (srun
+    on Ctrl-C twice: SIGINT to every task, then SIGTERM)."""
+    st = _STATE
+    return signum == st.signum or now - st.at >= _SAME_SIGNAL_S
 
 
 def _at_other_place(signum: int) -> None:
     st = _STATE
     if st.signum is not None:
-        _force(signum)
+        if _second(signum, time.monotonic()):
+            _force(signum)
+        return
     st.signum, st.at = signum, time.monotonic()
     rt = st.rt
     if rt is None or rt.membership.stopping:
@@ -233,6 +250,12 @@ def received() -> tuple[int, int] | None:
     """``(signal, place)`` of the first interrupt of this run, or ``None``."""
     st = _STATE
     return None if st.signum is None else (st.signum, st.place)
+
+
+def received_late() -> bool:
+    """Whether the first interrupt came while place 0 was already ending the run (after
+    :func:`begin_ending`): the run still exits as interrupted."""
+    return _STATE.late
 
 
 def exit_code(exc: BaseException | None = None) -> int:

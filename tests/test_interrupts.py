@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -222,3 +223,29 @@ def test_a_cancelled_scheduler_job_ends_its_places(tmp_path):
             server.wait(timeout=10)
         _kill({p for p in seen if p != server.pid and psutil.pid_exists(p)})
     assert wait_gone(sorted(seen), 10) == []
+
+
+@pytest.mark.timeout(30)
+def test_threads_started_shielded_hand_the_blocked_signals_to_their_processes():
+    """What keeps MPICH's process manager out of an interrupt: a thread started inside
+    ``shielded()`` (place 0's launch threads) has SIGINT and SIGTERM blocked, and a process
+    it starts inherits the mask through fork and exec; the caller's own mask is back after
+    the block."""
+    from apgaspy._interrupt import INTERRUPTS, shielded
+
+    started: list[subprocess.Popen[bytes]] = []
+    with shielded():
+        thread = threading.Thread(target=lambda: started.append(
+            subprocess.Popen(["sleep", "30"])))
+        thread.start()
+    thread.join(10)
+    assert not set(INTERRUPTS) & signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    (proc,) = started
+    try:
+        status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+        blocked = int(next(ln for ln in status if ln.startswith("SigBlk:")).split()[1], 16)
+        for sig in INTERRUPTS:
+            assert blocked & (1 << (sig - 1)), (sig, hex(blocked))
+    finally:
+        proc.kill()
+        proc.wait(5)
