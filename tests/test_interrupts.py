@@ -79,11 +79,13 @@ def _kill(pids: set[int]) -> None:
 
 
 def _interrupt(mode: str, kind: str, target: str, sig: signal.Signals, *,
-               twice: bool = False, **env: str) -> tuple[int, str, str, float, dict[int, int]]:
+               twice: bool = False, frozen: int | None = None,
+               **env: str) -> tuple[int, str, str, float, dict[int, int]]:
     """Run ``interrupted.py kind`` on 3 places in ``mode``, send ``sig`` to ``target``
-    (``launcher``, or a place id) once its work runs (``twice``: again 1 s later); return
-    the exit status, stdout, stderr, the seconds from the (last) signal to the end, and the
-    places' pids.  Fails when a process of the run is left 5 s after its end."""
+    (``launcher``, or a place id) once its work runs (``twice``: again 1 s later; ``frozen``:
+    SIGSTOP that place first); return the exit status, stdout, stderr, the seconds from the
+    (last) signal to the end, and the places' pids.  Fails when a process of the run is left
+    5 s after its end."""
     proc = subprocess.Popen(command(PROGRAM, mode, 3, kind), cwd=ROOT,
                             env=env_for(3, **env), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -95,6 +97,8 @@ def _interrupt(mode: str, kind: str, target: str, sig: signal.Signals, *,
         time.sleep(1.5)  # the computation spreads to every place
         watch.sample()
         assert set(places.values()) <= watch.seen
+        if frozen is not None:
+            os.kill(places[frozen], signal.SIGSTOP)
         for i in range(2 if twice else 1):
             if i:
                 time.sleep(1.0)
@@ -167,6 +171,17 @@ def test_a_second_signal_forces_the_end():
     assert rc == 130 and took < BOUND_S, (rc, err)
     assert "finally ran at place 0" in out
     assert "apgaspy: SIGINT again at place 0: ending at once" in err
+
+
+@pytest.mark.timeout(60)
+def test_a_place_that_does_not_answer_is_killed():
+    """Place 2 is stopped (SIGSTOP): it cannot say goodbye, so place 0 kills it after
+    ``APGAS_INTERRUPT_TIMEOUT`` (0.5 s here) instead of leaving it behind."""
+    rc, out, err, took, _ = _interrupt("spawn", "at", "0", signal.SIGINT, frozen=2,
+                                       APGAS_INTERRUPT_TIMEOUT="0.5")
+    assert rc == 130 and took < BOUND_S, (rc, err)
+    assert "place(2) did not end when told: killing its process" in err
+    assert "apgaspy: interrupted (SIGINT) at place 0; ending 3 places" in err
 
 
 @pytest.mark.timeout(90)
