@@ -34,6 +34,7 @@ from ._exceptions import (
     BadPlaceError,
     ConfigurationError,
     DeadPlaceError,
+    Interrupted,
     MalleabilityError,
     MultipleException,
     OrdersEndedError,
@@ -85,4 +86,5 @@ __all__ = [
     "MalleabilityError",
     "OrdersEndedError",
     "StartupError",
+    "Interrupted",
 ]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
-from . import _launch, _report
+from . import _interrupt, _launch, _report
 from ._exceptions import ConfigurationError, MultipleException
 from ._finish import RootFinish, finish_stack, local_exception
 from ._logging import configure_logging
@@ -297,30 +297,60 @@ def session(places: int | None = None) -> Iterator[bool]:
     ``False`` (write ``if main: ...``), as with ``mpi4py.futures.MPICommExecutor``.  Without
     mpiexec this process becomes place 0 and spawns the others.
 
+    Interrupts: the first SIGINT (Ctrl-C) or SIGTERM at any place raises
+    :class:`~apgaspy.Interrupted` (a ``KeyboardInterrupt``) in place 0's main thread, wherever
+    the block is; when it leaves the block, one line goes to stderr, every place ends, and the
+    process exits with ``SystemExit(128 + signal)``: 130 for SIGINT, 143 for SIGTERM (at the
+    other ranks too).  A ``KeyboardInterrupt`` the block raises itself counts as SIGINT.  See
+    ``apgaspy._interrupt`` and docs/concepts/failures.md, "Stopping a run".
+
     Args:
         places: places to start without mpiexec (default ``APGAS_PLACES``, else the cores).
 
     Raises:
         ApgasError: a runtime already runs in this process.
         ConfigurationError: a setting is invalid.
+        SystemExit: the run was interrupted (130 or 143, as above).
     """
     _report.install()  # an uncaught failure prints its short form (APGAS_DEBUG: all of it)
     check_communicator()  # a bad communicator setting fails here, before places start
     rt, is_main = _launch.start(places)
     configure_logging(rt.here)
+    _interrupt.install(rt)
     if not is_main:
-        _launch.serve(rt)
+        try:
+            code = _launch.serve(rt)
+        finally:
+            _interrupt.uninstall()
+        if _interrupt.is_interrupt_code(code):  # place 0 ended an interrupted run
+            sys.stdout.flush()
+            raise SystemExit(code)
         yield False
         return
     code = 0
+    interrupted = False
     try:
         with finish():
             yield True
+    except KeyboardInterrupt as exc:  # Interrupted (a signal), or the program's own
+        _interrupt.begin_ending()
+        interrupted = True
+        code = _interrupt.exit_code(exc)
+        _interrupt.report(exc, len(rt.membership.table))
+        raise SystemExit(code) from None
     except BaseException:
         code = 1
         raise
     finally:
-        _launch.stop(rt, code)
+        _interrupt.begin_ending()
+        try:
+            _launch.stop(rt, code, interrupted=interrupted)
+        finally:
+            late = not interrupted and code == 0 and _interrupt.received_late()
+            _interrupt.uninstall()
+        if late:  # a signal while the run was ending normally
+            _interrupt.report(None, len(rt.membership.table) or 1)
+            raise SystemExit(_interrupt.exit_code())
 
 
 def run(main: Callable[..., T], /, *args: Any, places: int | None = None) -> T:
@@ -348,6 +378,9 @@ def run(main: Callable[..., T], /, *args: Any, places: int | None = None) -> T:
         ConfigurationError: the runtime could not start for a bad setting, or every
             failure of ``main`` was a bad setting (raised alone, not in a group).
         ApgasError: the runtime could not start.
+        SystemExit: the run was interrupted by SIGINT (Ctrl-C) or SIGTERM at any place (status
+            130 or 143, after ``main``'s ``finally`` blocks ran and every place ended; see
+            :func:`session`).
     """
     _check_callable(main, "run")
     try:

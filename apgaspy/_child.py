@@ -230,6 +230,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     import multiprocessing.spawn
     import socket
 
+    from . import _interrupt as interrupts
     from ._hosts import choose_address
     from ._keys import KeyPair
     from ._logging import configure_logging
@@ -285,6 +286,7 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
         rt.set_secret(pair.open(boxes[place_id]))
         set_runtime(rt)
         rt.start(table)
+        interrupts.install(rt)  # SIGINT, SIGTERM: tell place 0, which ends the run
         rt.membership.report_ready()
         if logger.isEnabledFor(logging.DEBUG):
             stamps["ready"] = time.time()
@@ -492,6 +494,9 @@ def main() -> None:
         anchor ──fork──► forker: import apgaspy ──fork──► place, place, ...
           │ MPI_Init, handshake (relayed to the places through their pipes)
     """
+    # Place 0 spawns with SIGINT and SIGTERM blocked, so that MPICH's process manager never
+    # gets them (apgaspy._interrupt); the launcher and its places take them again.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
     if sys.argv[1:2] == [ANCHOR_MARK]:
         _wait_for([int(a) for a in sys.argv[2:]])
     if "mpi4py.MPI" in sys.modules:

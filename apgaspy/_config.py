@@ -181,13 +181,17 @@ SETTINGS: dict[str, Setting] = {
                 "larger message raises ValueError"),
         Setting("SHUTDOWN_TIMEOUT", 10.0, float, _positive,
                 "seconds place 0 waits for the other places to say goodbye at shutdown"),
+        Setting("INTERRUPT_TIMEOUT", 3.0, float, _positive,
+                "seconds place 0 waits for the other places to say goodbye after an interrupt "
+                "(SIGINT, SIGTERM) before it ends the ones on its machine by force"),
         Setting("FORWARD_OUTPUT", True, parse_bool, _any,
                 "forward print output of places other than 0 to place 0's stdout/stderr, in order"),
         Setting("LOG_LEVEL", "WARNING", _log_level, _any,
                 "level of the 'apgaspy' logger (DEBUG, INFO, WARNING, ERROR)"),
         Setting("DEBUG", False, parse_bool, _any,
                 "1: a failure that ends run() or session() prints every traceback, remote "
-                "ones included (default: its first failure in a few lines)"),
+                "ones included (default: its first failure in a few lines), and an "
+                "interrupted run prints where place 0's main thread was, not only one line"),
         Setting("PLACES_PER_HOST", 1, int, _positive,
                 "places started on each host of a grow order (a scheduler counts hosts)"),
         Setting("COMMUNICATOR", None, str, _any,

@@ -22,6 +22,7 @@ __all__ = [
     "MalleabilityError",
     "OrdersEndedError",
     "StartupError",
+    "Interrupted",
 ]
 
 
@@ -200,3 +201,33 @@ class StartupError(ApgasError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self), self.places))
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was interrupted: a place received SIGINT (Ctrl-C) or SIGTERM.
+
+    Raised in place 0's main thread, wherever it is (a ``finish``, an ``at``, the program's
+    own code), when place 0 receives the first SIGINT or SIGTERM, or when another place tells
+    it that it received one.  A ``KeyboardInterrupt``, so ``except KeyboardInterrupt`` and
+    ``finally`` blocks see it; once it leaves ``run`` (or ``session``), every place ends and
+    the program exits with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM) and one
+    line on stderr (docs/concepts/failures.md, "Stopping a run").
+
+    Args:
+        signum: the signal's number (``signal.SIGINT`` or ``signal.SIGTERM``).
+        place: the id of the place that received it (an ``int``).
+
+    Attributes:
+        signal: the signal's number.
+        place: the id of the place that received it.
+    """
+
+    def __init__(self, signum: int, place: int = 0) -> None:
+        import signal as _signal
+
+        super().__init__(f"{_signal.Signals(signum).name} at place({place})")
+        self.signal = signum
+        self.place = place
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.signal, self.place))

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from . import _child
+from . import _child, _interrupt
 from ._child import TAG as _TAG
 from ._child import LaunchOrder, PlaceAnswer
 from ._child import sleepy_recv as _sleepy_recv
@@ -612,8 +612,9 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
     hosts = len({host for _, host in specs})
     with _own_stdio_for_process_manager(), (_announced(len(specs), hosts) if announce
                                             else contextlib.nullcontext()):
-        for t in threads:
-            t.start()
+        with _interrupt.shielded():  # the launch threads, so MPICH's process manager, inherit
+            for t in threads:       # SIGINT and SIGTERM blocked (see apgaspy._interrupt)
+                t.start()
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
     for group, t in zip(groups, threads, strict=True):
@@ -712,18 +713,52 @@ def _raise_failed(total: int, failed: dict[int, tuple[str, str]]) -> None:
 
 
 # ---------------------------------------------------------------------- stop
-def stop(rt: Runtime, code: int = 0) -> None:
-    """On place 0: end every place and release this one."""
+def stop(rt: Runtime, code: int = 0, interrupted: bool = False) -> None:
+    """On place 0: end every place and release this one.
+
+    Args:
+        rt: place 0's runtime.
+        code: the exit code the other places end with.
+        interrupted: the run was interrupted (SIGINT, SIGTERM: ``apgaspy._interrupt``): wait
+            only ``APGAS_INTERRUPT_TIMEOUT`` seconds for the places' goodbyes, then SIGKILL
+            the spawned places of this machine that did not answer.
+    """
     try:
         if rt.malleability is not None:
             rt.malleability.close()  # stops a communicator still running (APGAS-Disabled)
-        rt.membership.shutdown(code)
+        if not interrupted:
+            rt.membership.shutdown(code)
+        else:
+            infos = dict(rt.membership.table)
+            late = rt.membership.shutdown(code, timeout=setting("INTERRUPT_TIMEOUT"))
+            _kill_local_places([infos[p] for p in late if p in infos])
     finally:
         rt.close()
         set_runtime(None)
         if SESSION.world is not None:
             _sleepy_barrier(SESSION.world)
             SESSION.world = None
+
+
+def _kill_local_places(infos: Sequence[PlaceInfo]) -> None:
+    """SIGKILL the processes of the spawned places ``infos`` that run on this machine (an
+    interrupted run's places that did not end when told)."""
+    import signal
+
+    for info in infos:
+        if info.origin != "spawned" or not _is_this_machine(info.host):
+            continue
+        log.warning("place(%d) did not end when told: killing its process %d", info.id,
+                    info.pid)
+        with contextlib.suppress(OSError):
+            os.kill(info.pid, signal.SIGKILL)
+
+
+def _is_this_machine(host: str) -> bool:
+    try:
+        return is_local_host(host)
+    except OSError:
+        return False
 
 
 def serve(rt: Runtime) -> int:

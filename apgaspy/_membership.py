@@ -495,16 +495,22 @@ class Membership:
             event.set()
 
     # ================================================================== shutdown
-    def shutdown(self, code: int = 0) -> None:
+    def shutdown(self, code: int = 0, timeout: float | None = None) -> list[int]:
         """On place 0: stop every other place and wait (bounded) for their goodbyes.
 
-        Waits at most ``APGAS_SHUTDOWN_TIMEOUT`` seconds (then logs the places that did not
-        answer).  A place that dies meanwhile (or was already dying) counts as gone as soon as
-        its death is detected (``APGAS_DEAD_PLACE_TIMEOUT``): shutdown never waits the full
-        timeout for a dead place, and the exit code stays ``code``.
+        Waits at most ``timeout`` seconds (default ``APGAS_SHUTDOWN_TIMEOUT``; then logs the
+        places that did not answer).  A place that dies meanwhile (or was already dying)
+        counts as gone as soon as its death is detected (``APGAS_DEAD_PLACE_TIMEOUT``):
+        shutdown never waits the full timeout for a dead place, and the exit code stays
+        ``code``.
 
         Args:
-            code: the exit code the other places end with (0, or 1 after a failure).
+            code: the exit code the other places end with (0, 1 after a failure, 128 + the
+                signal after an interrupt).
+            timeout: seconds to wait for the goodbyes (default ``APGAS_SHUTDOWN_TIMEOUT``).
+
+        Returns:
+            The places that did not say goodbye in time, ascending.
         """
         self.stopping = True
         self.exit_code = code
@@ -521,10 +527,13 @@ class Membership:
             gone = [p for p in others if p in self.dead]
         for p in gone:
             self._said_bye(p)
-        if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT")):
+        missing: list[int] = []
+        if not self._byes_done.wait(setting("SHUTDOWN_TIMEOUT") if timeout is None
+                                    else timeout):
             missing = sorted(self._byes_expected - self._byes)
             log.warning("places %s did not confirm shutdown in time", missing)
         self.stopped.set()
+        return missing
 
     def ctrl_shutdown(self, src: int, message: Shutdown) -> None:
         """Control message :class:`~apgaspy._messages.Shutdown` from place 0: end this place

@@ -52,6 +52,7 @@ control message         fields          from → to        handled by
                         want_ack        place) → home    once, in order; ``FinAcked``)
 :class:`FinAcked`       home, acks      home → aggr. →   finish room (drops the kept
                                         place            updates)
+:class:`Interrupt`      signal          place → 0        interrupts (place 0 ends the run)
 ======================  ==============  ===============  ==================================
 """
 
@@ -64,7 +65,7 @@ __all__ = ["TASK", "UNCOUNTED", "IMMEDIATE", "UPDATE", "CTRL", "OUTPUT", "F_AT",
            "Uncounted", "Immediate", "Update", "Ctrl", "Output", "Message", "decode",
            "UnknownMessageError", "Ready", "Shutdown", "Bye", "Dead", "ReleasedDied",
            "AddPlaces", "RemovePlaces", "Ack", "Fin", "Released", "FinUp", "FinBatch", "FinAcked",
-           "ControlMessage", "Request",
+           "Interrupt", "ControlMessage", "Request",
            "CONTROL_TYPES", "control_message"]
 
 TASK, UNCOUNTED, IMMEDIATE, UPDATE, CTRL, OUTPUT = range(6)
@@ -274,13 +275,21 @@ class FinAcked(NamedTuple):
     acks: dict[int, int]
 
 
+class Interrupt(NamedTuple):
+    """To place 0: the sender received ``signal`` (SIGINT or SIGTERM, as a number); place 0
+    ends the whole run as if it had received it (see ``apgaspy._interrupt``)."""
+
+    signal: int
+
+
 ControlMessage = (Ready | Shutdown | Bye | Dead | ReleasedDied | AddPlaces | RemovePlaces | Ack
-                  | Fin | Released | FinUp | FinBatch | FinAcked)
+                  | Fin | Released | FinUp | FinBatch | FinAcked | Interrupt)
 Request = AddPlaces | RemovePlaces
 """The control messages that wait for an :class:`Ack` (``Control.request_all``)."""
 
 CONTROL_TYPES: tuple[type, ...] = (Ready, Shutdown, Bye, Dead, ReleasedDied, AddPlaces,
-                                   RemovePlaces, Ack, Fin, Released, FinUp, FinBatch, FinAcked)
+                                   RemovePlaces, Ack, Fin, Released, FinUp, FinBatch, FinAcked,
+                                   Interrupt)
 """Every control message type; a type's index is its code on the wire (:class:`Ctrl`)."""
 _CONTROL_CODES: dict[type, int] = {t: i for i, t in enumerate(CONTROL_TYPES)}
 

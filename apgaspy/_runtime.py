@@ -9,6 +9,10 @@ The rooms, each a module with its protocol in its docstring:
   readiness, grow, deaths, the shrink protocol and the shutdown handshake.
 * :mod:`._control_requests` (``rt.control``): control requests that wait for acknowledgements.
 
+Interrupts (SIGINT, SIGTERM) are not a room of the runtime but of the process:
+:mod:`._interrupt` (one per process), whose ``ctrl_interrupt`` handles the ``Interrupt``
+control message at place 0.
+
 The runtime creates them, sends for them (:meth:`Runtime.send`, :meth:`Runtime.send_ctrl`),
 runs uncounted tasks, and dispatches every message its transport receives
 (:meth:`Runtime._on_message`; control messages through :attr:`Runtime.ctrl_handlers`, which maps
@@ -43,6 +47,7 @@ from ._config import setting
 from ._control_requests import Control
 from ._exceptions import ApgasError
 from ._finish import DetachedFinish, Finishes, RemoteFinish
+from ._interrupt import ctrl_interrupt
 from ._membership import Membership, PlaceInfo
 from ._messages import (
     CONTROL_TYPES,
@@ -63,6 +68,7 @@ from ._messages import (
     FinBatch,
     FinUp,
     Immediate,
+    Interrupt,
     Output,
     Ready,
     Released,
@@ -86,6 +92,7 @@ __all__ = ["Runtime", "runtime", "current_runtime", "set_runtime"]
 log = logging.getLogger("apgaspy")
 
 _RUNTIME: Runtime | None = None
+_ENDED = False  # a runtime ran in this process and has ended (runtime()'s message)
 
 
 def runtime() -> Runtime:
@@ -96,6 +103,8 @@ def runtime() -> Runtime:
     """
     rt = _RUNTIME
     if rt is None:
+        if _ENDED:  # a task still running while its place ends: no advice to give
+            raise ApgasError("the apgaspy runtime of this process has ended")
         raise ApgasError(
             "the apgaspy runtime is not running: start the program with apgaspy.run(main) "
             "(or inside 'with apgaspy.session():')"
@@ -110,7 +119,8 @@ def current_runtime() -> Runtime | None:
 
 def set_runtime(rt: Runtime | None) -> None:
     """Install (or clear) the process's runtime."""
-    global _RUNTIME
+    global _RUNTIME, _ENDED
+    _ENDED = rt is None and (_RUNTIME is not None or _ENDED)
     _RUNTIME = rt
 
 
@@ -171,6 +181,7 @@ class Runtime:
             FinUp: finishes.ctrl_fin_up,
             FinBatch: finishes.ctrl_fin_batch,
             FinAcked: finishes.ctrl_fin_acked,
+            Interrupt: ctrl_interrupt,
         }
         assert set(self.ctrl_handlers) == set(CONTROL_TYPES), "a control message lacks a handler"
         threads = setting("THREADS")
