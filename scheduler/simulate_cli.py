@@ -135,7 +135,8 @@ def add_priority_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("priority policies (docs/guides/priorities.md)")
     g.add_argument("--rescale-gap-s", type=_seconds_at_least_0, default=None,
                    help="least seconds between two scheduling events of one job "
-                        "(T_rescale_gap; default 180)")
+                        "(T_rescale_gap; default: the algorithm's own, 180 for the priority "
+                        "policies, 10 for evolving-elastic)")
     g.add_argument("--keep-free", type=_count_at_least_0, default=None,
                    help="nodes never handed out (default 0; --study priority: 1, as the "
                         "paper keeps one for its launcher)")
