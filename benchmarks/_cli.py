@@ -31,7 +31,6 @@ from typing import Any
 
 from apgaspy import ConfigurationError, MultipleException, async_at, finish, places, run
 from apgaspy.config import setting
-from glb._config import workers_per_place
 
 from ._live import LiveOutput
 from ._results import vector_isa
@@ -218,8 +217,7 @@ def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any],
     kernels = backend()
     warm_s = _warm_up_everywhere() if kernels == "numba" else 0.0
     t0 = time.perf_counter()
-    workers = workers_per_place(glb_kwargs.get("workers"))
-    with LiveOutput(started or time.time(), workers, quiet=quiet):
+    with LiveOutput(started or time.time(), glb_kwargs.get("workers"), quiet=quiet):
         res = bench.compute(params, glb_kwargs)
     seconds = time.perf_counter() - t0
     out = bench.outcome(params, res.value)

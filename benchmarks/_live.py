@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 from apgaspy import MalleabilityError
 from apgaspy.elastic import OrderReport, watch_orders
-from glb import work_done
+from glb import work_done, workers_per_place
 
 __all__ = ["PLAIN_EVERY_S", "POLL_S", "SHOW_AFTER_S", "LiveOutput", "order_line"]
 
@@ -79,7 +79,9 @@ class LiveOutput:
 
     Args:
         started: when the program started (``time.time()``): order lines count from it.
-        workers: worker threads per place (for the ``places × workers`` figure).
+        workers: the ``workers`` option (``None``: ``GLB_WORKERS``, else 1; 0: the cores over
+            the places a host; :func:`glb.workers_per_place`), for the ``places × workers``
+            figure.
         quiet: show nothing (``--quiet``).
         stream: where to write (default ``sys.stderr``).
         tty: draw a redrawn counter (tqdm) instead of plain lines; default: whether
@@ -88,10 +90,10 @@ class LiveOutput:
     Use it as a context manager around the computation; the progress clock starts on entry.
     """
 
-    def __init__(self, started: float, workers: int, *, quiet: bool = False,
+    def __init__(self, started: float, workers: int | None, *, quiet: bool = False,
                  stream: TextIO | None = None, tty: bool | None = None) -> None:
         self.started = started
-        self.workers = max(1, workers)
+        self.workers = max(1, workers_per_place(workers))
         self.quiet = quiet
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty

@@ -12,6 +12,7 @@ processed so far (the benchmarks' progress display).
 """
 
 from ._bag import Bag, process_all
+from ._config import workers_per_place
 from ._compute import GLBResult, compute_dynamic, compute_static
 from ._fold import ArraySum, Fold, LongSum
 from ._gil import nogil_call
@@ -20,4 +21,4 @@ from ._stats import PlaceStats, WorkerStats, thread_run_delay_s
 
 __all__ = ["Bag", "Fold", "LongSum", "ArraySum", "process_all", "compute_dynamic",
            "compute_static", "GLBResult", "PlaceStats", "WorkerStats", "nogil_call",
-           "thread_run_delay_s", "work_done"]
+           "thread_run_delay_s", "work_done", "workers_per_place"]

@@ -8,9 +8,9 @@ worker keeps anyway (``PlaceStats.processed``, and each worker thread's ``Worker
             ◄── immediate_async_at(0, _take) ──┘  (both on the immediate pools: a busy
                                                      worker does not delay the answer)
 
-A poll holds place 0's order lock, as the evolving monitor's load samples do (a place must
-not leave while it is asked); while an order is under way it does not wait for the lock and
-returns ``None``.  A place that does not answer in time (busy joining, leaving, or gone) is left out; the caller
+A poll holds orders off (:func:`apgaspy.elastic.orders_held`), as the evolving monitor's
+load samples do (a place must not leave while it is asked); while an order is under way it
+does not wait and returns ``None``.  A place that does not answer in time (busy joining, leaving, or gone) is left out; the caller
 keeps the last figure of each place it heard from, so that a released place's work still
 counts (:class:`benchmarks._live.Progress` does).  One poll costs one short message each way
 per place; the benchmarks' command lines poll once a second.
@@ -23,7 +23,7 @@ import logging
 import threading
 
 from apgaspy import here, immediate_async_at, places
-from apgaspy._runtime import runtime
+from apgaspy.elastic import orders_held
 
 from ._worker import current_worker
 
@@ -83,20 +83,14 @@ def work_done(timeout_s: float = 0.5) -> dict[int, int] | None:
     Raises:
         ApgasError: the runtime is not running.
     """
-    m = runtime().malleability
-    lock = m.order_lock if m is not None else threading.Lock()
-    if not lock.acquire(blocking=False):
-        return None
-    try:
-        return _poll(timeout_s, m.leaving if m is not None else set())
-    finally:
-        lock.release()
+    with orders_held() as held:  # no place leaves while it is asked
+        return _poll(timeout_s) if held else None
 
 
-def _poll(timeout_s: float, leaving: set[int]) -> dict[int, int]:
+def _poll(timeout_s: float) -> dict[int, int]:
     me = here().id
     out = {me: _units_here()}
-    others = [p.id for p in places() if p.id != me and p.id not in leaving]
+    others = [p.id for p in places() if p.id != me]
     if not others:
         return out
     token = next(_TOKENS)

@@ -6,7 +6,8 @@ Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`release_places` (docs/guides/evolving.md); for extensions,
 :class:`MalleableCommunicator` (the abstract link to a scheduler), :func:`malleable_state`
 with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, :func:`watch_orders` (an order's
-observer, told as each order is carried out or refused), and
+observer, told as each order is carried out or refused), :func:`orders_held` (no order
+while a block runs), and
 :func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode) with
 :func:`evolving_mode`.  The
 mechanism is in ``_malleability``: place 0's runtime owns its
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 import logging
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from .._exceptions import ApgasError, MalleabilityError
 from .._place import Place
@@ -51,6 +53,7 @@ __all__ = [
     "malleable_state",
     "order_reports",
     "watch_orders",
+    "orders_held",
     "OrderListener",
 ]
 
@@ -202,6 +205,30 @@ def order_reports() -> list[OrderReport]:
     places, and their total and handler times in nanoseconds."""
     m = _malleability()
     return list(m.reports) if m is not None else []
+
+
+@contextmanager
+def orders_held(timeout_s: float = 0.0) -> Iterator[bool]:
+    """Hold shrink and grow orders off while the block runs (at place 0): no order starts,
+    and no place leaves, until it ends.  Yields whether the hold was taken: ``False`` when an
+    order under way did not end within ``timeout_s`` seconds (the block should then skip
+    what needed the hold).  Keep the block short: an order waits for it.
+
+    Used to ask every place something without racing a shrink (the benchmarks' progress,
+    :func:`glb.work_done`; the evolving monitor holds the same lock for its load samples).
+    Away from place 0, or without a runtime, nothing is held and it yields ``True``.
+    """
+    m = _malleability()
+    if m is None:
+        yield True
+        return
+    held = m.order_lock.acquire(timeout=timeout_s) if timeout_s > 0 else \
+        m.order_lock.acquire(blocking=False)
+    try:
+        yield held
+    finally:
+        if held:
+            m.order_lock.release()
 
 
 def watch_orders(listener: OrderListener) -> Callable[[], None]:
