@@ -6,6 +6,8 @@ computation on the places (embedded: ``--places`` or ``APGAS_PLACES`` or the cor
 mpiexec), prints the result, the expected answer and whether they agree, the time and the
 throughput, and exits 1 on a wrong answer.  ``--json`` prints one JSON object instead.
 Under a scheduler (``SCHEDULER_IP``/``SCHEDULER_PORT`` set) the run is a malleable job.
+While it runs, stderr shows each order as it happens and, after two seconds, the progress
+(:mod:`benchmarks._live`); ``--quiet`` leaves stderr to errors and warnings.
 
 Kernels: ``APGAS_KERNELS`` (``auto``, ``numba``, ``numpy``) chooses the compiled or the numpy
 kernels (docs/guides/compiled-kernels.md); the report's ``kernels`` field says which ran, and
@@ -30,6 +32,7 @@ from typing import Any
 from apgaspy import ConfigurationError, MultipleException, async_at, finish, places, run
 from apgaspy.config import setting
 
+from ._live import LiveOutput
 from ._results import vector_isa
 from .kernels._backend import KERNEL_SETTINGS, backend, warm_up, warm_up_modules
 
@@ -190,6 +193,9 @@ def _parser(bench: Benchmark) -> argparse.ArgumentParser:
                      help="survive the death of places other than 0 with the exact answer "
                           "(default GLB_RESILIENT, else off)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no order lines or progress on stderr while the run lasts (the "
+                             "result on stdout is the same)")
     return parser
 
 
@@ -205,12 +211,14 @@ def _warm_up_everywhere() -> float:
     return time.perf_counter() - t
 
 
-def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any]) -> dict[str, Any]:
+def _job(bench: Benchmark, params: dict[str, Any], glb_kwargs: dict[str, Any],
+         started: float = 0.0, quiet: bool = True) -> dict[str, Any]:
     start_places = [p.id for p in places()]
     kernels = backend()
     warm_s = _warm_up_everywhere() if kernels == "numba" else 0.0
     t0 = time.perf_counter()
-    res = bench.compute(params, glb_kwargs)
+    with LiveOutput(started or time.time(), glb_kwargs.get("workers"), quiet=quiet):
+        res = bench.compute(params, glb_kwargs)
     seconds = time.perf_counter() - t0
     out = bench.outcome(params, res.value)
     return {
@@ -254,6 +262,7 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
     """Parse ``argv``, run ``bench``, print, and return the exit status (1: wrong answer;
     2: a usage error, or a bad setting such as an ``APGAS_SCHEDULE`` entry that does not
     parse, reported in one line)."""
+    started = time.time()
     parser = _parser(bench)
     args = parser.parse_args(argv)
     params = bench.params(args)
@@ -263,7 +272,7 @@ def main(bench: Benchmark, argv: list[str] | None = None) -> int:
     glb_kwargs = {k: getattr(args, k) for k in ("n", "w", "l", "z", "resilient", "workers")}
     try:
         setting("KERNELS", table=KERNEL_SETTINGS)  # a bad APGAS_KERNELS: before places start
-        report = run(_job, bench, params, glb_kwargs, places=args.places)
+        report = run(_job, bench, params, glb_kwargs, started, args.quiet, places=args.places)
     except (ConfigurationError, MultipleException) as exc:
         message = _setting_error(exc)
         if message is None:

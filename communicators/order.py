@@ -3,8 +3,15 @@
     python -m communicators.order shrink 2 --job 127.0.1.1:5000
     python -m communicators.order grow 2 127.0.1.5 127.0.1.6 --job 127.0.1.1:5000 --wait 60
 
-Prints the job's reply (the released hosts of a shrink) and exits 0; exits 1 when the job
-refuses the order (``ERROR ...``), 3 when the job cannot be reached, 2 on a usage error.
+Prints the job's reply on stdout (the released hosts of a shrink, one a line; nothing for a
+grow) and confirms on stderr, in one line, what was done::
+
+    grow 2: carried out by the job at 127.0.1.1:5000 (hosts 127.0.1.5, 127.0.1.6)
+    shrink 1: carried out by the job at 127.0.1.1:5000; released 127.0.1.3
+
+and exits 0; exits 1 when the job refuses the order (``ERROR ...``, on stdout), 3 when the
+job cannot be reached, 2 on a usage error.  The protocol's reply to a grow carries no place
+ids: the job prints the places it added (``grow: added places 3, 4``) on its own stderr.
 ``--wait S`` keeps trying for up to S seconds while nothing listens at the job's address
 yet (a job just started accepts orders once its handler is defined), and says so.
 
@@ -94,7 +101,20 @@ def main(argv: list[str] | None = None) -> int:
     lines = reply.decode("ascii", "replace").splitlines()
     for line in lines:
         print(line)
-    return 1 if any(is_refusal(line) for line in lines) else 0
+    sys.stdout.flush()
+    if any(is_refusal(line) for line in lines):
+        return 1
+    print(confirmation(order, args.job, lines), file=sys.stderr)
+    return 0
+
+
+def confirmation(order: Order, job: tuple[str, int], reply: list[str]) -> str:
+    """The one line that says what an order did: its kind and host count, the job's address,
+    the hosts added (a grow) or those the job's reply released (a shrink)."""
+    where = f"{order.kind} {order.n}: carried out by the job at {job[0]}:{job[1]}"
+    if order.kind == "grow":
+        return f"{where} (hosts {', '.join(order.hosts)})"
+    return f"{where}; released {', '.join(reply) if reply else 'no host named in the reply'}"
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
     APGAS_SCHEDULE="after 5 s grow 2 on localhost localhost; after 12 s shrink 1"
 
 Times are seconds after the handler was defined.  ``grow <n>`` without hosts means n times
-``localhost``.  Refused orders are logged; the program runs on.
+``localhost``.  Refused orders are logged; the program runs on.  Entries whose time had not
+come when the handler was disabled (the computation ended first) are named in one warning,
+so that a schedule longer than the run never passes unnoticed.
 """
 
 from __future__ import annotations
@@ -110,8 +112,16 @@ class ScheduleMalleableCommunicator(MalleableCommunicator):
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=60)
+        if self._thread is None or self._thread is threading.current_thread():
+            return  # an order's handler stopped it: that entry is still being played
+        self._thread.join(timeout=60)
+        unplayed = self.schedule[len(self.results):]
+        if unplayed and not self._thread.is_alive():
+            log.warning("%d scheduled order%s not carried out: the computation ended first "
+                        "(%s)", len(unplayed), "s" if len(unplayed) > 1 else "",
+                        "; ".join(f"after {e.at:g} s {e.order.kind} {e.order.n}"
+                                  + (f" on {' '.join(e.order.hosts)}" if e.order.hosts else "")
+                                  for e in unplayed))
 
     def _play(self) -> None:
         t0 = time.monotonic()

@@ -39,7 +39,11 @@ class Fold(ABC):
 
     @abstractmethod
     def value(self) -> Any:
-        """The plain value of the result (an ``int``, a numpy array, ...)."""
+        """The plain value of the result (an ``int``, a numpy array, ...).
+
+        A method, called as ``result.value()`` (a fold's subclass computes it); a
+        computation's :class:`~glb.GLBResult` has the property ``res.value``, which calls it
+        (``res.value == res.result.value()``)."""
 
 
 class LongSum(Fold):
@@ -64,6 +68,8 @@ class LongSum(Fold):
         self.total += other.total
 
     def value(self) -> int:
+        """The sum, an ``int`` (a method: ``LongSum(3).value() == 3``; ``.total`` holds it
+        too)."""
         return self.total
 
     def __repr__(self) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ._argtypes import seconds
+from ._table import format_table
 from .control_client import ControlError, UntrustedServerError, control_path, request
 from .jobs import job_script_warnings, parse_priority
 
@@ -218,13 +219,11 @@ def format_status(st: dict[str, Any]) -> str:
     names = {j["id"]: j["name"] for j in st["jobs"]}
     lines = [f"{st['algorithm']} scheduler, {len(st['nodes'])} nodes ({st['free']} free), "
              f"up {st['now_s']:.1f} s, notifications on {st['listen']}:{st['port']}",
-             "", f"{'NODE':<18}JOB"]
-    for node in st["nodes"]:
-        job = node["job"]
-        lines.append(f"{node['name']:<18}" + ("-" if job is None else f"{job} {names[job]}"))
-    lines += ["", f"{'ID':>4}  {'NAME':<16}{'CLASS':<10}{'RANGE':<7}{'STATE':<10}{'NODES':>5}  "
-                  f"{'SUBMIT_S':>8}{'START_S':>9}{'RUN_S':>8}  {'ORDERS':<8}{'ASKED':<8}"
-                  "NODE LIST"]
+             ""]
+    lines += format_table(("NODE", "JOB"), [
+        (node["name"], "-" if node["job"] is None else f"{node['job']} {names[node['job']]}")
+        for node in st["nodes"]], "<<")
+    rows = []
     for j in st["jobs"]:
         rng = f"{j['min_nodes']}-{j['max_nodes']}" if j["min_nodes"] != j["max_nodes"] \
             else str(j["min_nodes"])
@@ -234,11 +233,12 @@ def format_status(st: dict[str, Any]) -> str:
             # the job's own activity: requests (granted) and nodes it gave back
             asked = f"+{j.get('requests', 0)}({j.get('requests_served', 0)})/" \
                     f"-{j.get('releases', 0)}"
-        lines.append(
-            f"{j['id']:>4}  {j['name'][:15]:<16}{j['class']:<10}{rng:<7}{j['state']:<10}"
-            f"{len(j['nodes']):>5}  {j['submit_s']:>8.1f}{_seconds(j['start_s']):>9}"
-            f"{_seconds(j['run_s']):>8}  {orders:<8}{asked:<8}"
-            f"{','.join(j['nodes'])}")
+        rows.append((j["id"], j["name"][:15], j["class"], rng, j["state"], len(j["nodes"]),
+                     f"{j['submit_s']:.1f}", _seconds(j["start_s"]), _seconds(j["run_s"]),
+                     orders, asked, ",".join(j["nodes"])))
+    lines += ["", *format_table(("ID", "NAME", "CLASS", "RANGE", "STATE", "NODES", "SUBMIT_S",
+                                 "START_S", "RUN_S", "ORDERS", "ASKED", "NODE LIST"),
+                                rows, "><<<<>>>><<<")]
     if not st["jobs"]:
         lines.append("   (no jobs)")
     elif any(j["class"] == "evolving" for j in st["jobs"]):
@@ -380,16 +380,14 @@ def format_history(rows: list[dict[str, Any]]) -> str:
     """The history as a readable table."""
     import time as _time  # noqa: PLC0415
 
-    lines = [f"{'ID':>5}  {'NAME':<16}{'STATE':<10}{'USER':>6}  {'SUBMITTED':<20}"
-             f"{'WAIT_S':>8}{'RUN_S':>8}{'TURN_S':>8}{'NODES':>6}{'EXIT':>6}  REASON"]
+    table = []
     for r in rows:
         when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(r["submit"]))
-        lines.append(
-            f"{r['id']:>5}  {r['name'][:15]:<16}{r['state']:<10}"
-            f"{'-' if r['user'] is None else r['user']:>6}  {when:<20}"
-            f"{_seconds(r['wait_s']):>8}{_seconds(r['run_s']):>8}"
-            f"{_seconds(r['turnaround_s']):>8}{r['max_nodes_held']:>6}"
-            f"{'-' if r['returncode'] is None else r['returncode']:>6}  {r['reason'] or ''}")
+        table.append((r["id"], r["name"][:15], r["state"], r["user"], when,
+                      _seconds(r["wait_s"]), _seconds(r["run_s"]), _seconds(r["turnaround_s"]),
+                      r["max_nodes_held"], r["returncode"], r["reason"] or ""))
+    lines = format_table(("ID", "NAME", "STATE", "USER", "SUBMITTED", "WAIT_S", "RUN_S",
+                          "TURN_S", "NODES", "EXIT", "REASON"), table, "><<><>>>>><")
     if not rows:
         lines.append("   (no jobs)")
     return "\n".join(lines)

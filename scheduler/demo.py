@@ -1,14 +1,16 @@
 """``python -m scheduler demo``: a real batch of benchmark jobs on 4 logical nodes.
 
-The embedded default: :data:`DEMO_BATCH`, 9 jobs of the repository's benchmarks (UTS,
-N-Queens, BC, Pi), rigid and malleable (node ranges 1-4), submitted over the first minute,
-run by the real scheduler (:class:`~scheduler.server.Server`) with the Malleable algorithm on
-logical nodes 127.0.1.1 … 127.0.1.4 of this machine.  The mix makes the algorithm grow the
-first malleable job onto idle nodes, then shrink it to start rigid jobs that arrive later.
-Sized for a 2-core machine: each job runs 10-60 s, the batch about 2-4 minutes.  The UTS jobs'
-depth follows the kernels the jobs will run (``APGAS_KERNELS``, inherited by the jobs): d = 15
-with the compiled kernel, which counts about nine times faster than the numpy one (d = 13);
-see :func:`demo_batch`.
+The default batch, :data:`DEMO_PLAN`, is sized by time, not by problem size: at start one
+short Pi run on one place measures this machine's samples a second with the kernels the
+jobs will use (:func:`pi_rate`), and each Pi job throws as many samples as last its share
+of work in job-seconds (``--job-seconds S``, 10 by default; :func:`demo_batch`).  The
+batch is four jobs, rigid and malleable, run by the real scheduler
+(:class:`~scheduler.server.Server`) with the Malleable algorithm on logical nodes
+127.0.1.1 … 127.0.1.4 of this machine, in an order that needs both kinds of resize: a
+malleable job grows onto idle nodes, is shrunk to start a rigid job that arrives while it
+holds every node, and grows again when that job ends.  On 2 to 64 cores every run shows at
+least one shrink and one grow; fewer cores stretch every job alike.  Every answer is checked
+(Pi's estimate is the same whatever the places; UTS's node count is known).
 
 ``demo --evolving`` runs :data:`EVOLVING_DEMO_BATCH` instead: LifelineGLB's evotree (tree,
 sequential branch, tree; docs/guides/evotree.md) as rigid, moldable, malleable and evolving
@@ -20,8 +22,8 @@ time, which two cores could not give to several busy loops at once.  Each job's 
 has ``requests``, ``requests_served`` and ``releases``; the Gantt chart marks every grant and
 release.
 
-The per-job order cool-down is 10 s (``--cooldown``; the Java scheduler's 60 s is longer
-than most of these jobs).  Each benchmark prints one JSON object (``--json``): its answer,
+The per-job order cool-down is 10 s (``--cooldown``; the Java scheduler's 60 s, ``serve``'s
+default, is longer than these jobs: with it a small batch shows no resize at all).  Each benchmark prints one JSON object (``--json``): its answer,
 whether it is correct, and the orders it carried out.
 
 Prints progress to stderr, then a table of the jobs and the metrics (makespan, utilisation,
@@ -45,15 +47,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ._argtypes import positive_seconds
+from ._table import format_table
 from .algorithms import make
 from .jobs import BatchEntry, JobClass, JobSpec
 from .nodes import LocalNodes
 from .serve_cli import format_event
 from .server import Server
 
-__all__ = ["DEMO_BATCH", "EVOLVING_DEMO_BATCH", "EVOLVING_JOB_ENV", "HELP", "UTS_DEPTH",
-           "DemoJob", "add_arguments", "demo_batch", "demo_entries", "evotree_command",
-           "job_report", "run", "run_batch", "serve_batch"]
+__all__ = ["DEMO_PLAN", "EVOLVING_DEMO_BATCH", "EVOLVING_JOB_ENV", "HELP", "JOB_SECONDS",
+           "DemoJob", "TimedJob", "add_arguments", "demo_batch", "demo_entries",
+           "evotree_command", "job_report", "pi_rate", "run", "run_batch", "serve_batch"]
 
 HELP = ("run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm; "
         "--evolving: evotree jobs under an evolving policy)")
@@ -72,19 +76,87 @@ class DemoJob:
     required_time_s: float = 180.0
 
 
-#: The demo batch with the numpy kernels (the Java GLB benchmarks' command lines: -n is the
-#: problem size, -d UTS's depth).
-DEMO_BATCH: tuple[DemoJob, ...] = (
-    DemoJob(0, "uts-d13", "python -m benchmarks.uts -d 13", "malleable", 1, 4),
-    DemoJob(8, "nqueens-16", "python -m benchmarks.nqueens -n 16", "rigid", 1, 1),
-    DemoJob(15, "pi-6e9", "python -m benchmarks.pi -n 6e9", "malleable", 1, 4),
-    DemoJob(22, "bc-13", "python -m benchmarks.bc -n 13 --verify", "rigid", 2, 2),
-    DemoJob(30, "uts-d13r", "python -m benchmarks.uts -d 13", "rigid", 2, 2),
-    DemoJob(38, "nqueens-16m", "python -m benchmarks.nqueens -n 16", "malleable", 1, 4),
-    DemoJob(45, "pi-6e9r", "python -m benchmarks.pi -n 6e9", "rigid", 3, 3),
-    DemoJob(52, "bc-14", "python -m benchmarks.bc -n 14 --verify", "malleable", 2, 4),
-    DemoJob(60, "uts-d13r1", "python -m benchmarks.uts -d 13", "rigid", 1, 1),
+@dataclass(frozen=True)
+class TimedJob:
+    """One job of the default demo, sized by time rather than by problem size.
+
+    Attributes:
+        submit: submission time, in job-seconds (``--job-seconds``, S).
+        name: the job's name.
+        job_class: ``"rigid"`` or ``"malleable"``.
+        min_nodes, max_nodes: its node range (equal for a rigid job).
+        node_s: its work in node-seconds, in units of S: a Pi run whose sample count is the
+            measured rate of one place (:func:`pi_rate`) times ``node_s × S``.
+    """
+
+    submit: float
+    name: str
+    job_class: str
+    min_nodes: int
+    max_nodes: int
+    node_s: float
+
+
+#: The default demo on 4 nodes, in job-seconds S (10 by default).  ``pi-m`` starts on one
+#: node and grows onto the three idle ones; ``pi-r3`` arrives at 3 S while ``pi-m`` holds
+#: every node, so the algorithm shrinks ``pi-m`` to start it; when ``pi-r3`` ends (S seconds
+#: of work on 3 nodes) ``pi-m``, still far from done (24 node-S), grows again onto the freed
+#: nodes, which ``uts-d10`` (a fixed size, a second or less) and the malleable ``pi-m2``
+#: share with it.  Slower or shared cores stretch every job alike, so the order holds.
+DEMO_PLAN: tuple[TimedJob, ...] = (
+    TimedJob(0, "pi-m", "malleable", 1, 4, 24),
+    TimedJob(3, "pi-r3", "rigid", 3, 3, 3),
+    TimedJob(4, "uts-d10", "rigid", 1, 1, 0),
+    TimedJob(5, "pi-m2", "malleable", 1, 2, 4),
 )
+
+JOB_SECONDS = 10.0
+"""The default job-second S of :data:`DEMO_PLAN` (``--job-seconds``): with the default
+10 s cool-down and 5 s period, the batch lasts about 80-100 s where 4 cores are free."""
+
+CALIBRATION_SAMPLES = 500_000_000
+"""Pi samples of :func:`pi_rate`'s measured run (about 2 s on one core with numpy, 0.5 s
+compiled)."""
+
+
+def pi_rate(samples: int = CALIBRATION_SAMPLES) -> float:
+    """Pi samples a second of one place on this machine, with the kernels the jobs will use:
+    one ``python -m benchmarks.pi --places 1 --json`` run (it inherits this environment,
+    ``APGAS_KERNELS`` included, as the jobs do), its ``throughput``.
+
+    Raises:
+        ValueError: the run failed (its last line of stderr: a bad ``APGAS_KERNELS``, say).
+    """
+    done = subprocess.run([sys.executable, "-m", "benchmarks.pi", "-n", str(samples),
+                           "--places", "1", "--json", "--quiet"], capture_output=True,
+                          text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["the calibration run failed"]
+        raise ValueError(lines[-1])
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["throughput"])
+
+
+def demo_batch(rate: float, job_s: float = JOB_SECONDS) -> tuple[DemoJob, ...]:
+    """:data:`DEMO_PLAN` as jobs: each Pi job throws ``rate × node_s × job_s`` samples (its
+    own seed), so that it lasts ``node_s × job_s`` seconds on one core (``rate``: samples a
+    second of one place, :func:`pi_rate`); submission times are ``submit × job_s``.
+
+    Raises:
+        ValueError: ``rate`` or ``job_s`` is not positive.
+    """
+    if not rate > 0 or not job_s > 0:
+        raise ValueError(f"the rate and the job-second must be positive, got {rate}, {job_s}")
+    jobs = []
+    for seed, t in enumerate(DEMO_PLAN):
+        if t.node_s > 0:
+            samples = max(10**6, int(rate * t.node_s * job_s))
+            command = f"python -m benchmarks.pi -n {samples} --seed {seed}"
+        else:
+            command = "python -m benchmarks.uts -d 10"
+        limit = 60 + 10 * max(t.node_s, 1) * job_s / t.min_nodes  # EASY's reservations
+        jobs.append(DemoJob(t.submit * job_s, t.name, command, t.job_class, t.min_nodes,
+                            t.max_nodes, required_time_s=limit))
+    return tuple(jobs)
 
 
 def evotree_command(size: int, g_s: float, *, tasks: int = 1000, branch: int = 200,
@@ -124,52 +196,12 @@ evaluation's ``task`` mode); a place reads idle after 2 s without work (Java's 1
 with the jobs: their branch lasts 20 s, not 100 s)."""
 
 
-UTS_DEPTH = {"numpy": 13, "numba": 15}
-"""The UTS jobs' depth per kernel backend: about 12 s (d = 13, 264 M nodes, numpy) and 20 s
-(d = 15, 4.2 G nodes, compiled) on one core of the reference machine."""
-
-
-def jobs_kernels() -> str:
-    """The kernel backend (``"numba"`` or ``"numpy"``) the demo's jobs will use.
-
-    The jobs are ``python -m benchmarks...`` processes that inherit this environment
-    (``APGAS_KERNELS``), so one such process is asked, as the jobs will ask: the scheduler
-    runs the benchmarks' programs but does not import them.
-
-    Raises:
-        ValueError: ``APGAS_KERNELS`` is invalid, or asks for numba where it does not import
-            (the child's one-line error).
-    """
-    ask = "from benchmarks.kernels import backend; print(backend())"
-    done = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True,
-                          timeout=300, check=False)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or ["the kernels' backend is unknown"]
-        raise ValueError(lines[-1])
-    return done.stdout.strip()
-
-
-def demo_batch(kernels: str | None = None) -> tuple[DemoJob, ...]:
-    """:data:`DEMO_BATCH` with its UTS jobs sized for ``kernels`` (``"numpy"`` or
-    ``"numba"``; ``None``: the backend the jobs will use, :func:`jobs_kernels`).
-
-    Raises:
-        ValueError: ``kernels`` is ``None`` and ``APGAS_KERNELS`` is invalid, or asks for
-            numba where it does not import.
-    """
-    if kernels is None:
-        kernels = jobs_kernels()
-    depth = UTS_DEPTH[kernels]
-    return tuple(replace(job, name=job.name.replace("d13", f"d{depth}"),
-                         command=job.command.replace("-d 13", f"-d {depth}"))
-                 if "benchmarks.uts" in job.command else job for job in DEMO_BATCH)
-
-
 def demo_entries(batch: tuple[DemoJob, ...] | None = None) -> list[BatchEntry]:
-    """The batch as scheduler entries (each command with ``--json`` added); ``None``:
-    :func:`demo_batch` for this process's kernels."""
+    """The batch as scheduler entries (each command with ``--json`` added; a job's stderr
+    file shows its orders as they happened); ``None``: :func:`demo_batch` for this machine's
+    measured rate (:func:`pi_rate`)."""
     if batch is None:
-        batch = demo_batch()
+        batch = demo_batch(pi_rate())
     out = []
     for job in batch:
         argv = (*shlex.split(job.command), "--json")
@@ -250,6 +282,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="SCHEDULER_PORT (default 8081; 0: a free one)")
     p.add_argument("--cooldown", type=float, default=10.0,
                    help="seconds between two orders to one job (default 10)")
+    p.add_argument("--job-seconds", type=positive_seconds, default=JOB_SECONDS, metavar="S",
+                   help="the default batch's time unit: jobs are sized from a measured run "
+                        "to last multiples of S seconds a core, and submitted at multiples "
+                        f"of S (default {JOB_SECONDS:g}; not with --evolving)")
     p.add_argument("--interval", type=float, default=5.0,
                    help="seconds between algorithm runs (default 5)")
     p.add_argument("--out", type=Path, default=None,
@@ -263,26 +299,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _table(jobs: list[dict[str, Any]], *, evolving: bool = False) -> str:
-    head = (f"{'ID':>3} {'NAME':<12}{'CLASS':<10}{'RANGE':<6}{'SUBMIT':>7}{'START':>7}"
-            f"{'END':>7}{'WAIT':>6}{'RUN':>6}  {'SHRINK':>6}{'GROW':>5}  {'PLACES':<7}"
-            f"{'CORRECT':<8}" + ("REQ SERVED RELEASED  " if evolving else "")
-            + "ORDERS (seen by the job)")
-    lines = [head]
+    def f(x: Any) -> str:
+        return "-" if x is None else f"{x:.1f}"
+
+    head = ["ID", "NAME", "CLASS", "RANGE", "SUBMIT", "START", "END", "WAIT", "RUN", "SHRINK",
+            "GROW", "PLACES", "CORRECT"] + (["REQ", "SERVED", "RELEASED"] if evolving else []) \
+        + ["ORDERS (seen by the job)"]
+    rows = []
     for j in jobs:
-        def f(x: Any) -> str:
-            return "-" if x is None else f"{x:.1f}"
         wait = None if j["start_s"] is None else j["start_s"] - j["submit_s"]
         places = f"{j['places_at_start']}->{j['places_at_end']}" \
             if j["places_at_start"] is not None else "-"
-        rng = f"{j['range'][0]}-{j['range'][1]}"
-        lines.append(
-            f"{j['id']:>3} {j['name'][:11]:<12}{j['class']:<10}{rng:<6}{f(j['submit_s']):>7}"
-            f"{f(j['start_s']):>7}{f(j['end_s']):>7}{f(wait):>6}{f(j['run_s']):>6}  "
-            f"{j['shrinks']:>6}{j['grows']:>5}  {places:<7}{str(j['correct']):<8}"
-            + (f"{j['requests']:>3} {j['requests_served']:>6} {j['releases']:>8}  "
-               if evolving else "")
-            + f"{json.dumps(j['job_orders'])}")
-    return "\n".join(lines)
+        rows.append([j["id"], j["name"], j["class"], f"{j['range'][0]}-{j['range'][1]}",
+                     f(j["submit_s"]), f(j["start_s"]), f(j["end_s"]), f(wait), f(j["run_s"]),
+                     j["shrinks"], j["grows"], places, j["correct"]]
+                    + ([j["requests"], j["requests_served"], j["releases"]] if evolving else [])
+                    + [json.dumps(j["job_orders"])])
+    return "\n".join(format_table(head, rows, "><<<>>>>>>><<" + (">>>" if evolving else "")
+                                   + "<"))
 
 
 def serve_batch(server: Server, entries: list[BatchEntry], *, timeout_s: float,
@@ -395,7 +429,15 @@ def run(args: argparse.Namespace) -> int:
         entries = demo_entries(EVOLVING_DEMO_BATCH)
         algorithm, job_env = args.algorithm, dict(EVOLVING_JOB_ENV)
     else:
-        entries = demo_entries()
+        try:
+            rate = pi_rate()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if not args.quiet:
+            print(f"measured {rate:.3g} Pi samples/s on one place; jobs sized for "
+                  f"S = {args.job_seconds:g} s", file=sys.stderr, flush=True)
+        entries = demo_entries(demo_batch(rate, args.job_seconds))
         algorithm, job_env = "malleable", {}
     bar = None
     if not args.quiet and sys.stderr.isatty():

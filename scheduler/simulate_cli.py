@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from ._argtypes import positive_int
+from ._table import format_table
 from .algorithms import registry
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .simulate import SimConfig
@@ -134,7 +135,8 @@ def add_priority_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("priority policies (docs/guides/priorities.md)")
     g.add_argument("--rescale-gap-s", type=_seconds_at_least_0, default=None,
                    help="least seconds between two scheduling events of one job "
-                        "(T_rescale_gap; default 180)")
+                        "(T_rescale_gap; default: the algorithm's own, 180 for the priority "
+                        "policies, 10 for evolving-elastic)")
     g.add_argument("--keep-free", type=_count_at_least_0, default=None,
                    help="nodes never handed out (default 0; --study priority: 1, as the "
                         "paper keeps one for its launcher)")
@@ -271,17 +273,12 @@ def _table(rows: list[dict[str, Any]], *, nodes: int | None = None) -> str:
     could never fit the cluster of ``nodes`` nodes, left out of every mean."""
     head = ("algorithm", "share%", "makespan_s", "sd_s", "util%", "wait_s", "turnaround_s",
             "bsld", "shrinks/j", "grows/j", "refused")
-    lines = ["{:<12}{:>7}{:>12}{:>8}{:>8}{:>9}{:>14}{:>8}{:>11}{:>9}{:>9}".format(*head)]
-    for r in rows:
-        lines.append(
-            "{:<12}{:>7}{:>12.1f}{:>8.1f}{:>8.1f}{:>9.1f}{:>14.1f}{:>8.2f}{:>11.2f}{:>9.2f}{:>9}"
-            .format(
-                r["algorithm"], r["malleable_share"], r["makespan_s"], r["makespan_std_s"],
-                100 * r["utilisation"], r["mean_wait_s"], r["mean_turnaround_s"],
-                r["mean_bounded_slowdown"], r["shrinks_per_malleable_job"],
-                r["grows_per_malleable_job"], r.get("refused", 0),
-            )
-        )
+    lines = format_table(head, [(
+        r["algorithm"], r["malleable_share"], f"{r['makespan_s']:.1f}",
+        f"{r['makespan_std_s']:.1f}", f"{100 * r['utilisation']:.1f}", f"{r['mean_wait_s']:.1f}",
+        f"{r['mean_turnaround_s']:.1f}", f"{r['mean_bounded_slowdown']:.2f}",
+        f"{r['shrinks_per_malleable_job']:.2f}", f"{r['grows_per_malleable_job']:.2f}",
+        r.get("refused", 0)) for r in rows], "<>>>>>>>>>>")
     refused = max((r.get("refused", 0) for r in rows), default=0)
     if refused:
         where = f"the {nodes} nodes" if nodes else "the cluster"
@@ -321,13 +318,11 @@ def _plots(evaluation: Evaluation, rows: list[dict[str, Any]], out: Path, nodes:
 def _study_table(rows: list[dict[str, Any]]) -> str:
     head = ("sweep", "sub_gap_s", "resc_gap_s", "policy", "total_s", "util%", "w_resp_s",
             "w_compl_s", "max_p1_wait_s")
-    lines = ["{:<15}{:>10}{:>11}  {:<23}{:>9}{:>7}{:>10}{:>10}{:>14}".format(*head)]
-    for r in rows:
-        lines.append("{:<15}{:>10.0f}{:>11.0f}  {:<23}{:>9.1f}{:>7.1f}{:>10.1f}{:>10.1f}{:>14.1f}"
-                     .format(r["sweep"], r["submission_gap_s"], r["rescale_gap_s"], r["policy"],
-                             r["total_time_s"], 100 * r["utilisation"],
-                             r["weighted_mean_response_s"], r["weighted_mean_completion_s"],
-                             r["max_wait_priority1_s"]))
+    lines = format_table(head, [(
+        r["sweep"], f"{r['submission_gap_s']:.0f}", f"{r['rescale_gap_s']:.0f}", r["policy"],
+        f"{r['total_time_s']:.1f}", f"{100 * r['utilisation']:.1f}",
+        f"{r['weighted_mean_response_s']:.1f}", f"{r['weighted_mean_completion_s']:.1f}",
+        f"{r['max_wait_priority1_s']:.1f}") for r in rows], "<>><>>>>>")
     return "\n".join(lines)
 
 
@@ -421,13 +416,11 @@ def run_evolving_study(args: argparse.Namespace) -> int:
     else:
         head = ("algorithm", "mix", "evolving%", "makespan_s", "turnaround_s", "wait_s",
                 "util%", "makespan_cut%", "turnaround_cut%")
-        lines = ["{:<24}{:<10}{:>10}{:>12}{:>14}{:>9}{:>7}{:>15}{:>17}".format(*head)]
-        for r in rows:
-            lines.append("{:<24}{:<10}{:>10g}{:>12.1f}{:>14.1f}{:>9.1f}{:>7.1f}{:>15.1f}{:>17.1f}"
-                         .format(r["algorithm"], r["mix"], r["evolving_share"], r["makespan_s"],
-                                 r["mean_turnaround_s"], r["mean_wait_s"],
-                                 100 * r["utilisation"], 100 * r["makespan_cut"],
-                                 100 * r["turnaround_cut"]))
+        lines = format_table(head, [(
+            r["algorithm"], r["mix"], f"{r['evolving_share']:g}", f"{r['makespan_s']:.1f}",
+            f"{r['mean_turnaround_s']:.1f}", f"{r['mean_wait_s']:.1f}",
+            f"{100 * r['utilisation']:.1f}", f"{100 * r['makespan_cut']:.1f}",
+            f"{100 * r['turnaround_cut']:.1f}") for r in rows], "<<>>>>>>>")
         print("\n".join(lines))
         print(f"{sum(r['batches'] for r in rows)} simulations in {cfg['elapsed_s']:.2f} s")
     return 0

@@ -212,6 +212,13 @@ def test_order_command_line_tool(scheduler, tmp_path, program_factory):
     out = subprocess.run([*cli, "shrink", "1", "--job", job], capture_output=True, text=True,
                          env=env_cli, timeout=60)
     assert out.returncode == 0 and out.stdout.splitlines() == ["127.0.1.3"], out
+    assert out.stderr.splitlines()[-1] == \
+        f"shrink 1: carried out by the job at {job}; released 127.0.1.3", out
+    grown = subprocess.run([*cli, "grow", "1", "127.0.1.3", "--job", job],
+                           capture_output=True, text=True, env=env_cli, timeout=60)
+    assert grown.returncode == 0 and grown.stdout == "", grown
+    assert grown.stderr.splitlines()[-1] == \
+        f"grow 1: carried out by the job at {job} (hosts 127.0.1.3)", grown
     bad = subprocess.run([*cli, "shrink", "x", "--job", job], capture_output=True, text=True,
                          env=env_cli, timeout=60)
     assert bad.returncode == 2 and "positive integer" in bad.stderr

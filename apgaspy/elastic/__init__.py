@@ -5,7 +5,9 @@ Public names (re-exported by :mod:`apgaspy`): :class:`MalleableHandler`,
 :func:`notify_scheduler`, and for evolving jobs :func:`request_places` and
 :func:`release_places` (docs/guides/evolving.md); for extensions,
 :class:`MalleableCommunicator` (the abstract link to a scheduler), :func:`malleable_state`
-with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, and
+with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, :func:`watch_orders` (an order's
+observer, told as each order is carried out or refused), :func:`orders_held` (no order
+while a block runs), and
 :func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode) with
 :func:`evolving_mode`.  The
 mechanism is in ``_malleability``: place 0's runtime owns its
@@ -19,13 +21,22 @@ from __future__ import annotations
 
 import logging
 
-from .._exceptions import MalleabilityError
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from .._exceptions import ApgasError, MalleabilityError
 from .._place import Place
 from .._runtime import current_runtime, runtime
 from ._communicator import MalleableCommunicator
 from ._evolving_monitor import EvolvingMonitor, set_load_source
 from ._handler import MalleableHandler
-from ._malleability import HandlerState, Malleability, OrderReport, evolving_mode
+from ._malleability import (
+    HandlerState,
+    Malleability,
+    OrderListener,
+    OrderReport,
+    evolving_mode,
+)
 
 __all__ = [
     "MalleableHandler",
@@ -41,6 +52,9 @@ __all__ = [
     "MalleableCommunicator",
     "malleable_state",
     "order_reports",
+    "watch_orders",
+    "orders_held",
+    "OrderListener",
 ]
 
 log = logging.getLogger("apgaspy")
@@ -191,3 +205,59 @@ def order_reports() -> list[OrderReport]:
     places, and their total and handler times in nanoseconds."""
     m = _malleability()
     return list(m.reports) if m is not None else []
+
+
+@contextmanager
+def orders_held(timeout_s: float = 0.0) -> Iterator[bool]:
+    """Hold shrink and grow orders off while the block runs (at place 0): no order starts,
+    and no place leaves, until it ends.  Yields whether the hold was taken: ``False`` when an
+    order under way did not end within ``timeout_s`` seconds (the block should then skip
+    what needed the hold).  Keep the block short: an order waits for it.
+
+    Used to ask every place something without racing a shrink (the benchmarks' progress,
+    :func:`glb.work_done`; the evolving monitor holds the same lock for its load samples).
+    Away from place 0, or without a runtime, nothing is held and it yields ``True``.
+    """
+    m = _malleability()
+    if m is None:
+        yield True
+        return
+    held = m.order_lock.acquire(timeout=timeout_s) if timeout_s > 0 else \
+        m.order_lock.acquire(blocking=False)
+    try:
+        yield held
+    finally:
+        if held:
+            m.order_lock.release()
+
+
+def watch_orders(listener: OrderListener) -> Callable[[], None]:
+    """Call ``listener(report, error)`` after every shrink and grow order from now on, as it
+    happens: ``error`` is ``None`` for an order carried out (``report`` as in
+    :func:`order_reports`), else the :class:`MalleabilityError` that refused it (a host that
+    cannot run a place, no handler defined yet or any more; ``report`` then has the order's
+    kind and host count, and for a grow its hosts).  The benchmarks' command lines print
+    their order lines this way (docs/reference/cli.md).
+
+    The listener runs at place 0, on the thread that carried the order out (the
+    communicator's), after the handler's ``post_*`` method; it should return quickly, and an
+    exception it raises is logged, never passed on to the order.
+
+    Returns:
+        A function that stops the calls (calling it twice is harmless).
+
+    Raises:
+        ApgasError: the runtime is not running, or this is not place 0.
+    """
+    m = _malleability()
+    if m is None:
+        if current_runtime() is None:
+            runtime()  # raises ApgasError: not running
+        raise ApgasError("watch_orders() is for place 0 (the program's main)")
+    m.listeners.append(listener)
+
+    def stop() -> None:
+        if listener in m.listeners:
+            m.listeners.remove(listener)
+
+    return stop

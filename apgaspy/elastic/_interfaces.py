@@ -34,7 +34,8 @@ class OrderReport:
             back by itself, :func:`apgaspy.release_places`).
         hosts: the number of hosts in the order.
         places: the places released or added.
-        host_names: for a shrink, the released hosts (each once, as given).
+        host_names: for a shrink, the released hosts (each once, as given); for a grow, the
+            order's hosts (one entry per slot, as given).
         total_ns: the whole order, nanoseconds.
         handler_ns: time spent in the handler's pre and post methods, nanoseconds.
         runtime_ns: ``total_ns - handler_ns``.

@@ -73,9 +73,15 @@ from ._select import make_communicator
 if TYPE_CHECKING:
     from ._interfaces import MalleabilityHost
 
-__all__ = ["HandlerState", "OrderReport", "Malleability", "PlaceLauncher", "evolving_mode"]
+__all__ = ["HandlerState", "OrderListener", "OrderReport", "Malleability", "PlaceLauncher",
+           "evolving_mode"]
 
 log = logging.getLogger("apgaspy")
+
+OrderListener = Callable[[OrderReport, MalleabilityError | None], None]
+"""An order's observer: ``listener(report, error)``, ``error`` ``None`` for an order carried
+out, else the :class:`MalleabilityError` that refused it (``report`` then has the order's kind
+and host count, and for a grow its hosts and the places that did start)."""
 
 
 def evolving_mode() -> bool:
@@ -139,6 +145,8 @@ class Malleability:
         communicator: the running communicator (it is given this object as its
             ``malleability``), or ``None``.
         reports: the :class:`OrderReport` of every order carried out, oldest first.
+        listeners: called as ``listener(report, error)`` after every shrink and grow order,
+            from the thread that carried it out (:func:`apgaspy.elastic.watch_orders`).
     """
 
     def __init__(self, rt: MalleabilityHost, launcher: PlaceLauncher | None = None) -> None:
@@ -156,6 +164,16 @@ class Malleability:
         self.shrinking = False
         self.leaving: set[int] = set()
         self.monitor: Any = None
+        self.listeners: list[OrderListener] = []  # told of every order, carried out or refused
+
+    def _tell(self, report: OrderReport, error: MalleabilityError | None) -> None:
+        """Tell every listener (:func:`apgaspy.elastic.watch_orders`) of an order that was
+        carried out (``error`` ``None``) or refused; a listener that raises is logged."""
+        for listener in list(self.listeners):
+            try:
+                listener(report, error)
+            except Exception:  # noqa: BLE001 - an observer must not fail an order
+                log.exception("an order listener failed")
 
     # ------------------------------------------------------------------ handler
     def define(self, handler: MalleableHandler,
@@ -261,6 +279,18 @@ class Malleability:
                 (raised after ``post_grow``, which gets the places that did start).
         """
         hosts = [str(h) for h in hosts]
+        before = len(self.reports)
+        try:
+            report = self._grow(hosts)
+        except MalleabilityError as exc:
+            self._tell(self.reports[-1] if len(self.reports) > before else
+                       OrderReport("grow", len(hosts), host_names=hosts), exc)
+            raise
+        self._tell(report, None)
+        return report
+
+    def _grow(self, hosts: list[str]) -> OrderReport:
+        """:meth:`grow`'s work (its listeners are told by :meth:`grow`)."""
         if not hosts:
             raise MalleabilityError("a grow order needs at least one host")
         with self.order_lock:
@@ -273,7 +303,7 @@ class Malleability:
             mpi_hosts = self.launcher.check_hosts(hosts)  # before the handler hears of it
             log.debug("grow: %d host(s) checked in %.3f s", len(hosts), time.monotonic() - c0)
             per_host = setting("PLACES_PER_HOST")
-            report = OrderReport("grow", len(hosts))
+            report = OrderReport("grow", len(hosts), host_names=list(hosts))
             t0 = time.perf_counter_ns()
             n = len(hosts) * per_host
             h0 = time.perf_counter_ns()
@@ -373,6 +403,17 @@ class Malleability:
                 that is not part of the computation, a dead one included); or a released
                 place still had work after ``APGAS_RELEASE_TIMEOUT`` seconds.
         """
+        try:
+            report = self._shrink(n_hosts, on_released)
+        except MalleabilityError as exc:
+            self._tell(OrderReport("shrink", n_hosts if isinstance(n_hosts, int) else 0), exc)
+            raise
+        self._tell(report, None)
+        return report
+
+    def _shrink(self, n_hosts: int,
+                on_released: Callable[[list[str]], None] | None) -> OrderReport:
+        """:meth:`shrink`'s work (its listeners are told by :meth:`shrink`)."""
         if isinstance(n_hosts, bool) or not isinstance(n_hosts, int) or n_hosts < 1:
             raise MalleabilityError(f"a shrink order releases at least 1 host, got {n_hosts!r}")
         with self.order_lock:

@@ -390,15 +390,3 @@ def test_other_branching_factors_are_refused_by_name(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert f"-b {branching}" in err and "branching factor 4" in err
-
-
-def test_the_scheduler_demo_sizes_its_uts_jobs_for_the_kernels() -> None:
-    from benchmarks.uts import KNOWN
-    from scheduler.demo import DEMO_BATCH, UTS_DEPTH, demo_batch
-
-    for kernels, depth in UTS_DEPTH.items():
-        uts_jobs = [j for j in demo_batch(kernels) if "benchmarks.uts" in j.command]
-        assert len(uts_jobs) == 3
-        assert all(j.command.endswith(f"-d {depth}") for j in uts_jobs)
-        assert (19, depth) in KNOWN  # every job's answer is checked
-    assert demo_batch("numpy") == DEMO_BATCH

@@ -1,0 +1,49 @@
+"""``python -m scheduler demo`` is sized by time (:mod:`scheduler.demo`): its jobs are
+calibrated from a measured Pi run, so that on any machine the batch needs a shrink (a rigid
+job arrives while a malleable one holds every node) and a grow (that job ends while the
+malleable one still runs), and every answer is checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, env_for
+
+from benchmarks.uts import KNOWN
+from scheduler.demo import DEMO_PLAN, demo_batch, demo_entries
+
+
+def test_the_batch_is_sized_from_the_rate():
+    jobs = demo_batch(1e8, 2.0)
+    assert [j.submit_s for j in jobs] == [t.submit * 2.0 for t in DEMO_PLAN]
+    pi_m = next(j for j in jobs if j.name == "pi-m")
+    assert f"-n {int(1e8 * 24 * 2.0)} " in pi_m.command + " "
+    uts = next(j for j in jobs if "benchmarks.uts" in j.command)
+    assert (19, int(uts.command.split()[-1])) in KNOWN  # its answer is checked
+    # a faster machine: more samples for the same time
+    assert demo_batch(4e8, 2.0)[0].command != pi_m.command
+    assert all(e.spec.command[-1] == "--json" for e in demo_entries(jobs))
+    with pytest.raises(ValueError):
+        demo_batch(0.0)
+
+
+@pytest.mark.timeout(150)
+def test_the_demo_shows_a_shrink_and_a_grow_with_exact_answers(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler", "demo", "--job-seconds", "2", "--cooldown", "2",
+         "--interval", "1", "--port", "0", "--no-plots", "--quiet", "--json",
+         "--out", str(tmp_path / "demo")],
+        cwd=ROOT, env=env_for(None, APGAS_KERNELS="numpy"), capture_output=True, text=True,
+        timeout=140, start_new_session=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["processes_left"] == []
+    assert report["shrinks"] >= 1 and report["grows"] >= 1, report["jobs"]
+    assert all(j["correct"] is True and j["state"] == "done" for j in report["jobs"])
+    # the shrunk job is the malleable one that held every node, and it grew again after
+    first = next(j for j in report["jobs"] if j["name"] == "pi-m")
+    kinds = [kind for kind, _ in first["job_orders"]]
+    assert "shrink" in kinds and "grow" in kinds[kinds.index("shrink"):], kinds
