@@ -17,8 +17,9 @@ and a :class:`ConfigurationError` prints its message on one line.  The exit stat
 the full traceback instead, and any other exception goes to the hook that was there before.
 A program that catches the error itself sees the same exception object as before: the hook
 only changes what an uncaught one prints.  The place comes from the note ``raised at
-place(N)`` that every finish adds, the bag from the note GLB adds to what a bag raised
-(:data:`BAG_NOTE`).
+place(N)`` that every finish adds, and what raised it from a note ``raised by <what>`` that a
+library built on apgaspy may add (:data:`ORIGIN_NOTE`; GLB adds ``raised by bag <class>`` to
+what a bag's method raised).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from types import TracebackType
 from ._config import setting
 from ._exceptions import ConfigurationError, MultipleException, RemoteTraceback
 
-__all__ = ["BAG_NOTE", "excepthook", "first_failure", "install", "short_report"]
+__all__ = ["ORIGIN_NOTE", "excepthook", "first_failure", "install", "short_report"]
 
-#: The note GLB adds to an exception a bag's method raised (``%s``: the bag's class).
-BAG_NOTE = "raised by the GLB bag %s"
-_BAG_RE = re.compile(r"^raised by the GLB bag (\S+)$")
+#: A note that names what raised an exception (``%s``: e.g. ``bag UTSBag``); the short form
+#: shows it beside the place.
+ORIGIN_NOTE = "raised by %s"
+_BY_RE = re.compile(r"^raised by (.+)$")
 _PLACE_RE = re.compile(r"^raised at place\((\d+)\)$")
 _FRAMES = 2  # the last frames shown of the first failure's traceback
 _installed = False
@@ -58,12 +60,12 @@ def _where(exc: BaseException) -> str:
     for note in getattr(exc, "__notes__", ()) or ():
         if (m := _PLACE_RE.match(note)) and place is None:
             place = m.group(1)
-        elif m := _BAG_RE.match(note):
+        elif m := _BY_RE.match(note):
             bag = m.group(1)
     if place is None and not isinstance(exc.__cause__, RemoteTraceback):
         place = "0"  # no note, not remote: raised by the program's main, at place 0
     parts = ([f"place {place}"] if place is not None else []) + \
-        ([f"bag {bag}"] if bag is not None else [])
+        ([bag] if bag is not None else [])
     return ", ".join(parts)
 
 

@@ -14,5 +14,6 @@ own table of :class:`Setting` rows and prefix, and reads it through the same hel
 """
 
 from ._config import SETTINGS, Setting, parse_bool, setting
+from ._env_check import describe, unknown_variables
 
-__all__ = ["Setting", "SETTINGS", "setting", "parse_bool"]
+__all__ = ["Setting", "SETTINGS", "setting", "parse_bool", "unknown_variables", "describe"]

@@ -79,7 +79,6 @@ from apgaspy import (
     here,
     immediate_async_at,
 )
-from apgaspy._report import BAG_NOTE
 from apgaspy.elastic import set_load_source
 
 from ._bag import Bag
@@ -832,8 +831,9 @@ def _process(bag: Bag, n: int, result: Fold, st: PlaceStats | WorkerStats,
     try:
         bag.process(n, result)
     except Exception as exc:
-        # names the bag in what the user sees (apgaspy._report's short form)
-        exc.add_note(BAG_NOTE % type(bag).__qualname__)
+        # names the bag in what the user sees: apgaspy's short form of an uncaught failure
+        # shows a note "raised by <what>" beside the place (docs/getting-started.md)
+        exc.add_note(f"raised by bag {type(bag).__qualname__}")
         raise
     end, end_c = time.perf_counter(), time.thread_time()
     took = end - t

@@ -21,7 +21,7 @@ running job and exits 0.  Exit status 1 when it cannot start (port or control so
 the control socket's path not safely the user's, or another scheduler uses the state
 directory).  At the start, an ``APGAS_*``, ``GLB_*`` or
 ``SCHEDULER_*`` variable of its environment (or of ``--env``) that nothing reads draws a
-``warning:`` line with the nearest known names (:mod:`apgaspy._env_check`).
+``warning:`` line with the nearest known names (:func:`apgaspy.config.unknown_variables`).
 
 Its jobs are journaled in ``--state-dir`` (default ``<run-dir>/state``): a scheduler started
 again on the same state directory after a crash queues the waiting jobs again and adopts the
@@ -43,7 +43,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from apgaspy._env_check import describe, unknown_variables
+from apgaspy.config import describe, unknown_variables
 
 from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry

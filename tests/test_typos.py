@@ -222,7 +222,7 @@ def test_failing_bag_prints_a_short_form_and_everything_with_debug():
     assert full.returncode == 1
     assert "Exception Group Traceback" in full.stderr
     assert "Traceback at place(1)" in full.stderr
-    assert "raised by the GLB bag FailingBag" in full.stderr
+    assert "raised by bag FailingBag" in full.stderr
     assert len(lines_of(full.stderr)) > 30
 
 
