@@ -206,6 +206,7 @@ class NotificationListener:
         finally:
             for conn in list(self._conns.values()):
                 self._close(conn, reset=True)
+            self._sel.close()
 
     def _accept(self) -> None:
         limits = self.limits
@@ -288,15 +289,15 @@ class NotificationListener:
             conn.sock.close()
 
     def close(self) -> None:
-        """Stop the loop, close every connection and the listening socket.  Idempotent."""
+        """Stop the loop (it closes every connection as it ends) and close the listening
+        socket.  Idempotent."""
         self._stop.set()
         try:
             self._wake_w.send(b"\0")
         except OSError:
             pass
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._sel.close()
+            self._thread.join(timeout=5)  # the loop closes the connections and the selector
         for sock in (self._server, self._wake_r, self._wake_w):
             sock.close()
 

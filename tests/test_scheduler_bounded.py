@@ -10,16 +10,18 @@ service"), on real processes and real sockets on loopback addresses.
   its exact answer, the junk is counted but not logged, and the scheduler's memory is back
   within 20 MB of where it was once the connections are gone;
 * a timing line for an address where no job ran is counted and never reaches the event log
-  (a job's own timing line does).
+  (a job's own timing line does);
+* the limits: positive, read from their variables; ``serve`` stops on a bad one.
 
 Every socket and process a test opens is closed or ended by it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import resource
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import wait_until
+from conftest import ROOT, wait_until
 
 from scheduler import JobSpec
 from scheduler.algorithms import make
@@ -43,6 +45,16 @@ MB = 1 << 20
 def _connect(port: int, source: str) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=5,
                                     source_address=(source, 0))
+
+
+def _refused(port: int, source: str) -> None:
+    """Connect from ``source`` and expect the connection to be closed at once (the reset may
+    reach the client while it connects, or when it reads)."""
+    try:
+        with _connect(port, source) as sock:
+            assert sock.recv(1) == b""
+    except ConnectionResetError:
+        pass
 
 
 def _send(port: int, line: str, source: str = "127.0.0.1") -> None:
@@ -66,10 +78,13 @@ def test_the_listener_caps_connections_and_cuts_idle_long_and_chatty_ones():
     held: list[socket.socket] = []
     try:
         assert [t.name for t in threading.enumerate()].count("scheduler-notify") == 1
-        held += [_connect(listener.port, "127.0.4.1") for _ in range(4)]
+        held += [_connect(listener.port, "127.0.4.1") for _ in range(3)]
+        wait_until(lambda: listener.open_connections == 3, 5, "three connections")
+        _refused(listener.port, "127.0.4.1")
         wait_until(lambda: listener.refused_connections == 1, 5, "the per-peer refusal")
         held += [_connect(listener.port, "127.0.4.2") for _ in range(3)]
-        held.append(_connect(listener.port, "127.0.4.3"))
+        wait_until(lambda: listener.open_connections == 6, 5, "six connections")
+        _refused(listener.port, "127.0.4.3")
         wait_until(lambda: listener.refused_connections == 2, 5, "the total refusal")
         assert listener.open_connections == 6
         wait_until(lambda: listener.open_connections == 0, 5, "the idle deadline")
@@ -110,6 +125,18 @@ def test_limits_are_checked_and_read_from_the_environment():
         ListenerLimits.from_env({"APGAS_SCHEDULER_MAX_LINE_BYTES": "-1"})
     with pytest.raises(ValueError, match="APGAS_SCHEDULER_MAX_CONNECTIONS"):
         ListenerLimits.from_env({"APGAS_SCHEDULER_MAX_CONNECTIONS": "many"})
+
+
+
+def test_serve_refuses_a_bad_limit_variable(tmp_path):
+    """``serve`` with ``APGAS_SCHEDULER_MAX_CONNECTIONS=0`` stops before it listens: one
+    line naming the variable, exit status 2."""
+    env = dict(os.environ, APGAS_SCHEDULER_MAX_CONNECTIONS="0")
+    proc = subprocess.run([PY, "-m", "scheduler", "serve", "--port", "0", "--run-dir",
+                           str(tmp_path / "run"), "--control", str(tmp_path / "c.sock")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "error: APGAS_SCHEDULER_MAX_CONNECTIONS must be > 0, got '0'"
 
 
 # ------------------------------------------------------------------------------ attackers
