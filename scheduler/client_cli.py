@@ -246,7 +246,18 @@ def format_status(st: dict[str, Any]) -> str:
                      "ASKED: +requests (granted)/-nodes given back by an evolving job")
     for name, reason in st.get("refused", []):
         lines.append(f"refused: {name}: {reason}")
+    counts = [(st.get(key) or 0, what) for key, what in _PORT_COUNTS]
+    if any(n for n, _ in counts):  # the notification port turned something away
+        lines.append("notification port: " + ", ".join(f"{n} {what}" for n, what in counts))
     return "\n".join(lines)
+
+
+#: ``status`` fields that count what the notification port turned away, as ``format_status``
+#: words them (docs/reference/security.md, "Denial of service").
+_PORT_COUNTS = (("refused_connections", "connections refused over a cap"),
+                ("cut_connections", "cut (idle, long or chatty)"),
+                ("refused_lines", "lines refused (a job's check)"),
+                ("dropped_lines", "lines dropped (no job at the address)"))
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -18,6 +18,10 @@ with the reason; nothing changes.
 
 The job is found by its address (the running one there; else the last
 one that ran there, since a job's last notifications may come after its end was seen).
+A line for an address where no job has run is dropped before anything else: it is counted
+(``status``: ``dropped_lines``), neither kept nor written to the event log; one
+``lines_dropped`` event, at most every 10 s, says how many were (``dropped``: since the
+last such event, ``total``: since the start) and the peer of the latest.
 
 Before anything is done, the line must pass the job's check (docs/reference/security.md):
 a job with a key (:mod:`communicators.auth`) must send a valid MAC with a counter not seen
@@ -74,6 +78,15 @@ def peer_may_notify(job: ServerJob, peer: str) -> bool:
     return peer == job.address or (is_local_address(job.address) and is_local_address(peer))
 
 
+def _drop_line(state: ServerState, peer: str) -> None:
+    """Count a line for an address where no job ever ran and log the count (one event
+    ``lines_dropped`` every 10 s at most); the line itself is neither kept nor logged."""
+    skipped = state.line_drops.refuse()
+    if skipped is not None:
+        state.event("lines_dropped", None, peer=peer, dropped=skipped + 1,
+                    total=state.line_drops.total)
+
+
 def _refuse_line(state: ServerState, job: ServerJob | None, line: str, peer: str,
                  reason: str) -> None:
     """Count a refused line and log it (rate-limited); nothing else changes."""
@@ -95,19 +108,21 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
                           and not math.isnan(j.start_s)),
                          key=lambda j: (j.state == "running", j.start_s))
         job = matches[-1] if matches else None
-        job_id = job.job_id if job else None
-        if job is not None:
-            if job.key is not None:
-                try:
-                    job.check_notification(line)
-                except LineAuthError as exc:
-                    _refuse_line(state, job, line, peer, f"authentication failed: {exc}")
-                    return
-            elif not peer_may_notify(job, peer):
-                _refuse_line(state, job, line, peer,
-                             f"the job has no key and {peer} is not its first node's "
-                             f"address {job.address}")
+        if job is None:
+            _drop_line(state, peer)
+            return
+        job_id = job.job_id
+        if job.key is not None:
+            try:
+                job.check_notification(line)
+            except LineAuthError as exc:
+                _refuse_line(state, job, line, peer, f"authentication failed: {exc}")
                 return
+        elif not peer_may_notify(job, peer):
+            _refuse_line(state, job, line, peer,
+                         f"the job has no key and {peer} is not its first node's "
+                         f"address {job.address}")
+            return
         line = body
         evolving = parse_evolving(message)
         if evolving is not None:
@@ -115,7 +130,7 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
                 return
             state.dirty = True
         elif kind is NotificationKind.READY:
-            if job is None or job.state != "running":
+            if job.state != "running":
                 state.event("notify_unknown_job", None, line=line)
                 return
             if not job.elastic:
@@ -127,15 +142,14 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
             state.event("ready", job_id, after_s=round(state.now() - job.start_s, 3))
             state.dirty = True
         elif kind is NotificationKind.RIGID:
-            if job is not None and job.state == "running":
+            if job.state == "running":
                 job.ready = False
                 job.reachable = False
                 state.persist(job)
             state.event("rigid", job_id, line=line)
         elif kind is NotificationKind.DISABLED:
-            if job is not None:
-                job.ready = False
-                state.persist(job)
+            job.ready = False
+            state.persist(job)
             state.event("disabled", job_id, line=line)
         elif kind is NotificationKind.TIMING:
             state.event("timing", job_id, fields=split_timing(line))

@@ -10,10 +10,12 @@ this module only moves it over TCP, as the Java ElasticJobScheduler does::
     send_grow   ── connect <job address>:PORT ──────► "grow n h1 … hn \\n", half-close
                 ◄── EOF when the grow is done ──────── (or "ERROR ..." first: refused)
     NotificationListener ◄── connect SCHEDULER_IP:PORT ── "<message>:<job address>\\n"
+    (scheduler.notify_listener: one thread, bounded connections)
 
 A job with a key (:mod:`communicators.auth`) gets its orders signed: the order functions
-take a ``sign`` function that turns the Java line into the authenticated one.  The listener
-hands each notification line on with the TCP peer's address, for the checks of
+take a ``sign`` function that turns the Java line into the authenticated one.  The
+notification side lives in :mod:`scheduler.notify_listener` (re-exported here): it hands each
+notification line on with the TCP peer's address, for the checks of
 :mod:`scheduler.notifications`.
 
 Order connections are made from the scheduler's own address (``source``), so that a job
@@ -30,14 +32,16 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 
 from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
 from communicators.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
 
+from .notify_listener import ListenerLimits, NotificationListener
+
 __all__ = [
+    "ListenerLimits",
     "NotificationListener",
     "OrderFailedError",
     "send_grow",
@@ -70,7 +74,7 @@ def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> 
 
 
 class _ReplyReader:
-    """Lines of a job's reply (or of a notification), decoded leniently; errors become
+    """Lines of a job's reply, decoded leniently; errors become
     :class:`OrderFailedError`."""
 
     def __init__(self, sock: socket.socket) -> None:
@@ -159,69 +163,3 @@ def send_grow(address: tuple[str, int], hosts: Sequence[str], *, source: str | N
                 return
             if is_refusal(line):
                 raise OrderFailedError(f"the job refused the grow: {line}", refused=True)
-
-
-class NotificationListener:
-    """Accepts notification connections on one address and port; one line each.
-
-    Args:
-        address: the address to bind (one address only, never all: logical nodes of this
-            machine listen on the same port of their own addresses).
-        port: the port (``SCHEDULER_PORT``).
-        on_line: called with each line (without its end) and the TCP peer's address, from
-            the listener's threads.
-        read_timeout_s: seconds a connection may take to send its line.
-
-    Raises:
-        OSError: the address and port cannot be bound (the message says which).
-    """
-
-    def __init__(self, address: str, port: int, on_line: Callable[[str, str], None], *,
-                 read_timeout_s: float = 5.0) -> None:
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        self._server = socket.socket(family, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._server.bind((address, port))
-        except OSError as exc:
-            self._server.close()
-            raise OSError(exc.errno, f"cannot listen for notifications on {address}:{port}: "
-                                     f"{exc.strerror or exc}") from None
-        self._server.listen(64)
-        self._server.settimeout(0.2)
-        self.address = address
-        self.port = int(self._server.getsockname()[1])
-        self._on_line = on_line
-        self._read_timeout_s = read_timeout_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, name="scheduler-notify",
-                                        daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, peer = self._server.accept()
-            except (TimeoutError, OSError):
-                continue
-            threading.Thread(target=self._read, args=(conn, str(peer[0])), daemon=True,
-                             name="scheduler-notify-conn").start()
-
-    def _read(self, conn: socket.socket, peer: str) -> None:
-        with conn:
-            reader = _ReplyReader(conn)
-            while True:
-                try:
-                    line = reader.line(self._read_timeout_s)
-                except OrderFailedError:
-                    return
-                if line is None:
-                    return
-                if line.strip():
-                    self._on_line(line.strip(), peer)
-
-    def close(self) -> None:
-        """Stop accepting and close the listening socket."""
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._server.close()

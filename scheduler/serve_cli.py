@@ -8,6 +8,9 @@
                               [--control PATH] [--control-group NAME] [--log FILE]
                               [--run-dir DIR] [--state-dir DIR]
                               [--interval 5] [--cooldown 60] [--grace 5] [--env KEY=VALUE]…
+                              [--max-connections 256] [--max-connections-per-peer 32]
+                              [--connection-idle 10] [--max-lines-per-connection 16]
+                              [--max-line-bytes 4096]
 
 Logical nodes (``--nodes N``, the default with 4) are 127.0.1.1 … 127.0.1.N on this machine
 and the scheduler listens on 127.0.0.1; hosts (``--hosts``) are reached by ssh and the
@@ -30,11 +33,17 @@ running ones (docs/guides/durable-scheduler.md).  The control socket is owner-on
 ``$XDG_RUNTIME_DIR/apgaspy-scheduler.sock``, else ``<tmp>/apgaspy-<uid>/scheduler.sock``
 (:mod:`scheduler.control_client`).  The run directory is made owner-only (mode 0700) and
 every file the scheduler writes there is 0600 (:mod:`scheduler.private`).
+
+The notification port's bounds (:class:`~scheduler.notify_listener.ListenerLimits`) come from
+the ``--max-…`` and ``--connection-idle`` options, else from their ``APGAS_SCHEDULER_*``
+variables (:data:`~scheduler.notify_listener.LIMIT_ENV`), else the defaults above; a
+variable that is not a positive number is a usage error (exit status 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -49,12 +58,13 @@ from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
 from .control_client import control_path
 from .control_server import prepare_control_path
+from .notify_listener import ListenerLimits
 from .nodes import LocalNodes, NodeBackend, SshHosts
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options
 from .slurm_mode import GROW_MODES, SlurmNodes
 
-__all__ = ["HELP", "add_arguments", "format_event", "make_nodes", "run"]
+__all__ = ["HELP", "add_arguments", "format_event", "listener_limits", "make_nodes", "run"]
 
 HELP = "run the scheduler on logical nodes, ssh hosts or a Slurm partition (real jobs)"
 
@@ -131,7 +141,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "speak the plain Java lines, e.g. Java APGAS jobs; their "
                         "notifications are checked by peer address only (default: every "
                         "job gets a key; a script may say #AUTH plain)")
+    limits = p.add_argument_group(
+        "notification port bounds (default: the APGAS_SCHEDULER_* variable, else as shown)")
+    limits.add_argument("--max-connections", type=positive_int, default=None, metavar="N",
+                        help="notification connections open at once; past it a new one is "
+                             "closed at once (default 256)")
+    limits.add_argument("--max-connections-per-peer", type=positive_int, default=None,
+                        metavar="N", help="the same, from one peer address (default 32)")
+    limits.add_argument("--connection-idle", type=positive_seconds, default=None,
+                        metavar="S", help="close a notification connection that completes "
+                                          "no line for S seconds (default 10)")
+    limits.add_argument("--max-lines-per-connection", type=positive_int, default=None,
+                        metavar="N", help="close a connection after N lines (default 16; "
+                                          "jobs send one)")
+    limits.add_argument("--max-line-bytes", type=positive_int, default=None, metavar="N",
+                        help="close a connection that sends a longer line (default 4096)")
     p.add_argument("--quiet", action="store_true", help="print no events to stderr")
+
+
+_LIMIT_OPTIONS = {"max_connections": "max_connections",
+                  "max_connections_per_peer": "max_connections_per_peer",
+                  "idle_s": "connection_idle", "max_lines": "max_lines_per_connection",
+                  "max_line_bytes": "max_line_bytes"}
+
+
+def listener_limits(args: argparse.Namespace) -> ListenerLimits:
+    """The notification port's bounds: each option given, else its variable of
+    :data:`~scheduler.notify_listener.LIMIT_ENV`, else the default.
+
+    Raises:
+        ValueError: a variable that is not a positive number (the message names it).
+    """
+    base = ListenerLimits.from_env()
+    given = {field: getattr(args, option) for field, option in _LIMIT_OPTIONS.items()
+             if getattr(args, option, None) is not None}
+    return dataclasses.replace(base, **given)
 
 
 def make_nodes(args: argparse.Namespace) -> NodeBackend:
@@ -205,6 +249,9 @@ def _format_event(ev: dict[str, Any]) -> str | None:
         return f"{head} evolving message refused ({ev['reason']}): {ev['line']}"
     if kind == "rigid":
         return f"{head} runs on as rigid: {ev['line']}"
+    if kind == "lines_dropped":
+        return (f"{head} dropped {ev['dropped']} lines for addresses where no job ran "
+                f"({ev['total']} in all; latest from {ev['peer']})")
     if kind == "line_refused":
         more = f" ({ev['not_logged']} more not logged)" if ev.get("not_logged") else ""
         return f"{head} refused a line from {ev['peer']}: {ev['reason']}{more}"
@@ -248,6 +295,7 @@ def _close(nodes: NodeBackend) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until shut down; returns 0, or 1 when the server cannot start."""
     try:
+        limits = listener_limits(args)
         nodes = make_nodes(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -279,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
             port=args.port,
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
-            state_dir=state_dir, plain_lines=args.plain_lines,
+            state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
         )
         server.start()
     except OSError as exc:

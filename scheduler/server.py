@@ -6,7 +6,7 @@ nodes, queued and running jobs, the event log) and hands each concern to its mod
 ::
 
     control socket ─► scheduler.control_server ─► submit / status / cancel / shutdown ─┐
-    notifications  ─► order_transport.NotificationListener ─► scheduler.notifications ─┤
+    notifications  ─► notify_listener.NotificationListener ─► scheduler.notifications ─┤
     order threads  ─► scheduler.orders (shrink replies, grow done) ─────────────────────┤
                                                               (threads; one state lock)
                                                                                         ▼
@@ -60,7 +60,7 @@ from .loop import MainLoop
 from .metrics import result_from_records
 from .nodes import NodeBackend
 from .notifications import on_notification
-from .order_transport import NotificationListener
+from .order_transport import ListenerLimits, NotificationListener
 from .private import private_dir
 from .records import JobRecord, SimResult
 from .recovery import recover
@@ -108,6 +108,8 @@ class Server:
             speak the plain Java lines (Java APGAS jobs); every other job gets a fresh key
             and must sign its lines (docs/reference/security.md).  A job script can opt out
             itself with ``#AUTH plain``.
+        limits: the bounds on the notification port's connections and lines
+            (:class:`~scheduler.notify_listener.ListenerLimits`; default: its defaults).
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, or ``port`` outside 0-65535.
@@ -139,6 +141,7 @@ class Server:
         grow_timeout_s: float = 120.0,
         state_dir: str | os.PathLike[str] | None = None,
         plain_lines: Iterable[str] = (),
+        limits: ListenerLimits | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0 s, got {interval_s}")
@@ -168,6 +171,7 @@ class Server:
         self.algorithm = algorithm
         self._loop = MainLoop(self._state)
         self._listener: NotificationListener | None = None
+        self._limits = limits or ListenerLimits()
         self._loop_thread: threading.Thread | None = None
         self._control: ControlServer | None = None
 
@@ -234,11 +238,13 @@ class Server:
             old = s.journal.meta("port") if s.journal is not None else None
             if s.port == 0 and old:
                 try:
-                    self._listener = NotificationListener(s.listen, int(old), notify)
+                    self._listener = NotificationListener(s.listen, int(old), notify,
+                                                          limits=self._limits)
                 except OSError:
                     self._listener = None
             if self._listener is None:
-                self._listener = NotificationListener(s.listen, s.port, notify)
+                self._listener = NotificationListener(s.listen, s.port, notify,
+                                                      limits=self._limits)
         except OSError:
             s.event.close()
             if s.journal is not None:
@@ -333,8 +339,12 @@ class Server:
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
         allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``,
         ``refused_lines`` (notification lines refused: failed authentication or a stranger's
-        address)."""
+        address), ``dropped_lines`` (lines for an address where no job ran),
+        ``refused_connections`` (notification connections closed at once, over a cap),
+        ``cut_connections`` (closed for a long line, too many lines or the idle deadline)
+        and ``open_connections`` (notification connections open now)."""
         s = self._state
+        listener = self._listener
         with s.lock:
             now = s.now()
             owner = {n: j.job_id for j in s.jobs.values() if j.state == "running"
@@ -353,6 +363,10 @@ class Server:
                 "jobs": [{**j.info(now), **s.rm_info(j)} for j in s.jobs.values()],
                 "refused": [list(r) for r in s.refused],
                 "refused_lines": s.line_refusals.total,
+                "dropped_lines": s.line_drops.total,
+                "refused_connections": listener.refused_connections if listener else 0,
+                "cut_connections": listener.cut_connections if listener else 0,
+                "open_connections": listener.open_connections if listener else 0,
             }
 
     def all_done(self) -> bool:

@@ -288,6 +288,8 @@ class ServerState:
         self.plain_lines = tuple(plain_lines)
         #: Notification lines refused (failed authentication or a stranger's peer).
         self.line_refusals = RefusalLog()
+        #: Notification lines for addresses where no job ran: counted, logged once a 10 s.
+        self.line_drops = RefusalLog(burst=1, period_s=10.0)
         self._clock = clock
         self._t0 = clock()
         self._wall0 = time.time()

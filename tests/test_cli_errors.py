@@ -192,6 +192,17 @@ def test_status_shows_an_evolving_jobs_requests_and_releases():
     row = next(line for line in text.splitlines() if line.lstrip().startswith("1  evo"))
     assert "-0/+1" in row and "+2(1)/-1" in row
     assert "ASKED" in text
+    assert "notification port" not in text  # nothing turned away: no line
+
+
+def test_status_shows_what_the_notification_port_turned_away():
+    text = format_status({"algorithm": "fcfs", "nodes": [], "free": 0, "now_s": 1.0,
+                          "listen": "127.0.0.1", "port": 8081, "jobs": [],
+                          "refused_connections": 3, "cut_connections": 0,
+                          "refused_lines": 0, "dropped_lines": 7})
+    assert text.splitlines()[-1] == (
+        "notification port: 3 connections refused over a cap, 0 cut (idle, long or chatty), "
+        "0 lines refused (a job's check), 7 lines dropped (no job at the address)")
 
 
 # ------------------------------------------------------------------ settings of a program
