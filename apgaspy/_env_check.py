@@ -44,6 +44,10 @@ OTHER_NAMES: dict[str, str] = {
     "SCHEDULER_KEY_FILE": "a file holding a job's line key (communicators.auth)",
     "SCHEDULER_SLURM_NODES": "the node map of the Slurm mode's jobs (scheduler.slurm_mode)",
     "APGAS_SCHEDULER_CONTROL": "the control socket of python -m scheduler (control_client)",
+    **{f"APGAS_SCHEDULER_{name}": "a bound of the scheduler's notification port "
+       "(scheduler.notification_listener)"
+       for name in ("MAX_CONNECTIONS", "MAX_CONNECTIONS_PER_PEER", "CONNECTION_IDLE",
+                    "MAX_LINES_PER_CONNECTION", "MAX_LINE_BYTES")},
     "APGAS_MACHINE_LABEL": "the machine label of benchmark results (benchmarks._results)",
     "APGAS_GROW_PROBE_DIR": "test hook of benchmarks.grow_latency",
     "APGAS_TEST_FAULTS_IMPORT": "test hook of tests/programs/faults.py",
