@@ -34,10 +34,10 @@ def _three(spec: JobSpec, **state: object) -> list:
     jobs = [
         ServerJob(1, spec, ("true",), 0.0, state="running", elastic=True, nodes=list(nodes),
                   start_s=5.0),
-        _Job(1, spec, 0.0, ScalingCurve({1: 10.0}), state="running", nodes=list(nodes),
-             start_s=5.0),
-        EvolvingJob(1, spec, EvoTree(2, 10.0), 0.0, state="running", nodes=list(nodes),
-                    start_s=5.0),
+        _Job(1, spec, 0.0, ScalingCurve({1: 10.0}), state="running", elastic=True,
+             nodes=list(nodes), start_s=5.0),
+        EvolvingJob(1, spec, EvoTree(2, 10.0), 0.0, state="running", elastic=True,
+                    nodes=list(nodes), start_s=5.0),
     ]
     for job in jobs:
         for key, value in state.items():
