@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .algorithms import Decision, Shrink, Start, make
@@ -225,7 +225,10 @@ class EvolvingSimulator(Simulator):
       at the next step (the job's reply), as it is after a malleable job's start (its
       ``APGAS-Ready``, on the next step); an evolving job takes grants from its start;
     * a resize (a grant or grow, a shrink, a release) stops the job's progress for its
-      cost; no order is ever in flight (``busy`` stays false).
+      cost; an order is given and carried out at once (the transitions of
+      :class:`~scheduler.job_state.JobState`, one after the other), so none is ever in
+      flight, and the monitor's requests and releases are the real scheduler's
+      transitions too (``take_request``, ``release``).
 
     Args:
         jobs: the batch (fresh :class:`EvolvingJob` objects, distinct ``job_id``; they are

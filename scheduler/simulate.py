@@ -42,8 +42,12 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
 * A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
   counted in ``refused``.  Jobs are not killed at their required time.
 
-The result of a run (:class:`~scheduler.records.SimResult`) is computed from the jobs'
-records by :func:`scheduler.metrics.result_from_records`, as for a real run.
+A decision, a resize done and an end change a job only through the transitions of
+:class:`~scheduler.job_state.JobState` (``start``, ``order_grow`` and ``grant``,
+``order_shrink``, ``grow_done`` / ``shrink_done`` at the resize-done event, ``end``), the
+ones the real scheduler calls, so both count shrinks, grows and grants alike.  The result of
+a run (:class:`~scheduler.records.SimResult`) is computed from the jobs' records by
+:func:`scheduler.metrics.result_from_records`, as for a real run.
 
 Evolving jobs are simulated by this engine in its evolving mode
 (:class:`scheduler.evolving_simulation.EvolvingSimulator`, a subclass that changes the job
