@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .algorithms import Decision, Shrink, Start, make
 from .job_state import JobState, check_decision
 from .jobs import JobClass, JobSpec
 from .model import ResizeCostModel
-from .simulate import _END, _READY, SimConfig, Simulator
+from .simulate import _ELASTIC, _END, _READY, SimConfig, Simulator
 
 __all__ = ["EvoTree", "EvolvingJob", "EvolvingSimulator", "MonitorConfig", "simulate_evolving"]
 
@@ -104,35 +104,23 @@ class EvolvingJob(JobState):
 
     Any job class runs the same ``evotree`` program: a rigid or moldable job keeps the nodes
     it started with, a malleable one is resized by the scheduler's orders, an evolving one
-    asks for nodes and gives them back (module doc).  ``shrinks`` / ``grows`` count the
-    scheduler's orders to a malleable job; ``pause_s`` is resize time still to be spent;
-    ``phase``, ``left`` (work left in it) and ``pause_s`` are as of the step ``step``, and
-    ``version`` voids the end events of an allotment that changed since.
-    What it takes orders, what the policy sees of it and its record are the other
-    schedulers' (:class:`~scheduler.job_state.JobState`).
+    asks for nodes and gives them back (module doc).  Its state, its transitions, what it
+    takes orders, what the policy sees of it and its record are the other schedulers'
+    (:class:`~scheduler.job_state.JobState`): ``shrinks`` / ``grows`` count the scheduler's
+    orders to a malleable job, ``requests``, ``requests_served`` (grants) and ``releases``
+    an evolving job's own.  Kept here only: ``phase``, ``left`` (work left in it) and
+    ``pause_s`` (resize time still to be spent) as of the step ``step``; ``idle_since_s``,
+    when the monitor first saw extra places idle; ``version`` voids the end events of an
+    allotment that changed since.
     """
 
     job_id: int
     spec: JobSpec
     tree: EvoTree
     submit_s: float
-    state: str = "pending"
-    ready: bool = False
-    busy: bool = False
-    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
     phase: int = 0
     left: float = 0.0
-    nodes: list[str] = field(default_factory=list)
-    start_s: float = math.nan
-    end_s: float = math.nan
-    last_order_s: float | None = None
-    requested: int = 0
     idle_since_s: float | None = None
-    requests: int = 0
-    requests_served: int = 0
-    releases: int = 0
-    shrinks: int = 0
-    grows: int = 0
     pause_s: float = 0.0
     step: int = 0
     version: int = 0
@@ -237,7 +225,10 @@ class EvolvingSimulator(Simulator):
       at the next step (the job's reply), as it is after a malleable job's start (its
       ``APGAS-Ready``, on the next step); an evolving job takes grants from its start;
     * a resize (a grant or grow, a shrink, a release) stops the job's progress for its
-      cost; no order is ever in flight (``busy`` stays false).
+      cost; an order is given and carried out at once (the transitions of
+      :class:`~scheduler.job_state.JobState`, one after the other), so none is ever in
+      flight, and the monitor's requests and releases are the real scheduler's
+      transitions too (``take_request``, ``release``).
 
     Args:
         jobs: the batch (fresh :class:`EvolvingJob` objects, distinct ``job_id``; they are
@@ -330,9 +321,7 @@ class EvolvingSimulator(Simulator):
         want, have = job.demand(), len(job.nodes)
         if have < want:
             job.idle_since_s = None
-            if job.requested == 0:
-                job.requested = 1
-                job.requests += 1
+            if job.requested == 0 and job.take_request() is None:
                 self._refresh(job)  # type: ignore[arg-type]
                 return True
             return False
@@ -343,11 +332,10 @@ class EvolvingSimulator(Simulator):
             job.idle_since_s = now
         if now - job.idle_since_s < self.monitor.idle_s:
             return False
-        self._free.add(job.nodes.pop())
+        host = job.nodes[-1]
+        job.release(now, host)
+        self._free.add(host)
         self._free_changed()
-        job.allotment.append((now, tuple(job.nodes)))
-        job.releases += 1
-        job.requested = 0
         _pause(job, self.costs.shrink_s(1))
         self._refresh(job)  # type: ignore[arg-type]
         self._reschedule_end(job)
@@ -364,10 +352,7 @@ class EvolvingSimulator(Simulator):
             del self._waiting[job.job_id]
             self._free.difference_update(decision.nodes)
             self._free_changed()
-            job.nodes.extend(decision.nodes)
-            job.allotment.append((now, tuple(job.nodes)))
-            job.state = "running"
-            job.start_s = now
+            job.start(now, decision.nodes, elastic=job.spec.job_class in _ELASTIC)
             job.step, job.phase, job.left = step, 0, job.tree.phases()[0][1]
             self._running[job.job_id] = job  # type: ignore[assignment]
             if job.spec.job_class is JobClass.EVOLVING:
@@ -382,27 +367,20 @@ class EvolvingSimulator(Simulator):
             self._reschedule_end(job)
             return
         self._sync(job, step)
-        job.last_order_s = now
+        # an order reaches the job at once: it is given and carried out at ``now``
         if isinstance(decision, Shrink):
-            # the most recently added nodes leave first, never the first one
-            gone = job.nodes[-decision.count:]
-            del job.nodes[-decision.count:]
+            gone, _ = job.shrink_done(now, job.order_shrink(now, decision.count))
             self._free.update(gone)
             self._free_changed()
-            job.shrinks += 1
             _pause(job, self.costs.shrink_s(decision.count))
             self._push((step + 1) * dt, _CALL, job)
         else:  # Grow: check_decision accepts nothing else
             self._free.difference_update(decision.nodes)
             self._free_changed()
-            job.nodes.extend(decision.nodes)
+            job.order_grow(now, decision.nodes)
+            job.grant(decision.nodes)
+            job.grow_done()
             _pause(job, self.costs.grow_s(len(decision.nodes)))
-            if job.spec.job_class is JobClass.EVOLVING:
-                job.requested = 0
-                job.requests_served += 1
-            else:
-                job.grows += 1
-        job.allotment.append((now, tuple(job.nodes)))
         self._refresh(job)  # type: ignore[arg-type]
         self._reschedule_end(job)
 

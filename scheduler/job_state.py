@@ -1,10 +1,43 @@
-"""The state of a job as every scheduler keeps it, and the one check of a decision against it.
+"""The state of a job as every scheduler keeps it, its transitions, and the one check of a
+decision against it.
 
 The real scheduler (:class:`scheduler.state.ServerJob`), the simulator
 (:class:`scheduler.simulate.Simulator`) and the evolving simulation
 (:class:`scheduler.evolving_simulation.EvolvingJob`) each keep more about a job than the others (a
-process tree, a scaling curve, a task tree), but they answer three questions the same way,
-here, once:
+process tree, a scaling curve, a task tree), but the state a decision changes is declared
+once, here (:class:`JobState`, a dataclass they extend), and changed only by its transitions,
+which all three call:
+
+::
+
+    pending/waiting ──start──► running ──end──► ended (done, failed, killed, cancelled …)
+                                │   ▲
+        order_grow (nodes are   │   │ grow_done (counts a grow, not for a grant)
+        the job's at once;      ├───┤ grow_failed (the nodes it did not take go back)
+        grant: an evolving      │   │
+        job's request served)   │   │ shrink_done (the named nodes leave; counts a shrink)
+        order_shrink ───────────┴───┤ shrink_failed (nothing leaves; not reachable)
+                                    │ withdraw_order (never sent: the journal refused it)
+        an evolving job's own lines, at any time it runs:
+            take_request (one pending request for one node)
+            release (a node it gives back; drops its pending request)
+
+The real scheduler sends an order and hears its outcome later, on another thread
+(:mod:`scheduler.orders`); the simulator hears it after the modelled resize time
+(:mod:`scheduler.model`); the evolving simulation at once.  Each calls the same transitions in
+the same order, so a :class:`~scheduler.records.JobRecord` counts the same things whoever made
+it.  What a transition counts:
+
+* ``grows``: grow orders the scheduler chose itself that the job carried out (``grow_done``
+  of a malleable job);
+* ``shrinks``: shrink orders the job carried out (``shrink_done``);
+* ``requests``: an evolving job's requests taken (``take_request``); ``requests_served``:
+  those granted, counted when the grant's grow order is given (``grant``); ``releases``:
+  nodes it gave back by itself (``release``).  A grant is a served request and not a grow:
+  the scheduler did not choose to resize the job, it answered the job
+  (docs/design/scheduler-structure.md).
+
+The state answers three more questions the same way for all three, once:
 
 * **does it take orders now** (:attr:`JobState.takes_orders`): it may be resized
   (``elastic``), it has announced ``APGAS-Ready`` (``ready``), no order to it has failed
@@ -23,63 +56,86 @@ here, once:
 And one more, at the end: **what happened to it** (:meth:`JobState.record`, the only place a
 :class:`~scheduler.records.JobRecord` is made from a job).
 
-:class:`JobState` is a mix-in: a class that keeps a job inherits it and has the attributes
-it reads (``job_id``, ``spec``, ``state``, ``submit_s``, ``nodes``, ``start_s``, ``end_s``,
-``allotment``, ``shrinks``, ``grows``, ``ready``, ``busy``, ``last_order_s``); the
-others have defaults here that a class overrides where it keeps them.
+The clock is always given (``now``, seconds on the caller's clock): the same transitions run
+in real and in simulated time.  No transition touches the pool of free nodes, the event log or
+the journal: those are the caller's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import TypeVar
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from ._exceptions import InvalidDecisionError
 from .algorithms.base import Grow, RunningJob, Shrink, Start, WaitingJob
 from .algorithms.decisions import decision_problem
-from .jobs import JobSpec
+from .jobs import JobClass, JobSpec
 from .records import JobRecord
 
 __all__ = ["JobState", "check_decision", "decision_refusal"]
 
 
+@dataclass(eq=False, kw_only=True)
 class JobState:
-    """What every scheduler knows of a job, and what follows from it (module docstring).
+    """What every scheduler knows of a job, its transitions, and what follows (module
+    docstring).
 
-    Attributes read here (a subclass keeps them; the class-level values are the defaults of
-    a scheduler that does not track them):
-        job_id, spec, submit_s (s): the job.
-        state: ``"waiting"`` (queued), ``"running"`` (holds nodes), or anything else
-            (pending, ended, failed, refused).
-        nodes: the nodes it holds, its first node first; start_s, end_s (s).
-        allotment: ``(time s, nodes held from then on)`` from its start; shrinks, grows.
-        elastic: the scheduler may resize it (default ``True``: ``ready`` alone decides).
+    A subclass declares the job's identity first, in the order its constructor takes it:
+    ``job_id``, ``spec`` (:class:`~scheduler.jobs.JobSpec`) and ``submit_s`` (s), with what
+    else it keeps; the fields here are keyword-only.
+
+    Attributes:
+        state: ``"pending"`` (not yet queued), ``"waiting"`` (queued), ``"running"`` (holds
+            nodes), or an ended state (``"ended"`` in simulation; the real scheduler's
+            ``done``, ``failed``, ``killed``, ``cancelled``; ``refused``).
+        elastic: the scheduler may resize it (set by :meth:`start`).
+        nodes: the nodes it holds, its first node first; start_s, end_s (s, NaN until then).
+        allotment: ``(time s, nodes held from then on)`` from its start.
         ready: it has announced ``APGAS-Ready``; busy: an order to it is in flight.
-        reachable: no order to it has failed (default ``True``).
-        ending: why the scheduler is ending it, or ``""`` (default).
-        releasing: nodes a shrink in flight will give back (default 0).
-        requested: nodes an evolving job asked for and has not received (default 0).
+        reachable: no order to it has failed (else it is treated as rigid).
+        releasing: nodes a shrink in flight will give back.
         last_order_s: when it was last ordered (s), or ``None``.
+        ending: why the scheduler is ending it, or ``""``.
+        shrinks, grows: orders carried out (module docstring).
+        requested: nodes an evolving job asked for and has not received (0 or 1);
+            requests, requests_served, releases: its counts (module docstring).
+        granted: the nodes of its last grant (a release of one of them waits until that
+            grow has ended).
     """
 
-    job_id: int
-    spec: JobSpec
-    submit_s: float
-    state: str
-    nodes: list[str]
-    start_s: float
-    end_s: float
-    allotment: list[tuple[float, tuple[str, ...]]]
-    shrinks: int
-    grows: int
-    ready: bool
-    busy: bool
-    last_order_s: float | None
-    elastic: bool = True
+    if TYPE_CHECKING:  # declared by each subclass, in its constructor's order
+        job_id: int
+        spec: JobSpec
+        submit_s: float
+
+    state: str = "pending"
+    elastic: bool = False
+    nodes: list[str] = field(default_factory=list)
+    start_s: float = math.nan
+    end_s: float = math.nan
+    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+    ready: bool = False
+    busy: bool = False
     reachable: bool = True
-    ending: str = ""
     releasing: int = 0
+    last_order_s: float | None = None
+    ending: str = ""
+    shrinks: int = 0
+    grows: int = 0
     requested: int = 0
+    requests: int = 0
+    requests_served: int = 0
+    releases: int = 0
+    granted: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ what it answers
+
+    @property
+    def evolving(self) -> bool:
+        """The job is evolving (it asks for nodes and gives them back by itself)."""
+        return self.spec.job_class is JobClass.EVOLVING
 
     @property
     def takes_orders(self) -> bool:
@@ -107,7 +163,160 @@ class JobState:
             program=spec.program, size=spec.size, min_nodes=spec.lo, max_nodes=spec.hi,
             submit_s=self.submit_s, start_s=self.start_s, end_s=self.end_s,
             allotment=tuple(self.allotment), shrinks=self.shrinks, grows=self.grows,
-            required_s=spec.required_time_s, priority=spec.priority)
+            required_s=spec.required_time_s, priority=spec.priority,
+            requests=self.requests, requests_served=self.requests_served,
+            releases=self.releases)
+
+    # ------------------------------------------------------------- start and end
+
+    def _held(self, now: float) -> None:
+        self.allotment.append((now, tuple(self.nodes)))
+
+    def start(self, now: float, nodes: Sequence[str], *, elastic: bool) -> None:
+        """The job starts at ``now`` (s) on ``nodes`` (its first node first, free, taken by
+        the caller); ``elastic``: the scheduler may resize it."""
+        self.state = "running"
+        self.elastic = elastic
+        self.nodes = list(nodes)
+        self.start_s = now
+        self._held(now)
+
+    def end(self, now: float, final_state: str) -> list[str]:
+        """The running job has ended at ``now`` (s), in ``final_state``; returns the nodes it
+        held (the caller frees them).  An order in flight is void."""
+        held = self.nodes
+        self.state = final_state
+        self.end_s = now
+        self.nodes = []
+        self._held(now)
+        self.busy = False
+        self.releasing = 0
+        self.ready = False
+        return held
+
+    # ------------------------------------------------------------------ orders
+
+    def order_grow(self, now: float, nodes: Sequence[str]) -> None:
+        """A grow order adds ``nodes`` (free, taken by the caller) at ``now`` (s): they are
+        the job's from the order on; it takes no other order until :meth:`grow_done` or
+        :meth:`grow_failed`."""
+        self.nodes.extend(nodes)
+        self._held(now)
+        self.busy = True
+        self.last_order_s = now
+
+    def grant(self, nodes: Sequence[str]) -> bool:
+        """The grow order just given (:meth:`order_grow`) serves an evolving job's request;
+        returns whether it did (``False``, nothing changed, for any other job)."""
+        if not self.evolving:
+            return False
+        self.requested = 0
+        self.requests_served += 1
+        self.granted = tuple(nodes)
+        return True
+
+    def grow_done(self) -> None:
+        """The job has taken the nodes of its grow order: it counts as a grow unless it was
+        a grant (module docstring)."""
+        self.busy = False
+        if not self.evolving:
+            self.grows += 1
+
+    def grow_failed(self, now: float, returned: Sequence[str], *, reachable: bool) -> None:
+        """The grow order failed at ``now`` (s): ``returned`` (nodes of the order) leave the
+        job again (the caller frees them); ``reachable=False``: the job is treated as rigid
+        from now on."""
+        self.busy = False
+        for node in returned:
+            self.nodes.remove(node)
+        self._held(now)
+        if not reachable:
+            self.reachable = False
+
+    def order_shrink(self, now: float, count: int) -> tuple[str, ...]:
+        """A shrink order asks for ``count`` nodes back at ``now`` (s); the job keeps them
+        until :meth:`shrink_done`.  Returns the nodes a job gives back by the runtime's rule
+        (its most recently added first, never its first node), which the simulations
+        use; a real job names its own."""
+        self.busy = True
+        self.releasing = count
+        self.last_order_s = now
+        return tuple(self.nodes[-count:])
+
+    def shrink_done(self, now: float, names: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The job has given back the nodes ``names`` at ``now`` (s): returns ``(freed,
+        unknown)``: the names it held, which leave it (the caller frees them), and those it
+        did not hold (a repeated name the second time)."""
+        freed, unknown = [], []
+        for name in names:
+            if name in self.nodes:
+                self.nodes.remove(name)
+                freed.append(name)
+            else:
+                unknown.append(name)
+        self.busy = False
+        self.releasing = 0
+        self.shrinks += 1
+        self._held(now)
+        return freed, unknown
+
+    def shrink_failed(self) -> None:
+        """The shrink order failed: no node leaves, and the job is treated as rigid from
+        now on."""
+        self.busy = False
+        self.releasing = 0
+        self.reachable = False
+
+    def withdraw_order(self, added: Sequence[str] = (),
+                       last_order_s: float | None = None) -> None:
+        """Undo an order that was never sent: the job takes orders again, the nodes
+        ``added`` by a grow leave it (the caller frees them) with their allotment step, and
+        ``last_order_s`` is what it was before the order."""
+        if added:
+            del self.nodes[-len(added):]
+            self.allotment.pop()
+        self.busy = False
+        self.releasing = 0
+        self.last_order_s = last_order_s
+
+    # --------------------------------------------------- an evolving job's own lines
+
+    def take_request(self) -> str | None:
+        """An evolving job asks for one more node: it becomes its pending request (one at a
+        time, within its maximum).  Returns why it cannot (nothing changed), or ``None``."""
+        if self.requested:
+            return "a request of this job is already pending"
+        if len(self.nodes) >= self.spec.hi:
+            return f"the job holds {len(self.nodes)} nodes, its maximum"
+        self.requested = 1
+        self.requests += 1
+        return None
+
+    def release_refusal(self, host: str) -> str | None:
+        """Why the job cannot give back ``host`` now, or ``None``: it must hold it, it may
+        not be its first node (place 0's), nor a node whose grant is still in flight."""
+        if host not in self.nodes:
+            return f"the job does not hold {host!r}"
+        if host == self.nodes[0]:
+            return f"{host!r} is the job's first node (its place 0)"
+        if self.busy and host in self.granted:
+            return f"the grow that gives {host!r} to the job is in flight"
+        return None
+
+    def release(self, now: float, host: str) -> None:
+        """The job gives back ``host`` at ``now`` (s) (the caller frees it); its pending
+        request is dropped.
+
+        Raises:
+            ValueError: :meth:`release_refusal` refuses it; nothing changed.
+        """
+        problem = self.release_refusal(host)
+        if problem is not None:
+            raise ValueError(problem)
+        self.nodes.remove(host)
+        self._held(now)
+        self.requested = 0
+        self.releases += 1
 
 
 J = TypeVar("J", bound=JobState)

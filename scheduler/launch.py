@@ -172,9 +172,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
         return
     job.tree = ProcessTree(job.proc.pid)
     job.pid_start = start_time(job.proc.pid)
-    job.state = "running"
-    job.start_s = now
-    job.allotment.append((now, tuple(nodes)))
+    job.start(now, nodes, elastic=job.elastic)
     state.persist(job)
     state.event("start", job.job_id, name=job.spec.name, nodes=nodes, pid=job.proc.pid,
                 elastic=job.elastic, authenticated=job.key is not None,
@@ -248,14 +246,8 @@ def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> 
     final state (``killed``, ``cancelled``, ``done`` or ``failed``), journal it, free its
     nodes, tell the resource manager, and keep its leftover processes as stragglers."""
     job.returncode = code
-    job.end_s = now
     set_final_state(job, code, UNKNOWN_STATUS)
-    held = list(job.nodes)
-    job.nodes = []
-    job.allotment.append((now, ()))
-    job.busy = False
-    job.releasing = 0
-    job.ready = False
+    held = job.end(now, job.state)
     state.persist(job)
     drop_key_file(job)
     state.free.update(held)

@@ -10,11 +10,13 @@
                 Start  → :func:`scheduler.launch.start_job`
                 Shrink → :func:`scheduler.orders.order_shrink`
                 Grow   → :func:`scheduler.orders.order_grow` (for an evolving job:
-                         its pending request is served, ``evolving_grant``)
+                         its pending request is served, ``evolving_grant``: a grant,
+                         not a grow; :meth:`scheduler.job_state.JobState.grant`)
 
-The algorithm objects are the simulator's (:mod:`scheduler.algorithms`); a decision the
-state does not allow is logged as ``invalid_decision`` and skipped, and an algorithm that
-raises is logged as ``algorithm_error``: neither stops the scheduler.
+The algorithm objects are the simulator's (:mod:`scheduler.algorithms`), and so are the
+transitions that apply a decision to a job (:class:`scheduler.job_state.JobState`); a
+decision the state does not allow is logged as ``invalid_decision`` and skipped, and an
+algorithm that raises is logged as ``algorithm_error``: neither stops the scheduler.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import math
 from .algorithms import Decision, Shrink, Start, View
 from .algorithms.base import node_key
 from .job_state import decision_refusal
-from .jobs import JobClass
 from .launch import police, reap, scan, start_job
 from .orders import order_grow, order_shrink
 from .state import ServerState
@@ -113,13 +114,7 @@ class MainLoop:
             start_job(s, job, list(decision.nodes), now)
         elif isinstance(decision, Shrink):
             order_shrink(s, job, decision.count, now)
-        else:
-            held = len(job.nodes)
-            order_grow(s, job, list(decision.nodes), now)
-            if job.spec.job_class is JobClass.EVOLVING and len(job.nodes) > held:
-                job.requested = 0
-                job.requests_served += 1
-                job.granted = tuple(decision.nodes)
-                s.persist(job)
-                s.event("evolving_grant", job.job_id, nodes=list(decision.nodes))
+        elif order_grow(s, job, list(decision.nodes), now) and job.grant(decision.nodes):
+            s.persist(job)
+            s.event("evolving_grant", job.job_id, nodes=list(decision.nodes))
         return None

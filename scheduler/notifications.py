@@ -14,7 +14,10 @@ pool (the job has already ended its places there) and drops its pending request.
 the scheduler cannot act on (no running evolving job at that address, a malformed line, a
 request beyond the job's maximum, a release of a node the job does not hold, of its first
 node, or of a node whose grow order is still in flight) is logged as ``evolving_refused``
-with the reason; nothing changes.
+with the reason; nothing changes.  A request and a release are the transitions every
+scheduler calls (:meth:`scheduler.job_state.JobState.take_request`,
+:meth:`~scheduler.job_state.JobState.release`), the simulated monitor's too
+(:mod:`scheduler.evolving_simulation`).
 
 The job is found by its address (the running one there; else the last
 one that ran there, since a job's last notifications may come after its end was seen).
@@ -49,7 +52,6 @@ from communicators.protocol import (
     split_timing,
 )
 
-from .jobs import JobClass
 from .state import ServerJob, ServerState
 
 __all__ = ["on_notification"]
@@ -174,37 +176,28 @@ def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument:
 
     if job is None or job.state != "running":
         return refuse("no running job at that address")
-    if job.spec.job_class is not JobClass.EVOLVING:
+    if not job.evolving:
         return refuse(f"the job is {job.spec.job_class.value}, not evolving")
     if kind == "Request":
         if argument.strip() != "1":
             return refuse(f"a request asks for one node ('1'), got {argument!r}")
-        if job.requested:
-            return refuse("a request of this job is already pending")
-        if len(job.nodes) >= job.spec.hi:
-            return refuse(f"the job holds {len(job.nodes)} nodes, its maximum")
-        job.requested = 1
-        job.requests += 1
+        problem = job.take_request()
+        if problem is not None:
+            return refuse(problem)
         state.persist(job)
         state.event("evolving_request", job_id, nodes=len(job.nodes))
         return True
     if kind == "Release":
         host = argument.strip()
-        if host not in job.nodes:
-            return refuse(f"the job does not hold {host!r}")
-        if host == job.nodes[0]:
-            return refuse(f"{host!r} is the job's first node (its place 0)")
-        if job.busy and host in job.granted:
-            return refuse(f"the grow that gives {host!r} to the job is in flight")
+        problem = job.release_refusal(host)
+        if problem is not None:
+            return refuse(problem)
         if state.rm is not None:
             try:
                 state.rm.release(job.job_id, [host])
             except OSError as exc:
                 return refuse(f"the resource manager kept the node: {exc}")
-        job.nodes.remove(host)
-        job.allotment.append((state.now(), tuple(job.nodes)))
-        job.requested = 0
-        job.releases += 1
+        job.release(state.now(), host)
         state.free.add(host)
         state.persist(job)
         state.event("evolving_release", job_id, node=host, nodes=list(job.nodes))

@@ -38,35 +38,37 @@ __all__ = ["order_grow", "order_shrink"]
 
 def order_shrink(state: ServerState, job: ServerJob, count: int, now: float) -> None:
     """Order ``job`` to give back ``count`` nodes (the reply names them)."""
-    job.releasing = count
-    if not _send_order(state, job, "shrink", _shrink_exchange, count, now,
-                       count=count, nodes=list(job.nodes)):
-        job.releasing = 0
+    before = job.last_order_s
+    job.order_shrink(now, count)
+    _send_order(state, job, "shrink", _shrink_exchange, count, before,
+                count=count, nodes=list(job.nodes))
 
 
-def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
-    """Give ``nodes`` (free) to ``job`` now and order it to use them."""
+def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> bool:
+    """Give ``nodes`` (free) to ``job`` now and order it to use them; returns whether the
+    order was sent (``False``: the journal refused it, the nodes are free again)."""
+    before = job.last_order_s
     state.free.difference_update(nodes)
-    job.nodes.extend(nodes)
-    job.allotment.append((now, tuple(job.nodes)))
-    if not _send_order(state, job, "grow", _grow_exchange, nodes, now,
+    job.order_grow(now, nodes)
+    if not _send_order(state, job, "grow", _grow_exchange, nodes, before,
                        added=nodes, nodes=list(job.nodes)):
-        del job.nodes[-len(nodes):]
-        job.allotment.pop()
         state.free.update(nodes)
+        return False
+    return True
 
 
 def _send_order(state: ServerState, job: ServerJob, kind: str,
-                exchange: Callable[..., None], arg: Any, now: float, **event: Any) -> bool:
-    """Mark ``job`` busy with a new order, journal it, log ``<kind>_order`` and run
-    ``exchange(state, job, seq, address, arg)`` on its own thread; return False (nothing
-    sent, the job as before) when the journal cannot be written."""
-    job.busy = True
+                exchange: Callable[..., None], arg: Any, before: float | None,
+                **event: Any) -> bool:
+    """Journal the order just given to ``job`` (:meth:`~scheduler.job_state.JobState.
+    order_grow`, :meth:`~scheduler.job_state.JobState.order_shrink`), log ``<kind>_order``
+    and run ``exchange(state, job, seq, address, arg)`` on its own thread; return False
+    (nothing sent, the order withdrawn, ``last_order_s`` back to ``before``) when the
+    journal cannot be written."""
     job.order_seq += 1
     if not state.persist(job):  # before the order: a grow's nodes are the job's from here on
-        job.busy = False
+        job.withdraw_order(arg if kind == "grow" else (), before)
         return False
-    job.last_order_s = now
     state.event(f"{kind}_order", job.job_id, **event)
     threading.Thread(target=exchange,
                      args=(state, job, job.order_seq, (job.address, state.port), arg),
@@ -103,10 +105,8 @@ def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tupl
             state.event("shrink_late", job.job_id, names=names, error=error)
             return
         now = state.now()
-        job.busy = False
-        job.releasing = 0
         if error is not None or rm_error is not None:
-            job.reachable = False
+            job.shrink_failed()
             if rm_error is not None:
                 error = (f"the job released {','.join(names)}, but the resource manager "
                          f"did not take them back: {rm_error}")
@@ -114,19 +114,13 @@ def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tupl
                         seconds=took, note="not reachable: treated as rigid from now on")
             state.persist(job)
         else:
-            freed = []
-            for name in names:
-                if name in job.nodes:
-                    job.nodes.remove(name)
-                    state.free.add(name)
-                    freed.append(name)
-                else:
-                    state.event("shrink_unknown_node", job.job_id, node=name,
-                                error=f"the job named {name!r}, which it does not hold",
-                                nodes=list(job.nodes))
-            job.shrinks += 1
+            freed, unknown = job.shrink_done(now, names)
+            state.free.update(freed)
+            for name in unknown:
+                state.event("shrink_unknown_node", job.job_id, node=name,
+                            error=f"the job named {name!r}, which it does not hold",
+                            nodes=list(job.nodes))
             job.orders.append(("shrink", freed))
-            job.allotment.append((now, tuple(job.nodes)))
             state.event("shrink_done", job.job_id, released=freed, nodes=list(job.nodes),
                         seconds=took, **rm_fields)
         state.persist(job)
@@ -167,21 +161,16 @@ def _grow_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[
             state.event("grow_late", job.job_id, error=str(error) if error else None)
             return
         now = state.now()
-        job.busy = False
         if error is None:
-            job.grows += 1
+            job.grow_done()
             job.orders.append(("grow", list(nodes)))
             state.event("grow_done", job.job_id, added=nodes, nodes=list(job.nodes),
                         seconds=took, **rm_fields)
             state.persist(job)
         else:
             back = [n for n in nodes if n in job.nodes and n not in stuck]
-            for n in back:
-                job.nodes.remove(n)
-                state.free.add(n)
-            job.allotment.append((now, tuple(job.nodes)))
-            if not error.refused:
-                job.reachable = False
+            job.grow_failed(now, back, reachable=error.refused)
+            state.free.update(back)
             state.event("grow_failed", job.job_id, added=nodes, error=str(error),
                         seconds=took, returned=back,
                         note=None if error.refused else

@@ -22,6 +22,12 @@ class JobRecord:
     ``allotment`` lists ``(time_s, nodes)`` from the start: the nodes held from that time
     on; the last entry, at ``end_s``, holds no node.  ``required_s`` is the job's required
     time (its time limit; ``None`` when not known).  Times in seconds.
+
+    ``shrinks`` and ``grows`` count the orders the job carried out, ``requests``,
+    ``requests_served`` and ``releases`` an evolving job's requests taken, requests
+    granted and nodes given back; a grant counts as a served request, not as a grow
+    (:mod:`scheduler.job_state`).  The real scheduler and the simulations count them by the
+    same transitions, so records of one batch agree field by field.
     """
 
     job_id: int
@@ -39,6 +45,9 @@ class JobRecord:
     grows: int
     required_s: float | None = None
     priority: int = 3
+    requests: int = 0
+    requests_served: int = 0
+    releases: int = 0
 
     @property
     def wait_s(self) -> float:
@@ -80,6 +89,9 @@ class JobRecord:
             "grows": self.grows,
             "required_s": self.required_s,
             "priority": self.priority,
+            "requests": self.requests,
+            "requests_served": self.requests_served,
+            "releases": self.releases,
             "allotment": [[t, list(n)] for t, n in self.allotment],
         }
 

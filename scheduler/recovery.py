@@ -150,13 +150,11 @@ def _ended_unseen(state: ServerState, job: ServerJob, row: JobRow, now: float) -
     if math.isnan(job.start_s):
         job.start_s = end
     job.returncode = code
-    job.end_s = end
     set_final_state(job, code, "its processes were gone when the scheduler restarted; "
                                "exit status unknown")
     if job.state == "failed" and code is not None:
         job.reason = f"it ended while the scheduler was down, exit status {code}"
-    job.allotment.append((end, ()))
-    job.nodes = []
+    job.end(end, job.state)
 
 
 def recover(state: ServerState) -> dict[str, Any]:

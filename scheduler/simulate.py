@@ -42,8 +42,12 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
 * A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
   counted in ``refused``.  Jobs are not killed at their required time.
 
-The result of a run (:class:`~scheduler.records.SimResult`) is computed from the jobs'
-records by :func:`scheduler.metrics.result_from_records`, as for a real run.
+A decision, a resize done and an end change a job only through the transitions of
+:class:`~scheduler.job_state.JobState` (``start``, ``order_grow`` and ``grant``,
+``order_shrink``, ``grow_done`` / ``shrink_done`` at the resize-done event, ``end``), the
+ones the real scheduler calls, so both count shrinks, grows and grants alike.  The result of
+a run (:class:`~scheduler.records.SimResult`) is computed from the jobs' records by
+:func:`scheduler.metrics.result_from_records`, as for a real run.
 
 Evolving jobs are simulated by this engine in its evolving mode
 (:class:`scheduler.evolving_simulation.EvolvingSimulator`, a subclass that changes the job
@@ -78,7 +82,7 @@ from .algorithms.base import (
     sorted_nodes,
 )
 from .job_state import JobState, check_decision
-from .jobs import BatchEntry, JobSpec
+from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .records import JobRecord, SimResult
@@ -174,31 +178,25 @@ class _Versioned(Protocol):
 # Event kinds, in the order they are handled at one time.
 _SUBMIT, _RESIZE_DONE, _READY, _END = 0, 1, 2, 3
 
+#: The classes a simulated job may be resized in (once ready; ``JobState.elastic``).
+_ELASTIC = frozenset({JobClass.MALLEABLE, JobClass.EVOLVING})
+
 
 @dataclass(eq=False)
 class _Job(JobState):
-    """A job in simulated time: the shared state (:class:`~scheduler.job_state.JobState`)
-    and its progress (the fraction of its work left, counted from ``progress_from``)."""
+    """A job in simulated time: the shared state and transitions
+    (:class:`~scheduler.job_state.JobState`) and its progress (the fraction of its work
+    left, counted from ``progress_from``; ``pending_release``: the nodes a shrink in flight
+    gives back; ``version`` voids the end events of an allotment that changed since)."""
 
     job_id: int
     spec: JobSpec
     submit_s: float
     curve: ScalingCurve
-    state: str = "pending"
-    nodes: list[str] = field(default_factory=list)
-    start_s: float = math.nan
-    end_s: float = math.nan
     work_left: float = 1.0
     progress_from: float = 0.0
-    ready: bool = False
-    busy: bool = False
     pending_release: tuple[str, ...] = ()
-    last_order_s: float | None = None
-    shrinks: int = 0
-    grows: int = 0
     version: int = 0
-    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
-    releasing: int = 0
 
 
 class Simulator:
@@ -394,12 +392,8 @@ class Simulator:
                 return False  # superseded by a resize
             del self._running[job.job_id]
             del self._running_view[job.job_id]
-            job.end_s = now
-            job.state = "ended"
-            self._free.update(job.nodes)
+            self._free.update(job.end(now, "ended"))
             self._free_changed()
-            job.nodes = []
-            job.allotment.append((now, ()))
             self._count_done()
             return True
         if kind == _READY:
@@ -408,14 +402,12 @@ class Simulator:
             return True
         if kind == _RESIZE_DONE:
             if job.pending_release:
-                released = set(job.pending_release)
-                job.nodes = [n for n in job.nodes if n not in released]
-                self._free.update(released)
+                freed, _ = job.shrink_done(now, job.pending_release)
+                self._free.update(freed)
                 self._free_changed()
                 job.pending_release = ()
-                job.releasing = 0
-                job.allotment.append((now, tuple(job.nodes)))
-            job.busy = False
+            else:
+                job.grow_done()
             self._refresh(job)
             return True
         raise AssertionError(kind)
@@ -450,12 +442,10 @@ class Simulator:
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
-            job.state = "running"
             self._free.difference_update(nodes)
             self._free_changed()
-            job.nodes = list(nodes)
-            job.start_s = job.progress_from = now
-            job.allotment.append((now, nodes))
+            job.start(now, nodes, elastic=job.spec.job_class in _ELASTIC)
+            job.progress_from = now
             self._running[job.job_id] = job
             self._refresh(job)
             self._schedule_end(job, len(nodes))
@@ -466,11 +456,8 @@ class Simulator:
             self._advance(job, now)
             cost = cfg.costs_of(job.spec).shrink_s(count)
             job.progress_from = now + cost
-            job.pending_release = tuple(job.nodes[-count:])  # latest added first; never nodes[0]
-            job.releasing = count
-            job.busy = True
-            job.last_order_s = now
-            job.shrinks += 1
+            # the job keeps the nodes until its reply (the resize done)
+            job.pending_release = job.order_shrink(now, count)
             self._refresh(job)
             self._schedule_end(job, len(job.nodes) - count)
             self._push(now + cost, _RESIZE_DONE, job)
@@ -481,11 +468,8 @@ class Simulator:
             job.progress_from = now + cost
             self._free.difference_update(nodes)
             self._free_changed()
-            job.nodes.extend(nodes)
-            job.allotment.append((now, tuple(job.nodes)))
-            job.busy = True
-            job.last_order_s = now
-            job.grows += 1
+            job.order_grow(now, nodes)
+            job.grant(nodes)
             self._refresh(job)
             self._schedule_end(job, len(job.nodes))
             self._push(now + cost, _RESIZE_DONE, job)

@@ -61,24 +61,17 @@ ENDED_STATES = frozenset({"done", "failed", "killed", "cancelled"})
 class ServerJob(JobState):
     """One job as the real scheduler keeps it (mutable; guarded by the state's lock).
 
-    What it takes orders and what the policy sees of it are the simulator's
-    (:class:`~scheduler.job_state.JobState`).
+    Its state, its transitions, what it takes orders and what the policy sees of it are the
+    simulator's (:class:`~scheduler.job_state.JobState`, whose fields it has); here is what
+    only the real scheduler keeps.
 
     Attributes (the less obvious ones):
-        elastic: the job is malleable under a resizing algorithm (``ELASTIC=malleable``), or
-            evolving under an evolving policy (``ELASTIC=evolving``).
-        requested: nodes an evolving job asked for (``Evolving;Request;1``) and has not yet
-            received (0 or 1); ``requests``, ``requests_served``, ``releases``: its counts of
-            request lines taken, requests granted, nodes given back; ``granted``: the nodes
-            of its last grant (a release of one of them waits until that grow has ended).
-        nodes: the nodes it holds now, its first node first.
+        elastic (a :class:`JobState` field): the job is malleable under a resizing algorithm
+            (``ELASTIC=malleable``), or evolving under an evolving policy
+            (``ELASTIC=evolving``).
         address: where it takes orders (its first node's address).
-        ready: it announced ``APGAS-Ready``; ``busy``: an order is in flight;
-            ``reachable``: no order to it has failed (else it is treated as rigid).
-        releasing: nodes a shrink in flight will give back.
         order_seq: counts its orders, so that a late reply to an old one is recognised.
-        allotment: (time s, nodes held from then on), for the metrics.
-        ending: why the scheduler is ending it (``overrun``, ``cancel``, ``shutdown``), or "".
+        orders: the orders it carried out, ``(kind, nodes)``, for ``status``.
         kill_at_s: when it gets SIGKILL if still running (after the grace).
         user: the submitter's uid (from the control socket's peer credentials), or None.
         reason: why it failed or was ended so (for people), or None.
@@ -99,31 +92,12 @@ class ServerJob(JobState):
     spec: JobSpec
     argv: tuple[str, ...]
     submit_s: float
-    state: str = "waiting"
-    elastic: bool = False
-    nodes: list[str] = field(default_factory=list)
     address: str = ""
-    start_s: float = math.nan
-    end_s: float = math.nan
     proc: Any = None
     tree: ProcessTree | None = None
     returncode: int | None = None
-    ready: bool = False
-    busy: bool = False
-    reachable: bool = True
-    releasing: int = 0
-    last_order_s: float | None = None
     order_seq: int = 0
-    shrinks: int = 0
-    grows: int = 0
-    requested: int = 0
-    requests: int = 0
-    requests_served: int = 0
-    releases: int = 0
-    granted: tuple[str, ...] = ()
     orders: list[tuple[str, list[str]]] = field(default_factory=list)
-    allotment: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
-    ending: str = ""
     kill_at_s: float = math.inf
     stdout: Path | None = None
     stderr: Path | None = None

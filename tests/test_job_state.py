@@ -34,10 +34,10 @@ def _three(spec: JobSpec, **state: object) -> list:
     jobs = [
         ServerJob(1, spec, ("true",), 0.0, state="running", elastic=True, nodes=list(nodes),
                   start_s=5.0),
-        _Job(1, spec, 0.0, ScalingCurve({1: 10.0}), state="running", nodes=list(nodes),
-             start_s=5.0),
-        EvolvingJob(1, spec, EvoTree(2, 10.0), 0.0, state="running", nodes=list(nodes),
-                    start_s=5.0),
+        _Job(1, spec, 0.0, ScalingCurve({1: 10.0}), state="running", elastic=True,
+             nodes=list(nodes), start_s=5.0),
+        EvolvingJob(1, spec, EvoTree(2, 10.0), 0.0, state="running", elastic=True,
+                    nodes=list(nodes), start_s=5.0),
     ]
     for job in jobs:
         for key, value in state.items():
@@ -170,3 +170,61 @@ def test_every_scheduler_makes_the_same_record() -> None:
     assert records[0] == records[1] == records[2]
     assert records[0].node_seconds == 30.0 and records[0].wait_s == 5.0
     assert not math.isnan(records[0].run_s)
+
+
+EVOLVING = JobSpec(name="e", job_class="evolving", min_nodes=1, max_nodes=3,
+                   required_time_s=100)
+
+
+def _waiting(spec: JobSpec) -> list:
+    """The same waiting job as each scheduler keeps it."""
+    return [ServerJob(1, spec, ("true",), 0.0, state="waiting"),
+            _Job(1, spec, 0.0, ScalingCurve({1: 10.0}), state="waiting"),
+            EvolvingJob(1, spec, EvoTree(2, 10.0), 0.0, state="waiting")]
+
+
+def test_the_transitions_count_alike_on_every_side_and_a_grant_is_not_a_grow() -> None:
+    """One life of a malleable and of an evolving job through the transitions, on each
+    scheduler's job: the records are equal, and only the malleable job's grow counts as a
+    grow (the evolving job's is a served request)."""
+    for spec, grows, served in ((MALLEABLE, 1, 0), (EVOLVING, 0, 1)):
+        records = []
+        for job in _waiting(spec):
+            job.start(1.0, ["n1"], elastic=True)
+            if job.evolving:
+                assert job.take_request() is None
+            job.order_grow(2.0, ["n2"])
+            assert job.busy and job.last_order_s == 2.0
+            assert job.grant(["n2"]) is job.evolving
+            if job.evolving:  # its grant is in flight: n2 cannot be given back yet
+                assert "is in flight" in job.release_refusal("n2")
+            job.grow_done()
+            assert job.order_shrink(3.0, 1) == ("n2",) and job.releasing == 1
+            assert job.shrink_done(4.0, ["n2", "n9"]) == (["n2"], ["n9"])
+            job.order_grow(5.0, ["n3"])
+            job.withdraw_order(["n3"], 4.0)  # never sent: as before
+            assert (job.nodes, job.busy, job.last_order_s) == (["n1"], False, 4.0)
+            assert job.end(6.0, "ended") == ["n1"]
+            records.append(job.record())
+        assert records[0] == records[1] == records[2]
+        rec = records[0]
+        assert (rec.grows, rec.shrinks, rec.requests, rec.requests_served) == (
+            grows, 1, served, served)
+        assert [len(n) for _, n in rec.allotment] == [1, 2, 1, 0]
+
+
+def test_an_evolving_jobs_request_and_release_are_checked_once_for_every_side() -> None:
+    for job in _waiting(EVOLVING):
+        job.start(0.0, ["n1", "n2", "n3"], elastic=True)
+        assert job.take_request() == "the job holds 3 nodes, its maximum"
+        assert job.release_refusal("n9") == "the job does not hold 'n9'"
+        assert job.release_refusal("n1") == "'n1' is the job's first node (its place 0)"
+        with pytest.raises(ValueError, match="first node"):
+            job.release(1.0, "n1")
+        job.release(1.0, "n3")
+        assert job.take_request() is None
+        assert job.take_request() == "a request of this job is already pending"
+        job.release(2.0, "n2")  # a release drops the pending request
+        assert (job.nodes, job.requested, job.requests, job.releases) == (["n1"], 0, 1, 2)
+        assert job.allotment == [(0.0, ("n1", "n2", "n3")), (1.0, ("n1", "n2")),
+                                 (2.0, ("n1",))]
