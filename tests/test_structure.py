@@ -138,7 +138,7 @@ def test_every_module_imports() -> None:
 def test_no_import_cycle_among_the_packages_modules() -> None:
     graph = module_graph(type_checking=False)
     assert "apgaspy._runtime" in graph and "glb._worker" in graph
-    assert "scheduler.loop" in graph and "communicators.protocol" in graph
+    assert "scheduler.loop" in graph and "apgaspy.wire.protocol" in graph
     assert find_cycle(graph) is None
 
 

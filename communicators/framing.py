@@ -1,0 +1,25 @@
+"""Former address of :mod:`apgaspy.wire.framing` (reading the protocol's lines off a connection).
+
+The wire protocol's modules live in the leaf package :mod:`apgaspy.wire`, which the runtime,
+GLB, the communicators and the scheduler all import.  Importing this module warns
+``DeprecationWarning``; every name of the new module is still found here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from apgaspy.wire import framing as _home
+from apgaspy.wire.framing import *  # noqa: F403
+from apgaspy.wire.framing import __all__
+
+__all__ = list(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :mod:`apgaspy.wire.framing` left out of its ``__all__``."""
+    return getattr(_home, name)
+
+
+warnings.warn("communicators.framing is now apgaspy.wire.framing", DeprecationWarning, stacklevel=2)

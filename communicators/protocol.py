@@ -1,0 +1,25 @@
+"""Former address of :mod:`apgaspy.wire.protocol` (the scheduler wire protocol: every message, its format, who sends it).
+
+The wire protocol's modules live in the leaf package :mod:`apgaspy.wire`, which the runtime,
+GLB, the communicators and the scheduler all import.  Importing this module warns
+``DeprecationWarning``; every name of the new module is still found here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from apgaspy.wire import protocol as _home
+from apgaspy.wire.protocol import *  # noqa: F403
+from apgaspy.wire.protocol import __all__
+
+__all__ = list(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :mod:`apgaspy.wire.protocol` left out of its ``__all__``."""
+    return getattr(_home, name)
+
+
+warnings.warn("communicators.protocol is now apgaspy.wire.protocol", DeprecationWarning, stacklevel=2)
