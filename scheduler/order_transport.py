@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from apgaspy.wire.framing import LineReader, LineTimeoutError, LineTooLongError
 from apgaspy.wire.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
 
+from ._exceptions import OrderFailedError
 from .notify_listener import ListenerLimits, NotificationListener
 
 __all__ = [
@@ -49,19 +50,6 @@ __all__ = [
 ]
 
 _MAX_REPLY_BYTES = 1 << 20
-
-
-class OrderFailedError(RuntimeError):
-    """An order to a job failed.
-
-    Raised by :func:`send_shrink` and :func:`send_grow` when the job cannot be reached, a
-    reply line does not come in time, the connection ends early, or the job refuses the
-    order (``ERROR …``).  ``refused`` is True in the last case (the job is reachable).
-    """
-
-    def __init__(self, message: str, *, refused: bool = False) -> None:
-        super().__init__(message)
-        self.refused = refused
 
 
 def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> socket.socket:
