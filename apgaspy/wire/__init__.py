@@ -15,6 +15,15 @@ line of the protocol takes its text from here, on both sides of the wire::
   (docs/reference/security.md).
 * :mod:`apgaspy.wire.framing`: reading the protocol's lines off a connection.
 
+Their errors are each a :class:`WireError` (a line that does not parse:
+:class:`OrderError`; does not authenticate: :class:`LineAuthError`; does not arrive:
+:class:`LineTimeoutError`, :class:`LineTooLongError`), found here and in the module that
+raises each.
+
 Their former addresses ``communicators.protocol``, ``communicators.auth`` and
 ``communicators.framing`` still import and re-export every name.
 """
+
+from ._exceptions import LineAuthError, LineTimeoutError, LineTooLongError, OrderError, WireError
+
+__all__ = ["LineAuthError", "LineTimeoutError", "LineTooLongError", "OrderError", "WireError"]

@@ -45,6 +45,8 @@ from collections.abc import Mapping
 from hashlib import blake2b
 from pathlib import Path
 
+from ._exceptions import LineAuthError
+
 __all__ = [
     "KEY_BYTES",
     "KEY_ENV",
@@ -84,11 +86,6 @@ NOTIFICATION = "n"
 ORDER = "o"
 #: Lines of one sender may arrive this much out of order (nanoseconds) and still be taken.
 WINDOW_NS = 10_000_000_000
-
-
-class LineAuthError(ValueError):
-    """A line that fails authentication: no MAC, a malformed one, a wrong one, or a counter
-    already seen (a replay).  The message says which, never the key."""
 
 
 def new_key() -> bytes:

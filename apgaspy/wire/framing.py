@@ -12,19 +12,9 @@ from __future__ import annotations
 import socket
 import time
 
+from ._exceptions import LineTimeoutError, LineTooLongError
+
 __all__ = ["LineReader", "LineTimeoutError", "LineTooLongError"]
-
-
-class LineTimeoutError(TimeoutError):
-    """No complete line arrived in time.  ``partial`` holds what did arrive (bytes)."""
-
-    def __init__(self, message: str, partial: bytes) -> None:
-        super().__init__(message)
-        self.partial = partial
-
-
-class LineTooLongError(ValueError):
-    """More than the reader's ``max_bytes`` arrived without an end of line."""
 
 
 class LineReader:

@@ -32,6 +32,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ._exceptions import OrderError
+
 __all__ = [
     "DEFAULT_PORT",
     "DISABLED",
@@ -216,10 +218,6 @@ def job_environment(*, nodes: int, node_file: str, scheduler_ip: str, port: int,
 
 
 # ------------------------------------------------------------------------------ orders
-
-class OrderError(ValueError):
-    """An order line that does not follow the protocol (raised by :func:`parse_order`)."""
-
 
 @dataclass(frozen=True)
 class Order:
