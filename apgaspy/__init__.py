@@ -14,46 +14,108 @@ APGAS for Java (``apgas.Constructs``, in PEP 8 spelling)::
 
     if __name__ == "__main__":
         run(main)
+
+``import apgaspy`` loads no runtime: each name below is loaded from its module on first use
+(PEP 562), so that the leaf package :mod:`apgaspy.wire` (the scheduler wire protocol) is
+imported by the scheduler without ZeroMQ, MPI or the runtime.
 """
 
-from ._api import (
-    async_,
-    async_at,
-    at,
-    finish,
-    here,
-    immediate_async_at,
-    place,
-    places,
-    run,
-    session,
-    uncounted_async_at,
-)
-from ._exceptions import (
-    ApgasError,
-    BadPlaceError,
-    ConfigurationError,
-    DeadPlaceError,
-    Interrupted,
-    MalleabilityError,
-    MultipleException,
-    OrdersEndedError,
-    RemoteError,
-    RemoteTraceback,
-    StartupError,
-)
-from ._global import GlobalRef, PlaceLocalObject
-from ._place import Place
-from .elastic import (
-    MalleableHandler,
-    define_malleable_handler,
-    disable_malleable_handler,
-    notify_scheduler,
-    release_places,
-    request_places,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._api import (
+        async_,
+        async_at,
+        at,
+        finish,
+        here,
+        immediate_async_at,
+        place,
+        places,
+        run,
+        session,
+        uncounted_async_at,
+    )
+    from ._exceptions import (
+        ApgasError,
+        BadPlaceError,
+        ConfigurationError,
+        DeadPlaceError,
+        Interrupted,
+        MalleabilityError,
+        MultipleException,
+        OrdersEndedError,
+        RemoteError,
+        RemoteTraceback,
+        StartupError,
+    )
+    from ._global import GlobalRef, PlaceLocalObject
+    from ._place import Place
+    from .elastic import (
+        MalleableHandler,
+        define_malleable_handler,
+        disable_malleable_handler,
+        notify_scheduler,
+        release_places,
+        request_places,
+    )
 
 __version__ = "0.1.0"
+
+#: The public names and the modules they are loaded from on first use.
+_LAZY = {
+    "async_": "_api",
+    "async_at": "_api",
+    "at": "_api",
+    "finish": "_api",
+    "here": "_api",
+    "immediate_async_at": "_api",
+    "place": "_api",
+    "places": "_api",
+    "run": "_api",
+    "session": "_api",
+    "uncounted_async_at": "_api",
+    "ApgasError": "_exceptions",
+    "BadPlaceError": "_exceptions",
+    "ConfigurationError": "_exceptions",
+    "DeadPlaceError": "_exceptions",
+    "Interrupted": "_exceptions",
+    "MalleabilityError": "_exceptions",
+    "MultipleException": "_exceptions",
+    "OrdersEndedError": "_exceptions",
+    "RemoteError": "_exceptions",
+    "RemoteTraceback": "_exceptions",
+    "StartupError": "_exceptions",
+    "GlobalRef": "_global",
+    "PlaceLocalObject": "_global",
+    "Place": "_place",
+    "MalleableHandler": "elastic",
+    "define_malleable_handler": "elastic",
+    "disable_malleable_handler": "elastic",
+    "notify_scheduler": "elastic",
+    "release_places": "elastic",
+    "request_places": "elastic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`_LAZY`'s names, loaded from its module on first use (and kept);
+    ``AttributeError`` for any other name."""
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the ones not loaded yet included."""
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Place",

@@ -40,8 +40,8 @@ PREFIXES = ("APGAS_", "GLB_", "SCHEDULER_")
 OTHER_NAMES: dict[str, str] = {
     "SCHEDULER_IP": "a job's scheduler address (communicators.socket)",
     "SCHEDULER_PORT": "a job's notification and order port (communicators.socket)",
-    "SCHEDULER_KEY": "a job's line key (communicators.auth)",
-    "SCHEDULER_KEY_FILE": "a file holding a job's line key (communicators.auth)",
+    "SCHEDULER_KEY": "a job's line key (apgaspy.wire.auth)",
+    "SCHEDULER_KEY_FILE": "a file holding a job's line key (apgaspy.wire.auth)",
     "SCHEDULER_SLURM_NODES": "the node map of the Slurm mode's jobs (scheduler.slurm_mode)",
     "APGAS_SCHEDULER_CONTROL": "the control socket of python -m scheduler (control_client)",
     **{f"APGAS_SCHEDULER_{name}": "a bound of the scheduler's notification port "

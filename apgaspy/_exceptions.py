@@ -23,6 +23,7 @@ __all__ = [
     "OrdersEndedError",
     "StartupError",
     "Interrupted",
+    "UnknownMessageError",
 ]
 
 
@@ -231,3 +232,12 @@ class Interrupted(KeyboardInterrupt):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.signal, self.place))
+
+
+class UnknownMessageError(ApgasError, ValueError):
+    """A frame that decodes to no known kind of control message.
+
+    Raised by ``decode`` and ``control_message`` of ``apgaspy._messages`` for a frame whose
+    kind or fields match no message of this version; the runtime's receive loops catch it and
+    log the frame, so a user never sees it.
+    """

@@ -61,6 +61,8 @@ from __future__ import annotations
 import pickle
 from typing import Any, NamedTuple
 
+from ._exceptions import UnknownMessageError
+
 __all__ = ["TASK", "UNCOUNTED", "IMMEDIATE", "UPDATE", "CTRL", "OUTPUT", "F_AT", "Task",
            "Uncounted", "Immediate", "Update", "Ctrl", "Output", "Message", "decode",
            "UnknownMessageError", "Ready", "Shutdown", "Bye", "Dead", "ReleasedDied",
@@ -328,7 +330,3 @@ def decode(frame: bytes) -> Message:
         return _new(_TYPES[raw[0]], raw)  # type: ignore[no-any-return]
     except (KeyError, IndexError, TypeError):
         raise UnknownMessageError(f"not a message of a known kind: {str(raw)[:60]}") from None
-
-
-class UnknownMessageError(ValueError):
-    """A frame that decodes to no known kind of message."""

@@ -7,9 +7,9 @@
 
 Measures, in one process (docs/reference/security.md):
 
-* ``sign``: :func:`communicators.auth.sign_line` of a notification and of an order line, the
+* ``sign``: :func:`apgaspy.wire.auth.sign_line` of a notification and of an order line, the
   counter included (what a job does per notification, the scheduler per order);
-* ``verify``: :func:`communicators.auth.verify_line` of those lines, the anti-replay window
+* ``verify``: :func:`apgaspy.wire.auth.verify_line` of those lines, the anti-replay window
   included (what the scheduler does per notification, a job per order);
 * ``tcp``: one notification over real TCP as the protocol sends it (a new connection to a
   listening :class:`scheduler.wire.NotificationListener` on 127.0.0.1, the line, the close,
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from communicators.auth import (
+from apgaspy.wire.auth import (
     NOTIFICATION,
     ORDER,
     Counter,

@@ -1,10 +1,9 @@
 """Pluggable links between a running apgaspy program and a batch scheduler.
 
-* :mod:`communicators.protocol`: the scheduler wire protocol (every message, its format,
-  who sends it); pure, shared by the job side here and the scheduler (:mod:`scheduler`).
-* :mod:`communicators.auth`: a job's line key, and signing and checking lines with it
-  (both ends; docs/reference/security.md).
-* :mod:`communicators.framing`: reading the protocol's lines off a connection (both ends).
+Each implements :class:`apgaspy.elastic.MalleableCommunicator` (its one home) and speaks
+the scheduler wire protocol of the leaf package :mod:`apgaspy.wire` (messages, line keys,
+framing), which the scheduler speaks too:
+
 * :class:`SocketMalleableCommunicator` (``APGAS_COMMUNICATOR=socket``, the default when
   ``SCHEDULER_PORT`` is set): the job side of that protocol over TCP
   (docs/reference/protocol.md).
@@ -14,24 +13,24 @@
   tests and benchmarks.
 * ``python -m communicators.order``: send one order by hand.
 
-The names below are loaded on first use, so that ``import communicators.protocol`` (the
-scheduler does) imports neither the apgaspy runtime nor anything else of this package.
+The names below are loaded on first use; :class:`Order` and its parsers are
+:mod:`apgaspy.wire.protocol`'s, here for a communicator's author.  ``MalleableCommunicator``
+is still found here, with a ``DeprecationWarning``; import it from :mod:`apgaspy.elastic`.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from apgaspy.elastic import MalleableCommunicator
+    from apgaspy.wire.protocol import Order, OrderError, format_order, parse_order
 
-    from .protocol import Order, OrderError, format_order, parse_order
     from .schedule import ScheduleMalleableCommunicator, parse_schedule
     from .socket import SocketMalleableCommunicator
 
 __all__ = [
-    "MalleableCommunicator",
     "SocketMalleableCommunicator",
     "ScheduleMalleableCommunicator",
     "Order",
@@ -42,11 +41,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Order": "communicators.protocol",
-    "OrderError": "communicators.protocol",
-    "format_order": "communicators.protocol",
-    "parse_order": "communicators.protocol",
-    "MalleableCommunicator": "apgaspy.elastic",
+    "Order": "apgaspy.wire.protocol",
+    "OrderError": "apgaspy.wire.protocol",
+    "format_order": "apgaspy.wire.protocol",
+    "parse_order": "apgaspy.wire.protocol",
     "SocketMalleableCommunicator": "communicators.socket",
     "ScheduleMalleableCommunicator": "communicators.schedule",
     "parse_schedule": "communicators.schedule",
@@ -55,6 +53,11 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     """Load the runtime-backed names on first use (module docstring)."""
+    if name == "MalleableCommunicator":  # its one home is apgaspy.elastic
+        warnings.warn("import MalleableCommunicator from apgaspy.elastic, not communicators",
+                      DeprecationWarning, stacklevel=2)
+        from apgaspy.elastic import MalleableCommunicator
+        return MalleableCommunicator
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'communicators' has no attribute {name!r}")

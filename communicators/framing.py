@@ -1,79 +1,25 @@
-"""Reading the protocol's lines off a TCP connection, with a deadline and a size limit.
+"""Former address of :mod:`apgaspy.wire.framing` (reading the protocol's lines off a connection).
 
-Both ends read lines the same way (docs/reference/protocol.md: ASCII lines ending in
-``\\n``, one message a connection): the job its order line (:mod:`communicators.socket`),
-the scheduler the reply lines of an order and the notification lines
-(:mod:`scheduler.order_transport`).  :class:`LineReader` is that one reader; the callers turn its
-errors into their own (a refusal, a failed order).  Standard library only.
+The wire protocol's modules live in the leaf package :mod:`apgaspy.wire`, which the runtime,
+GLB, the communicators and the scheduler all import.  Importing this module warns
+``DeprecationWarning``; every name of the new module is still found here.
 """
 
 from __future__ import annotations
 
-import socket
-import time
+import warnings
+from typing import Any
 
-__all__ = ["LineReader", "LineTimeoutError", "LineTooLongError"]
+from apgaspy.wire import framing as _home
+from apgaspy.wire.framing import *  # noqa: F403
+from apgaspy.wire.framing import __all__
 
-
-class LineTimeoutError(TimeoutError):
-    """No complete line arrived in time.  ``partial`` holds what did arrive (bytes)."""
-
-    def __init__(self, message: str, partial: bytes) -> None:
-        super().__init__(message)
-        self.partial = partial
+__all__ = list(__all__)
 
 
-class LineTooLongError(ValueError):
-    """More than the reader's ``max_bytes`` arrived without an end of line."""
+def __getattr__(name: str) -> Any:
+    """The names of :mod:`apgaspy.wire.framing` left out of its ``__all__``."""
+    return getattr(_home, name)
 
 
-class LineReader:
-    """Reads ``\\n``-terminated lines from a connected socket, keeping what follows a line.
-
-    Args:
-        sock: the connection (its timeout is changed while reading).
-        max_bytes: the longest line (and unread rest) accepted.
-
-    The line is returned as bytes without its ``\\n`` (nor a ``\\r`` before it); callers
-    decode it (the job strictly, the scheduler leniently).
-    """
-
-    def __init__(self, sock: socket.socket, max_bytes: int) -> None:
-        if max_bytes < 1:
-            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
-        self.sock = sock
-        self.max_bytes = max_bytes
-        self._buffer = b""
-        self._eof = False
-
-    def line(self, timeout_s: float) -> bytes | None:
-        """The next line, waiting at most ``timeout_s`` seconds; ``None`` when the peer
-        closed with nothing left.  A last line without ``\\n`` before the close counts.
-
-        Raises:
-            LineTimeoutError: no complete line within ``timeout_s`` seconds.
-            LineTooLongError: more than ``max_bytes`` without an end of line.
-            OSError: the connection failed.
-        """
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            if self._eof:
-                rest, self._buffer = self._buffer, b""
-                return rest.rstrip(b"\r") if rest else None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LineTimeoutError(f"no complete line within {timeout_s:g} s",
-                                       self._buffer)
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(4096)
-            except TimeoutError:
-                continue
-            if not chunk:
-                self._eof = True
-            self._buffer += chunk
-            if len(self._buffer) > self.max_bytes:
-                raise LineTooLongError(f"a line longer than {self.max_bytes} bytes")
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.rstrip(b"\r")
-
+warnings.warn("communicators.framing is now apgaspy.wire.framing", DeprecationWarning, stacklevel=2)

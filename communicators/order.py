@@ -17,7 +17,7 @@ yet (a job just started accepts orders once its handler is defined), and says so
 
 A job started with a line key refuses unsigned orders: give this tool the same key, by
 ``SCHEDULER_KEY`` or ``SCHEDULER_KEY_FILE`` in its environment and the job's id by
-``--job-id`` (its ``JOBNAME``), and it signs the order (:mod:`communicators.auth`).
+``--job-id`` (its ``JOBNAME``), and it signs the order (:mod:`apgaspy.wire.auth`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import socket
 import sys
 import time
 
-from .auth import ORDER, Counter, load_key, sign_line
-from .protocol import Order, OrderError, format_order, is_refusal, parse_order
+from apgaspy.wire.auth import ORDER, Counter, load_key, sign_line
+from apgaspy.wire.protocol import Order, OrderError, format_order, is_refusal, parse_order
 
 
 def _job(text: str) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from apgaspy import ConfigurationError, MalleabilityError, OrdersEndedError
 from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator
 
-from .protocol import Order, OrderError, parse_order
+from apgaspy.wire.protocol import Order, OrderError, parse_order
 
 __all__ = ["ScheduleMalleableCommunicator", "ScheduledOrder", "parse_schedule"]
 

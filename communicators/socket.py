@@ -8,7 +8,7 @@ Configured from the environment the scheduler gives a job (docs/reference/protoc
 Only the scheduler's address may send orders unless ``APGAS_ORDERS_FROM`` says otherwise.
 
 With a key from the scheduler (``SCHEDULER_KEY``, or the owner-only file
-``SCHEDULER_KEY_FILE`` names; :mod:`communicators.auth`), every notification is signed and
+``SCHEDULER_KEY_FILE`` names; :mod:`apgaspy.wire.auth`), every notification is signed and
 every order must carry a valid MAC with a new counter: an order that does not (no MAC, a
 wrong one, a replayed line) is refused (``ERROR authentication failed: ...``), counted and
 logged with its peer address (at most 10 lines every 10 s), and changes nothing.  Without a
@@ -41,8 +41,7 @@ from apgaspy import ConfigurationError, MalleabilityError, OrdersEndedError
 from apgaspy.config import setting
 from apgaspy.elastic import MalleableCommunicator, evolving_mode
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
-
-from .auth import (
+from apgaspy.wire.auth import (
     NOTIFICATION,
     ORDER,
     Counter,
@@ -53,8 +52,8 @@ from .auth import (
     sign_line,
     verify_line,
 )
-from .framing import LineReader, LineTimeoutError, LineTooLongError
-from .protocol import (
+from apgaspy.wire.framing import LineReader, LineTimeoutError, LineTooLongError
+from apgaspy.wire.protocol import (
     DISABLED,
     GROW_TIME,
     MAX_LINE_BYTES,

@@ -1,7 +1,7 @@
 """Stand-ins for a scheduler: receive a job's notifications, send it orders, over real TCP.
 
 Used by the tests and benchmarks that play the scheduler against a real job.  The text of
-the messages is :mod:`communicators.protocol`'s (docs/reference/protocol.md); the real
+the messages is :mod:`apgaspy.wire.protocol`'s (docs/reference/protocol.md); the real
 scheduler's transport is :mod:`scheduler.order_transport`.
 """
 
@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from .protocol import (
+from apgaspy.wire.protocol import (
     DEFAULT_PORT,
     EVOLVING_RELEASE,
     EVOLVING_REQUEST,
@@ -295,7 +295,7 @@ class JavaSchedulerStandIn(SchedulerEndpoint):
         return served
 
     def job_env(self, job_id: int, node_file: str, nodes: int, malleable: bool) -> dict[str, str]:
-        """The variables the Java scheduler gives a job (:data:`~communicators.protocol.
+        """The variables the Java scheduler gives a job (:data:`~apgaspy.wire.protocol.
         JOB_ENVIRONMENT`)."""
         return job_environment(nodes=nodes, node_file=node_file, scheduler_ip=self.ip,
                                port=self.port, job_id=job_id, malleable=malleable)

@@ -24,6 +24,7 @@ from apgaspy.elastic import HandlerState, malleable_state
 
 from ._bag import Bag
 from ._config import glb_setting, workers_per_place
+from ._exceptions import PlaceZeroOnlyError
 from ._fold import Fold
 from ._handler import GLBHandler
 from ._liveness import only_dead
@@ -117,7 +118,7 @@ def _collect() -> tuple[Fold, PlaceStats]:
 def _run(params: Params, result_factory: Callable[[], Fold],
          bag_for: Callable[[int, int], Bag | None], malleable: bool | None) -> GLBResult:
     if here().id != 0:
-        raise RuntimeError("GLB computations start at place 0")
+        raise PlaceZeroOnlyError(f"GLB computations start at place 0, not at {here()}")
     t0 = time.perf_counter()
     s = install_store(Store(result_factory)) if params.resilient else None
     _make_workers(params, result_factory, bag_for)
@@ -213,7 +214,7 @@ def compute_dynamic(initial: Bag, result_factory: Callable[[], Fold], *, n: int 
             died (its members are then ``DeadPlaceError``).
         MalleabilityError: ``malleable=True`` and the program's handler is taken.
         ConfigurationError: a GLB_* variable is malformed.
-        RuntimeError: called away from place 0.
+        PlaceZeroOnlyError: called away from place 0 (a ``RuntimeError``).
     """
     params = _params(type(initial), n, w, l, z, resilient, workers)
     ref = GlobalRef(initial)

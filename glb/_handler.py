@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from apgaspy import MalleableHandler, Place, async_at, finish, notify_scheduler, places
+from apgaspy.wire.protocol import glb_phase_time, timing_message
 
 from ._broadcast import broadcast
 from ._fold import Fold
@@ -64,7 +65,7 @@ class GLBHandler(MalleableHandler):
         self.skip_dead = store is not None
 
     def _notify(self, phase: str, n: int, t0: int) -> None:
-        notify_scheduler(f"{phase}TimeGLB;{n};{time.perf_counter_ns() - t0}")
+        notify_scheduler(timing_message(glb_phase_time(phase), n, time.perf_counter_ns() - t0))
 
     def pre_shrink(self, n: int) -> list[Place]:
         t0 = time.perf_counter_ns()

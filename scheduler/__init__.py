@@ -24,29 +24,34 @@ Policy apart from mechanism (as dask/distributed's ``adaptive_core.py`` keeps th
   ``cancel``/``shutdown``/``demo`` on the command line.
 
 The pure core starts no process and opens no socket; the clock is always given.  ``import
-scheduler`` loads it alone: the simulator, the models and the real server load on first use.
+scheduler`` loads it alone: the simulator loads on first use.
+
+This package's names are the core a user programs against: the errors, job specs and
+batch files, the policy interface with its factory (:func:`make` and :data:`registry` name
+every policy; their classes are in :mod:`scheduler.algorithms`), the simulator's entry with
+the workloads it takes, and the records of a run.  Servers (:mod:`scheduler.server`), node
+backends (:mod:`scheduler.nodes`, :mod:`scheduler.slurm_mode`), run-time models
+(:mod:`scheduler.model`) and studies (:mod:`scheduler.studies`) are imported from their
+modules; the names this package once gave them still load, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import (
     BatchFileError,
     InvalidDecisionError,
     JobScriptError,
+    SchedulerError,
     SimulationError,
-    SubmissionError,
 )
 from .algorithms import (
-    FCFS,
     Algorithm,
-    Backfilling,
     Decision,
-    EasyBackfilling,
     Grow,
-    MalleableMinAgree,
     RunningJob,
     Shrink,
     Start,
@@ -66,75 +71,70 @@ from .jobs import (
 )
 
 #: The names loaded on first use (PEP 562), and their modules: ``import scheduler`` loads the
-#: pure core above, not the simulator, the models or the real server (sockets, psutil, sqlite).
+#: pure core above, not the simulator or the workloads.
 _LAZY = {
     "JobRecord": "records", "SimResult": "records",
+    "SimConfig": "simulate", "Simulator": "simulate", "simulate": "simulate",
+    "Workload": "workload", "paper_batch": "workload", "swf_workload": "workload",
+}
+
+#: Names this package no longer gives, and the modules that do (found here with a
+#: ``DeprecationWarning``): the policies' classes, servers, node backends, models, studies.
+_MOVED = {
+    "FCFS": "algorithms", "Backfilling": "algorithms", "EasyBackfilling": "algorithms",
+    "MalleableMinAgree": "algorithms",
     "ResizeCostModel": "model", "RuntimeModel": "model", "ScalingCurve": "model",
     "JobLaunch": "nodes", "LocalNodes": "nodes", "NodeBackend": "nodes", "SshHosts": "nodes",
-    "Server": "server",
-    "SimConfig": "simulate", "Simulator": "simulate", "simulate": "simulate",
+    "Server": "server", "SubmissionError": "server",
     "evaluate_paper": "studies.paper",
-    "PAPER_MIX": "workload", "Workload": "workload", "paper_batch": "workload",
-    "swf_workload": "workload",
+    "PAPER_MIX": "workload",
 }
 
 if TYPE_CHECKING:
-    from .model import ResizeCostModel, RuntimeModel, ScalingCurve
-    from .nodes import JobLaunch, LocalNodes, NodeBackend, SshHosts
     from .records import JobRecord, SimResult
-    from .server import Server
     from .simulate import SimConfig, Simulator, simulate
-    from .studies.paper import evaluate_paper
-    from .workload import PAPER_MIX, Workload, paper_batch, swf_workload
+    from .workload import Workload, paper_batch, swf_workload
 
 
 def __getattr__(name: str) -> Any:
-    """One of :data:`_LAZY`'s names, loaded from its module on first use (and kept);
+    """One of :data:`_LAZY`'s names, loaded from its module on first use (and kept); one of
+    :data:`_MOVED`'s, loaded from its module with a ``DeprecationWarning``;
     ``AttributeError`` for any other name."""
     home = _LAZY.get(name)
     if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        moved = _MOVED.get(name)
+        if moved is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(f"import {name} from {__name__}.{moved}, not {__name__}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f"{__name__}.{moved}"), name)
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
 
 
 __all__ = [
-    "FCFS",
-    "PAPER_MIX",
     "Algorithm",
-    "Backfilling",
     "BatchEntry",
     "BatchFileError",
     "Decision",
-    "EasyBackfilling",
     "Grow",
     "InvalidDecisionError",
     "JobClass",
-    "JobLaunch",
     "JobRecord",
     "JobScriptError",
     "JobSpec",
-    "LocalNodes",
-    "MalleableMinAgree",
-    "NodeBackend",
-    "ResizeCostModel",
     "RunningJob",
-    "RuntimeModel",
-    "ScalingCurve",
-    "Server",
+    "SchedulerError",
     "Shrink",
     "SimConfig",
     "SimResult",
     "SimulationError",
     "Simulator",
-    "SshHosts",
     "Start",
-    "SubmissionError",
     "View",
     "WaitingJob",
     "Workload",
-    "evaluate_paper",
     "load_batch",
     "load_job_script",
     "make",

@@ -29,26 +29,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .private import UnsafePathError, owner_only_dir, peer_uid
+from ._exceptions import ControlError, UnsafePathError, UntrustedServerError
+from .private import owner_only_dir, peer_uid
 
 __all__ = ["CONTROL_ENV", "ControlError", "UntrustedServerError", "check_server",
            "control_dir", "control_path", "default_control_path", "request"]
 
 #: Environment variable naming the control socket.
 CONTROL_ENV = "APGAS_SCHEDULER_CONTROL"
-
-
-class ControlError(RuntimeError):
-    """The scheduler cannot be reached, or answered a request with an error.
-
-    Raised by :func:`request`; the message is the scheduler's own (``no job 42``, ``… does
-    not parse``) or says that nothing listens on the control socket.
-    """
-
-
-class UntrustedServerError(ControlError):
-    """The process listening on the control socket runs as a uid the caller does not trust
-    (not its own, not root, not the ``server_uid`` it named); nothing was sent to it."""
 
 
 #: What to do when the default directory of the control socket is not safely ours.

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import positive_seconds
+from ._argtypes import port, positive_int, positive_seconds, seconds
 from ._table import format_table
 from .algorithms import make
 from .jobs import BatchEntry, JobClass, JobSpec
@@ -272,26 +272,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """``demo``'s options."""
     from .algorithms import EVOLVING_ALGORITHMS
 
-    p.add_argument("--nodes", type=int, default=4, help="logical nodes (default 4)")
+    p.add_argument("--nodes", type=positive_int, default=4, help="logical nodes (default 4)")
     p.add_argument("--evolving", action="store_true",
                    help="run the evolving batch: evotree jobs, rigid, moldable, malleable and "
                         "evolving, under an evolving policy (see --algorithm)")
     p.add_argument("--algorithm", choices=EVOLVING_ALGORITHMS, default="evolving-smallest",
                    help="the evolving policy of --evolving (default evolving-smallest)")
-    p.add_argument("--port", type=int, default=8081,
+    p.add_argument("--port", type=port, default=8081,
                    help="SCHEDULER_PORT (default 8081; 0: a free one)")
-    p.add_argument("--cooldown", type=float, default=10.0,
+    p.add_argument("--cooldown", type=seconds, default=10.0,
                    help="seconds between two orders to one job (default 10)")
     p.add_argument("--job-seconds", type=positive_seconds, default=JOB_SECONDS, metavar="S",
                    help="the default batch's time unit: jobs are sized from a measured run "
                         "to last multiples of S seconds a core, and submitted at multiples "
                         f"of S (default {JOB_SECONDS:g}; not with --evolving)")
-    p.add_argument("--interval", type=float, default=5.0,
+    p.add_argument("--interval", type=positive_seconds, default=5.0,
                    help="seconds between algorithm runs (default 5)")
     p.add_argument("--out", type=Path, default=None,
                    help="directory for the log, job output and charts (default: a new "
                         "temporary directory)")
-    p.add_argument("--timeout", type=float, default=600.0,
+    p.add_argument("--timeout", type=positive_seconds, default=600.0,
                    help="give up (and end every job) after this many seconds (default 600)")
     p.add_argument("--no-plots", action="store_true", help="write no charts")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._exceptions import JournalLockedError
 from .jobs import JobSpec
 from .private import open_private, private_dir
 
@@ -101,10 +102,6 @@ _ADDED = (("requested", "INTEGER NOT NULL DEFAULT 0"), ("requests", "INTEGER NOT
           ("releases", "INTEGER NOT NULL DEFAULT 0"))
 _UPSERT = (f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' for _ in _COLUMNS)})")
-
-
-class JournalLockedError(OSError):
-    """Another live scheduler holds the state directory's lock."""
 
 
 def spec_to_json(spec: JobSpec) -> str:

@@ -1,7 +1,7 @@
 """Job processes: starting a job on its nodes, and seeing it end or ending it.
 
 A job is started on its first node by the node backend (:mod:`scheduler.nodes`), in its own
-session, with the environment of :data:`communicators.protocol.JOB_ENVIRONMENT` (``NODES``,
+session, with the environment of :data:`apgaspy.wire.protocol.JOB_ENVIRONMENT` (``NODES``,
 ``NODE_FILE``: absolute, one host a line in the job's node order, ``SCHEDULER_IP``,
 ``SCHEDULER_PORT``, ``JOBNAME``: the numeric id, ``ELASTIC``) plus ``PYTHONUNBUFFERED=1`` and
 the server's ``job_env``.  Its processes are followed through :class:`scheduler.procs.
@@ -18,7 +18,7 @@ job's first node: the run directory is on a shared file system there anyway.) Th
 journaled as ``starting`` with its nodes before the launch and as ``running`` with its pid
 after it.
 
-Every job gets a fresh random key (:mod:`communicators.auth`), unless its script says
+Every job gets a fresh random key (:mod:`apgaspy.wire.auth`), unless its script says
 ``#AUTH plain`` or its name matches ``serve --plain-lines``: the key is written to the
 owner-only file ``job-<id>.key`` in the run directory (mode 0600; a restarted scheduler reads
 it back for an adopted job; removed when the job ends) and given to the job by its path
@@ -37,8 +37,8 @@ import math
 import shlex
 import signal
 
-from communicators.auth import KEY_ENV, KEY_FILE_ENV, new_key, write_key_file
-from communicators.protocol import job_environment
+from apgaspy.wire.auth import KEY_ENV, KEY_FILE_ENV, new_key, write_key_file
+from apgaspy.wire.protocol import job_environment
 
 from .jobs import JobClass
 from .nodes import JobLaunch

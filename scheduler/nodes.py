@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from communicators.auth import KEY_ENV
+from apgaspy.wire.auth import KEY_ENV
 
 from .private import open_private
 

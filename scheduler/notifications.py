@@ -1,4 +1,4 @@
-"""Notifications from jobs: what each line of :mod:`communicators.protocol` does to a job.
+"""Notifications from jobs: what each line of :mod:`apgaspy.wire.protocol` does to a job.
 
 ``APGAS-Ready`` makes a running malleable job ready for orders (a job that is not malleable
 under this algorithm is ignored, as the Java scheduler ignores rigid jobs); ``APGAS-Rigid``
@@ -27,7 +27,7 @@ A line for an address where no job has run is dropped before anything else: it i
 last such event, ``total``: since the start) and the peer of the latest.
 
 Before anything is done, the line must pass the job's check (docs/reference/security.md):
-a job with a key (:mod:`communicators.auth`) must send a valid MAC with a counter not seen
+a job with a key (:mod:`apgaspy.wire.auth`) must send a valid MAC with a counter not seen
 before; a job without one (``#AUTH plain``, ``serve --plain-lines``: Java APGAS jobs) must
 send from its first node's address (for logical nodes: from an address of this machine).
 A line that fails is dropped and changes nothing: it is counted (``status``:
@@ -43,8 +43,10 @@ from functools import cache
 
 import psutil
 
-from communicators.auth import LineAuthError, split_mac
-from communicators.protocol import (
+from apgaspy.wire.auth import LineAuthError, split_mac
+from apgaspy.wire.protocol import (
+    EVOLVING_RELEASE,
+    EVOLVING_REQUEST,
     NotificationKind,
     classify_notification,
     parse_evolving,
@@ -178,7 +180,7 @@ def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument:
         return refuse("no running job at that address")
     if not job.evolving:
         return refuse(f"the job is {job.spec.job_class.value}, not evolving")
-    if kind == "Request":
+    if kind == EVOLVING_REQUEST:
         if argument.strip() != "1":
             return refuse(f"a request asks for one node ('1'), got {argument!r}")
         problem = job.take_request()
@@ -187,7 +189,7 @@ def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument:
         state.persist(job)
         state.event("evolving_request", job_id, nodes=len(job.nodes))
         return True
-    if kind == "Release":
+    if kind == EVOLVING_RELEASE:
         host = argument.strip()
         problem = job.release_refusal(host)
         if problem is not None:

@@ -1,6 +1,6 @@
 """The scheduler's transport for the wire protocol: orders to jobs, notifications from jobs.
 
-The text of every message is :mod:`communicators.protocol`'s (docs/reference/protocol.md);
+The text of every message is :mod:`apgaspy.wire.protocol`'s (docs/reference/protocol.md);
 this module only moves it over TCP, as the Java ElasticJobScheduler does::
 
     scheduler                                         job (place 0)
@@ -12,7 +12,7 @@ this module only moves it over TCP, as the Java ElasticJobScheduler does::
     NotificationListener ◄── connect SCHEDULER_IP:PORT ── "<message>:<job address>\\n"
     (scheduler.notify_listener: one thread, bounded connections)
 
-A job with a key (:mod:`communicators.auth`) gets its orders signed: the order functions
+A job with a key (:mod:`apgaspy.wire.auth`) gets its orders signed: the order functions
 take a ``sign`` function that turns the Java line into the authenticated one.  The
 notification side lives in :mod:`scheduler.notify_listener` (re-exported here): it hands each
 notification line on with the TCP peer's address, for the checks of
@@ -35,9 +35,10 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
-from communicators.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
+from apgaspy.wire.framing import LineReader, LineTimeoutError, LineTooLongError
+from apgaspy.wire.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
 
+from ._exceptions import OrderFailedError
 from .notify_listener import ListenerLimits, NotificationListener
 
 __all__ = [
@@ -49,19 +50,6 @@ __all__ = [
 ]
 
 _MAX_REPLY_BYTES = 1 << 20
-
-
-class OrderFailedError(RuntimeError):
-    """An order to a job failed.
-
-    Raised by :func:`send_shrink` and :func:`send_grow` when the job cannot be reached, a
-    reply line does not come in time, the connection ends early, or the job refuses the
-    order (``ERROR …``).  ``refused`` is True in the last case (the job is reachable).
-    """
-
-    def __init__(self, message: str, *, refused: bool = False) -> None:
-        super().__init__(message)
-        self.refused = refused
 
 
 def _connect(address: tuple[str, int], source: str | None, timeout_s: float) -> socket.socket:

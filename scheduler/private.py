@@ -28,13 +28,10 @@ import stat
 import struct
 from pathlib import Path
 
+from ._exceptions import UnsafePathError
+
 __all__ = ["UnsafePathError", "describe", "open_private", "owner_only_dir", "peer_uid",
            "private_dir", "write_private"]
-
-
-class UnsafePathError(OSError):
-    """A path the scheduler would use is not safely its own (a link, another user's, open to
-    others); the message names the path, says why, and what to do."""
 
 
 def describe(st: os.stat_result) -> str:

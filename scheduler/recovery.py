@@ -28,7 +28,7 @@ cancelled.
 
 An adopted job's line key is read back from its owner-only key file (``files["key"]`` of
 its row); its notifications are taken from the restart on only (a line captured before
-cannot be replayed: :class:`communicators.auth.ReplayGuard` with the restart time as its
+cannot be replayed: :class:`apgaspy.wire.auth.ReplayGuard` with the restart time as its
 floor).  An adopted job whose key file is gone is driven keyless (its orders unsigned, which
 it refuses).  The key files of jobs found ended or queued again are removed.
 
@@ -46,7 +46,7 @@ from typing import Any
 
 import psutil
 
-from communicators.auth import ReplayGuard, load_key
+from apgaspy.wire.auth import ReplayGuard, load_key
 
 from .journal import JobRow, spec_from_json
 from .launch import drop_key_file, end_job, set_final_state

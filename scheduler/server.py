@@ -19,7 +19,7 @@ It runs the *same* algorithm objects as the simulator (:mod:`scheduler.algorithm
 :class:`~scheduler.algorithms.base.View` built from the state.  The clock is injected
 (``clock``, default ``time.monotonic``), as in the simulator; times in the event log and in
 views are seconds since the server started.  The wire protocol is
-:mod:`communicators.protocol`'s (docs/reference/protocol.md); the modules and how they call
+:mod:`apgaspy.wire.protocol`'s (docs/reference/protocol.md); the modules and how they call
 each other are described in docs/design/scheduler-structure.md.
 
 A backend that a resource manager stands behind (the hooks of
@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from communicators.protocol import DEFAULT_PORT, SHRINK_LINE_TIMEOUT_S
+from apgaspy.wire.protocol import DEFAULT_PORT, SHRINK_LINE_TIMEOUT_S
 
 from . import submission
 from ._exceptions import SubmissionError

@@ -65,7 +65,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import positive_int
+from ._argtypes import (
+    fraction,
+    nonnegative_int,
+    percentages,
+    positive_int,
+    positive_number,
+    positive_seconds,
+    seconds,
+)
 from ._table import format_table
 from .algorithms import registry
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
@@ -85,17 +93,6 @@ _COSTS: dict[str, Callable[[], ResizeCostModel]] = {
 }
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
-        ) from None
-    if not values or any(not 0 <= v <= 100 for v in values):
-        raise argparse.ArgumentTypeError(f"shares are percentages 0-100, got {text!r}")
-    return values
-
 
 def _algorithms(text: str) -> list[str]:
     names = [v.strip() for v in text.split(",") if v.strip()]
@@ -107,40 +104,18 @@ def _algorithms(text: str) -> list[str]:
     return names
 
 
-def _seconds_at_least_0(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
-    return value
-
-
-def _seconds_above_0(text: str) -> float:
-    value = _seconds_at_least_0(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
-    return value
-
-
-def _count_at_least_0(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return int(text)
-
 
 def add_priority_arguments(p: argparse.ArgumentParser) -> None:
     """The priority policies' parameters (shared by ``simulate`` and ``serve``)."""
     g = p.add_argument_group("priority policies (docs/guides/priorities.md)")
-    g.add_argument("--rescale-gap-s", type=_seconds_at_least_0, default=None,
+    g.add_argument("--rescale-gap-s", type=seconds, default=None,
                    help="least seconds between two scheduling events of one job "
                         "(T_rescale_gap; default: the algorithm's own, 180 for the priority "
                         "policies, 10 for evolving-elastic)")
-    g.add_argument("--keep-free", type=_count_at_least_0, default=None,
+    g.add_argument("--keep-free", type=nonnegative_int, default=None,
                    help="nodes never handed out (default 0; --study priority: 1, as the "
                         "paper keeps one for its launcher)")
-    g.add_argument("--aging-s", type=_seconds_above_0, default=None,
+    g.add_argument("--aging-s", type=positive_seconds, default=None,
                    help="elastic-priority-easy: seconds of waiting per rank step "
                         "gained (default 600)")
 
@@ -182,7 +157,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sweep.add_argument("--algorithms", type=_algorithms, default=None,
                        help="comma-separated (default: fcfs,backfilling,easy,malleable; "
                             "--study priority: the five priority policies)")
-    sweep.add_argument("--shares", type=_floats, default=None,
+    sweep.add_argument("--shares", type=percentages, default=None,
                        help="malleable shares in %% (default: 0,20,40,60,80,100); --study "
                             "evolving: evolving shares (default 20,40,60,80,100)")
     sweep.add_argument("--batches", type=positive_int, default=None,
@@ -199,32 +174,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mix.add_argument("--mix", metavar="PATH", type=Path, help="JSON job mix instead of Table 2")
     mix.add_argument("--jobs", type=positive_int, default=None,
                      help="jobs per batch (25; --study evolving: 20)")
-    mix.add_argument("--submit-window-s", type=float, default=600.0,
+    mix.add_argument("--submit-window-s", type=seconds, default=600.0,
                      help="submissions drawn in [0, this) seconds (600)")
-    mix.add_argument("--first-at-zero", type=int, default=5,
+    mix.add_argument("--first-at-zero", type=nonnegative_int, default=5,
                      help="jobs submitted at time 0 (5)")
-    mix.add_argument("--required-factor", type=float, default=1.5,
+    mix.add_argument("--required-factor", type=positive_number, default=1.5,
                      help="required time = model run time x this (1.5)")
-    mix.add_argument("--required-time-s", type=float, default=None,
+    mix.add_argument("--required-time-s", type=positive_seconds, default=None,
                      help="one required time for all jobs (the Java scripts: 800)")
 
     swf = p.add_argument_group("SWF trace")
     swf.add_argument("--swf", metavar="PATH", type=Path, help="simulate this SWF trace")
-    swf.add_argument("--swf-malleable-share", type=_floats, default=None,
+    swf.add_argument("--swf-malleable-share", type=percentages, default=None,
                      help="malleable share(s) in %% for the trace (default: --shares)")
     swf.add_argument("--cores-per-node", type=positive_int, default=1,
                      help="processors per node of the traced machine (1)")
     swf.add_argument("--swf-max-jobs", type=positive_int, default=None,
                      help="use only the first jobs of the trace")
-    swf.add_argument("--serial-fraction", type=float, default=0.05,
+    swf.add_argument("--serial-fraction", type=fraction, default=0.05,
                      help="Amdahl serial fraction of trace jobs (0.05)")
 
     sim = p.add_argument_group("simulation")
-    sim.add_argument("--interval-s", type=float, default=5.0,
+    sim.add_argument("--interval-s", type=positive_seconds, default=5.0,
                      help="period of algorithm runs in seconds (5)")
-    sim.add_argument("--ready-s", type=float, default=0.4,
+    sim.add_argument("--ready-s", type=seconds, default=0.4,
                      help="start to APGAS-Ready in seconds (0.4)")
-    sim.add_argument("--cooldown-s", type=float, default=60.0,
+    sim.add_argument("--cooldown-s", type=seconds, default=60.0,
                      help="per-job order cool-down in seconds (60)")
     sim.add_argument("--resize-costs", choices=sorted(_COSTS), default="apgaspy",
                      help="resize durations: apgaspy's (default), the Java figures, or none")

@@ -87,6 +87,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._exceptions import SlurmError
 from .nodes import JobLaunch, python_bin_dir, source_towards
 from .private import open_private, write_private
 
@@ -115,16 +116,6 @@ _GRANTED = re.compile(r"Granted job allocation (\d+)")
 _CLIENT_PREFIXES = ("SLURM_", "SALLOC_", "SBATCH_", "SRUN_", "SQUEUE_", "SCONTROL_")
 _KEEP = ("SLURM_CONF",)
 _CREDENTIAL_S = 1.05  # a step on a node the job gave back is refused in the same second
-
-
-class SlurmError(OSError):
-    """A Slurm command failed, timed out, or Slurm did not do what was asked.
-
-    The message names the command and carries Slurm's own error text.  Raised by
-    :class:`SlurmNodes` (its construction, ``launch``, ``acquire``, ``release``); the server
-    treats it as any ``OSError`` of a node backend: the start fails, the grow is given back,
-    the shrink's nodes stay with the job.
-    """
 
 
 def client_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:

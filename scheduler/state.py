@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from communicators.auth import (
+from apgaspy.wire.auth import (
     NOTIFICATION,
     ORDER,
     Counter,
@@ -81,7 +81,7 @@ class ServerJob(JobState):
         status_file, pid_file: where its launcher wrapper writes its exit status and pid.
         pid_start: the start time of its first process (psutil ``create_time``), which tells
             it from a later process with the same pid.
-        key: its line key (:mod:`communicators.auth`), or None: it speaks plain Java lines,
+        key: its line key (:mod:`apgaspy.wire.auth`), or None: it speaks plain Java lines,
             checked by peer address only.  Never shown (not in ``repr``, ``status``, the
             journal or the event log); ``key_file``: the owner-only file that holds it.
         notify_guard: the anti-replay window of its notifications; ``order_counter``: the
@@ -128,7 +128,7 @@ class ServerJob(JobState):
         """The Java line of one of its authenticated notification lines.
 
         Raises:
-            LineAuthError: the line fails :func:`communicators.auth.verify_line` (no MAC, a
+            LineAuthError: the line fails :func:`apgaspy.wire.auth.verify_line` (no MAC, a
                 malformed or wrong one, a replay), or the job has no key.
         """
         if self.key is None:

@@ -75,6 +75,36 @@ def test_unknown_option_of_a_subcommand_prints_its_usage(capsys):
                                  "#MIN_NODES and #MAX_NODES, lines)")
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["demo", "--nodes", "0"], "argument --nodes: expected a number >= 1, got 0"),
+    (["demo", "--port", "70000"], "argument --port: a port is 0-65535 (0: any free), got 70000"),
+    (["demo", "--interval", "0"], "argument --interval: expected seconds > 0, got '0'"),
+    (["demo", "--cooldown", "-1"], "argument --cooldown: expected seconds >= 0, got '-1'"),
+    (["demo", "--timeout", "soon"], "argument --timeout: expected seconds, got 'soon'"),
+    (["simulate", "--interval-s", "0"], "argument --interval-s: expected seconds > 0, got '0'"),
+    (["simulate", "--ready-s", "nan"], "argument --ready-s: expected seconds >= 0, got 'nan'"),
+    (["simulate", "--first-at-zero", "-2"],
+     "argument --first-at-zero: expected a whole number >= 0, got -2"),
+    (["simulate", "--serial-fraction", "2"],
+     "argument --serial-fraction: expected a number from 0 to 1, got '2'"),
+    (["simulate", "--required-factor", "inf"],
+     "argument --required-factor: expected a finite number > 0, got 'inf'"),
+    (["simulate", "--keep-free", "x"], "argument --keep-free: expected a whole number, got 'x'"),
+    (["simulate", "--shares", "120"], "argument --shares: shares are percentages 0-100, got '120'"),
+    (["serve", "--interval", "0"], "argument --interval: expected seconds > 0, got '0'"),
+])
+def test_the_command_lines_share_their_validators(capsys, argv, message):
+    """demo, simulate and serve refuse a bad number the same way, before doing anything:
+    exit status 2 and the subcommand's usage, ending in the one message of the shared
+    validator (scheduler/_argtypes.py)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: python -m scheduler {argv[0]} ")
+    assert err.rstrip().endswith(f"python -m scheduler {argv[0]}: error: {message}"), err
+
+
 def test_batch_file_error_lists_the_documented_fields(tmp_path):
     batch = tmp_path / "jobs.json"
     batch.write_text(json.dumps([{"name": "a", "nodes": 1, "command": "true", "node": 2}]))

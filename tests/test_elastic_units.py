@@ -7,7 +7,7 @@ import pytest
 from apgaspy import ConfigurationError, MalleabilityError, Place
 from apgaspy.elastic._policy import check_shrink_answer
 from communicators import Order, OrderError, format_order, parse_order, parse_schedule
-from communicators.protocol import format_notification as notification
+from apgaspy.wire.protocol import format_notification as notification
 
 
 @pytest.mark.parametrize("line,order", [

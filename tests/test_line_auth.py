@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, env_for, wait_until
 
-from communicators.auth import (
+from apgaspy.wire.auth import (
     NOTIFICATION,
     ORDER,
     Counter,
@@ -425,7 +425,7 @@ exec sh -c "$*"
 
 KEY_PROBE = r'''
 import json, os, time
-from communicators.auth import load_key
+from apgaspy.wire.auth import load_key
 key = load_key()
 print(json.dumps({"env_key": "SCHEDULER_KEY" in os.environ, "key": key.hex() if key else None}),
       flush=True)

@@ -7,7 +7,7 @@ import time
 
 import psutil
 import pytest
-from conftest import PROGRAMS, alive, env_for, run_program, wait_gone
+from conftest import PROGRAMS, ROOT, alive, env_for, run_program, wait_gone
 
 from communicators.testing import SchedulerEndpoint
 
@@ -161,7 +161,7 @@ def test_a_user_communicator_by_configuration(tmp_path):
     results = tmp_path / "results"
     env = env_for(2, APGAS_COMMUNICATOR="custom_comm:FileCommunicator",
                   ORDERS_FILE=str(orders), RESULTS_FILE=str(results),
-                  PYTHONPATH=str(PROGRAMS))
+                  PYTHONPATH=f"{PROGRAMS}:{ROOT}")  # this tree's apgaspy, not an installed one
     r = run_program("timed_malleable.py", 2, "spawn", "8.0", env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert results.read_text().splitlines() == [

@@ -34,7 +34,7 @@ def test_api_checks(mode, places):
     results = r.json_lines()
     failed = [c for c in results if not c["ok"]]
     assert not failed, "\n".join(f"{c['check']}:\n{c['error']}" for c in failed)
-    assert len(results) == 20 and r.returncode == 0, r.stderr
+    assert len(results) == 21 and r.returncode == 0, r.stderr
 
 
 @pytest.mark.parametrize("mode,places,seed", [("spawn", 3, 1), ("spawn", 2, 2),

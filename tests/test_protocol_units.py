@@ -1,4 +1,4 @@
-"""The one wire-protocol module: both ends read each other's lines, and the reference page is
+"""The one wire-protocol module (:mod:`apgaspy.wire.protocol`): both ends read each other's lines, and the reference page is
 the table's (docs/reference/protocol.md)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from communicators.framing import LineReader, LineTimeoutError, LineTooLongError
-from communicators.protocol import (
+from apgaspy.wire.framing import LineReader, LineTimeoutError, LineTooLongError
+from apgaspy.wire.protocol import (
     JOB_ENVIRONMENT,
     MESSAGES,
     EvolvingMessage,
@@ -24,6 +24,7 @@ from communicators.protocol import (
     format_order,
     format_reply,
     generated_part,
+    glb_phase_time,
     is_refusal,
     java_classify_notification,
     job_environment,
@@ -43,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_reference_page_is_the_table():
     page = (ROOT / "docs" / "reference" / "protocol.md").read_text(encoding="utf-8")
     assert generated_part(page) == reference_markdown(), \
-        "docs/reference/protocol.md is stale: python -m communicators.protocol --write"
+        "docs/reference/protocol.md is stale: python -m apgaspy.wire.protocol --write"
     for message in MESSAGES:
         assert f"`{message.line}`" in page
     for var in JOB_ENVIRONMENT:
@@ -79,6 +80,16 @@ def test_notifications_both_ways():
     assert format_notification(rigid, "127.0.1.1").count(":") == 1
     with pytest.raises(ValueError, match="may not contain"):
         format_notification("a:b", "127.0.1.1")
+
+
+def test_glb_phase_timings_are_the_tables_lines():
+    lines = {m.line for m in MESSAGES}
+    for phase in ("preShrink", "postShrink", "preGrow", "postGrow"):
+        kind = glb_phase_time(phase)
+        assert f"{kind};<n>;<nanoseconds>" in lines
+        assert timing_message(kind, 2, 5) == f"{phase}TimeGLB;2;5"
+    with pytest.raises(ValueError, match="not a GLB phase"):
+        glb_phase_time("midShrink")
 
 
 @pytest.mark.parametrize(("message", "ours", "java"), [
@@ -126,9 +137,11 @@ def test_job_environment():
 
 
 def test_the_scheduler_does_not_import_the_runtime():
-    code = ("import sys, scheduler.server, communicators.protocol; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'apgaspy', 'glb', 'zmq', 'mpi4py'}))")
+    # the protocol's leaf package apgaspy.wire loads, and nothing else of apgaspy
+    code = ("import sys, scheduler.server, apgaspy.wire.protocol; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('apgaspy', 'glb', 'communicators', 'zmq', 'mpi4py', 'cloudpickle') "
+            "and m != 'apgaspy' and not m.startswith('apgaspy.wire')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "[]"

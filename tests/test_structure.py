@@ -1,7 +1,9 @@
 """The module structure of the packages (docs/design/runtime-structure.md and
 docs/design/scheduler-structure.md): the imports between their modules form no cycle, not
-even for the type checker, no module imports another package's private module, and the
-product never imports the benchmarks or the tests.
+even for the type checker, no module imports another package's private module, the product
+never imports the benchmarks or the tests, the wire protocol is a leaf (:mod:`apgaspy.wire`
+imports the standard library alone) that alone spells the protocol's lines, and every error
+class of a package lives in that package's exceptions module.
 
 Every module is imported, and the imports are read from the source with :mod:`ast` (every
 ``import`` statement: those inside functions, and those under ``if TYPE_CHECKING:``, which
@@ -11,6 +13,9 @@ never run but still tie a module to another for a reader and for the type checke
 from __future__ import annotations
 
 import ast
+import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,7 +143,7 @@ def test_every_module_imports() -> None:
 def test_no_import_cycle_among_the_packages_modules() -> None:
     graph = module_graph(type_checking=False)
     assert "apgaspy._runtime" in graph and "glb._worker" in graph
-    assert "scheduler.loop" in graph and "communicators.protocol" in graph
+    assert "scheduler.loop" in graph and "apgaspy.wire.protocol" in graph
     assert find_cycle(graph) is None
 
 
@@ -183,3 +188,117 @@ def test_no_module_imports_another_packages_private_module(package: str) -> None
             if top != package and private:
                 offenders.append((name, m))
     assert offenders == []
+
+
+# ------------------------------------------------------------------ the wire protocol's leaf
+
+#: The leaf package of the wire protocol: everything above it takes the protocol's text here.
+WIRE = "apgaspy.wire"
+
+
+def _in_wire(module: str) -> bool:
+    return module == WIRE or module.startswith(WIRE + ".")
+
+
+def test_the_wire_package_imports_the_standard_library_alone() -> None:
+    sources = {_module_name(p): p for p in (ROOT / "apgaspy" / "wire").rglob("*.py")}
+    assert {f"{WIRE}.protocol", f"{WIRE}.auth", f"{WIRE}.framing"} <= set(sources)
+    offenders = []
+    for name, path in sorted(sources.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for m in _imports(tree, name, path.name == "__init__.py", set(sources)):
+            if not (_in_wire(m) or m.split(".")[0] in sys.stdlib_module_names):
+                offenders.append((name, m))
+    assert offenders == []
+
+
+def test_import_of_the_wire_package_loads_no_runtime() -> None:
+    import subprocess
+
+    code = ("import sys, apgaspy.wire.protocol, apgaspy.wire.auth, apgaspy.wire.framing; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('apgaspy', 'glb', "
+            "'communicators', 'scheduler', 'zmq', 'mpi4py', 'cloudpickle', 'psutil') "
+            "and m != 'apgaspy' and not m.startswith('apgaspy.wire')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+#: A string that spells a line of the wire protocol (docs/reference/protocol.md): a timing
+#: line's kind, an evolving line, or a notification that is one of the job's announcements.
+PROTOCOL_LINE = re.compile(
+    r"Time(APGAS|GLB)\b|Evolving;|^APGAS-(Ready|Disabled|Rigid)([;:]|$)|^(shrink|grow) \{")
+
+
+def protocol_lines(source: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each string of ``source`` (a module's text) that spells a
+    protocol line (:data:`PROTOCOL_LINE`); an f-string is read with ``{}`` for each of its
+    fields; docstrings and other bare strings (documentation) are not read."""
+    tree = ast.parse(source)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        for st in getattr(node, "body", []) if isinstance(getattr(node, "body", None),
+                                                           list) else []:
+            if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
+                skip.add(id(st.value))
+        if isinstance(node, ast.JoinedStr):
+            skip.update(id(v) for v in node.values)
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                           for v in node.values)
+            if PROTOCOL_LINE.search(text):
+                yield node.lineno, text
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in skip and PROTOCOL_LINE.search(node.value)):
+            yield node.lineno, node.value
+
+
+def test_protocol_lines_are_found_in_code_and_not_in_documentation() -> None:
+    src = ('"""Sends shrinkTimeAPGAS;<n>;<ns> and APGAS-Ready."""\n'
+           'def f(phase, n):\n'
+           '    """Evolving;Request;1"""\n'
+           '    send(f"{phase}TimeGLB;{n};0")\n'
+           '    send("APGAS-Ready")\n'
+           '    send(f"shrink {n}\\n")\n'
+           '    log("start to APGAS-Ready in seconds")\n'
+           '    return "Evolving;" + "Release"\n')
+    assert [line for line, _ in protocol_lines(src)] == [4, 6, 5, 8]
+
+
+def test_no_product_module_outside_the_wire_package_spells_a_protocol_line() -> None:
+    offenders = []
+    for pkg in PRODUCT:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            name = _module_name(path)
+            if _in_wire(name):
+                continue
+            offenders += [(name, line, text) for line, text in
+                          protocol_lines(path.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
+# ------------------------------------------------------------------ errors
+
+#: Each package's exceptions module, where all of its error classes are defined.
+EXCEPTIONS_MODULES = {
+    "apgaspy": "apgaspy._exceptions",
+    WIRE: "apgaspy.wire._exceptions",
+    "glb": "glb._exceptions",
+    "scheduler": "scheduler._exceptions",
+    "communicators": "communicators._exceptions",  # none yet: it raises apgaspy's errors
+}
+
+
+def test_every_error_class_lives_in_its_packages_exceptions_module() -> None:
+    import importlib
+
+    graph = module_graph(packages=PRODUCT)
+    misplaced = []
+    for name in sorted(graph):
+        package = WIRE if _in_wire(name) else name.split(".")[0]
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, BaseException)
+                    and value.__module__ == name and name != EXCEPTIONS_MODULES[package]):
+                misplaced.append(f"{name}.{value.__qualname__}")
+    assert misplaced == []

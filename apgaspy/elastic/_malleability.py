@@ -65,6 +65,7 @@ from .._exceptions import MalleabilityError, OrdersEndedError
 from .._membership import PlaceInfo
 from .._messages import AddPlaces
 from .._place import Place
+from ..wire.protocol import SHRINK_TIME, timing_message
 from ._handler import MalleableHandler
 from ._interfaces import OrderReport
 from ._policy import check_shrink_answer
@@ -575,7 +576,7 @@ class Malleability:
             finally:
                 self.shrinking = False
                 self.leaving.difference_update(ids)
-        comm.notify(f"shrinkTimeAPGAS;{report.hosts};{report.total_ns}")
+        comm.notify(timing_message(SHRINK_TIME, report.hosts, report.total_ns))
         return report
 
     def _release(self, ids: list[int], comm: Any) -> OrderReport:

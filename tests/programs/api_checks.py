@@ -31,6 +31,7 @@ from apgaspy import (
     run,
     uncounted_async_at,
 )
+from glb import Bag, GLBError, LongSum, PlaceZeroOnlyError, compute_dynamic
 
 CHECKS = []
 
@@ -374,6 +375,43 @@ def at_answers_on_the_callers_inbox(n):
     assert out[0][0] == 7 and (p.id == 0 or out[0][1] not in (None, mine)), out
     # a task (a worker of the pool) waits with compensation, not on an inbox
     assert at(p, lambda: (at(0, lambda: 1), my_inbox())) == (1, None)
+
+
+class EmptyBag(Bag):
+    """No work at all: a computation of it ends as soon as it starts."""
+
+    def process(self, n, result):
+        pass
+
+    def split(self, take_all):
+        return None
+
+    def merge(self, other):
+        pass
+
+    def is_empty(self):
+        return True
+
+    def is_splittable(self):
+        return False
+
+
+def glb_from_here():
+    return compute_dynamic(EmptyBag(), LongSum).value
+
+
+@check
+def glb_starts_at_place_zero_only(n):
+    assert issubclass(PlaceZeroOnlyError, GLBError) and issubclass(GLBError, ApgasError)
+    assert issubclass(PlaceZeroOnlyError, RuntimeError)
+    assert at(0, glb_from_here) == 0
+    if n > 1:
+        try:
+            at(places()[-1], glb_from_here)
+        except PlaceZeroOnlyError as exc:
+            assert f"not at place({n - 1})" in str(exc), exc
+        else:
+            raise AssertionError("a GLB computation started away from place 0")
 
 
 def main():

@@ -7,7 +7,8 @@ import os
 import threading
 import time
 
-from communicators import MalleableCommunicator, parse_order
+from apgaspy.elastic import MalleableCommunicator
+from apgaspy.wire.protocol import parse_order
 
 
 class FileCommunicator(MalleableCommunicator):
