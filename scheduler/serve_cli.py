@@ -185,7 +185,7 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
         ValueError: contradictory options (``--nodes`` with ``--hosts``, ``--partition``
             without ``--slurm``), or a bad count.
         OSError: ``--slurm`` and Slurm does not answer, or has no such partition
-            (:class:`~scheduler.slurm_mode.SlurmError`).
+            (:class:`~scheduler.slurm_commands.SlurmError`).
     """
     if args.nodes is not None and args.hosts:
         raise ValueError("--nodes and --hosts exclude each other")
