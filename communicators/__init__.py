@@ -12,7 +12,7 @@
   schedule of orders from ``APGAS_SCHEDULE``, for demos and tests.
 * :mod:`communicators.testing`: the scheduler's end, standing in for a scheduler in
   tests and benchmarks.
-* ``python -m communicators.order``: send one order by hand.
+* ``python -m communicators.order_cli``: send one order by hand.
 
 The names below are loaded on first use, so that ``import communicators.protocol`` (the
 scheduler does) imports neither the apgaspy runtime nor anything else of this package.

@@ -6,7 +6,7 @@ apgaspy extensions (``ERROR <reason>`` refusals, ``APGAS-Disabled``, ``APGAS-Rig
 ends use this module and nothing else for the text of the protocol:
 
 * the job side: :mod:`communicators.socket` (orders in, notifications out) and
-  :mod:`communicators.order` (one order by hand);
+  :mod:`communicators.order_cli` (one order by hand);
 * the scheduler side: :mod:`scheduler.order_transport` and :mod:`scheduler.notifications` (the real
   scheduler), :mod:`communicators.testing` (the stand-ins of tests and benchmarks).
 
