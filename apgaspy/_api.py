@@ -19,7 +19,7 @@ from ._place import Place
 from ._pool import current_pool
 from ._runtime import runtime
 from ._serialization import loads
-from .elastic._select import check_communicator
+from .elastic._registry import check_communicator
 
 __all__ = [
     "places",

@@ -42,7 +42,7 @@ OTHER_NAMES: dict[str, str] = {
     "SCHEDULER_PORT": "a job's notification and order port (communicators.socket)",
     "SCHEDULER_KEY": "a job's line key (apgaspy.wire.auth)",
     "SCHEDULER_KEY_FILE": "a file holding a job's line key (apgaspy.wire.auth)",
-    "SCHEDULER_SLURM_NODES": "the node map of the Slurm mode's jobs (scheduler.slurm_mode)",
+    "SCHEDULER_SLURM_NODES": "the node map of the Slurm mode's jobs (scheduler.slurm_helpers_cli)",
     "APGAS_SCHEDULER_CONTROL": "the control socket of python -m scheduler (control_client)",
     **{f"APGAS_SCHEDULER_{name}": "a bound of the scheduler's notification port "
        "(scheduler.notification_listener)"

@@ -101,7 +101,7 @@ when a shrink removes places (:meth:`Finishes.places_gone`) and when a released 
 control messages ``FinUp``, ``FinBatch`` and ``FinAcked`` of the aggregation.
 
 Locking: the records and both tables change only under the runtime's lock ``state_lock``, which the
-membership and control rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
+membership and requests rooms share (see :mod:`._runtime`): a death (``Membership.place_died``)
 takes the place out of the table and fails the finishes waiting on it in one step, and
 :meth:`Finishes.on_update` reads the dead places under the same lock, to fail a finish that an
 UPDATE leaves waiting on a place that died meanwhile.
@@ -292,7 +292,7 @@ class Finishes:
             spawned a remote task (it has a fid) and is not done.
         remotes: fid → the :class:`RemoteFinish` of a finish of another home with tasks
             live here.
-        state_lock: the runtime's lock (shared with the membership and control rooms).
+        state_lock: the runtime's lock (shared with the membership and requests rooms).
     """
 
     def __init__(self, rt: FinishHost) -> None:

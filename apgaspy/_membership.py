@@ -9,14 +9,14 @@ that reported ready, and the state of this place's end (``stopping``, ``exit_cod
 (:meth:`Membership.report_ready`); place 0 waits for it (:meth:`Membership.wait_ready`) and
 gives up a place that never becomes ready (:meth:`Membership.abandon_place`: it counts as
 dead).  Every place enters the new places in its table (:meth:`Membership.add_places`; the
-others on place 0's ``add_places`` request, acknowledged through the control room).
+others on place 0's ``add_places`` request, acknowledged through the requests room).
 
 **Deaths.**  Place 0 watches every place and the others watch place 0 (see :mod:`._transport`);
 the transport's verdict arrives in :meth:`Membership.on_peer_lost`.  Place 0 tells every place
 (:meth:`Membership.announce_dead`, control message ``dead``), and each one takes the place out
 of its table and fails, at once, everything that waits on it (:meth:`Membership.place_died`):
 the finishes whose home is here (finish room), the control requests waiting for its
-acknowledgement (control room), readiness waits and the shutdown.  A place that loses place 0
+acknowledgement (requests room), readiness waits and the shutdown.  A place that loses place 0
 ends at once (exit code 1).
 
 **Shrink** (place 0's :meth:`Membership.release`, for a shrink order of ``elastic._malleability``)::
@@ -142,7 +142,7 @@ class Membership:
         leaving: at place 0, during a shrink: released place → set when its connection closed.
         released_here: at place 0, during a shrink: released place → set when it said
             'released'.
-        state_lock: the runtime's lock (shared with the finish and control rooms); it guards
+        state_lock: the runtime's lock (shared with the finish and requests rooms); it guards
             ``table``, ``dead`` and ``released``.
     """
 
@@ -227,7 +227,7 @@ class Membership:
         """Control message :class:`~apgaspy._messages.AddPlaces` from place 0 (a grow): add
         its ``infos``, acknowledge its request ``op``."""
         self.add_places(message.infos)
-        self.rt.control.ack(src, message.op)
+        self.rt.requests.ack(src, message.op)
 
     def abandon_place(self, place: int) -> None:
         """At place 0: give up a new place that never became ready (a failed grow): tell it
@@ -340,8 +340,8 @@ class Membership:
 
         What waits on a place and how it ends: a finish (or an ``at``) whose home is here and
         that expects something from ``place`` raises :class:`DeadPlaceError`
-        (``Finishes.fail_waiting_on``); a control request (``Control.request_all``) stops
-        waiting for its acknowledgement (``Control.stop_waiting_on``); start-up and grow
+        (``Finishes.fail_waiting_on``); a control request (``Requests.request_all``) stops
+        waiting for its acknowledgement (``Requests.stop_waiting_on``); start-up and grow
         (:meth:`wait_ready`) stop waiting for it to report ready; shutdown counts it as gone.
         Idempotent.
 
@@ -352,7 +352,7 @@ class Membership:
             info = self.table.pop(place, None)
             self.dead.add(place)
             self.rt.finishes.fail_waiting_on(place)
-            self.rt.control.stop_waiting_on(place)
+            self.rt.requests.stop_waiting_on(place)
         with self._ready_cv:
             self._ready_cv.notify_all()
         self.rt.transport.remove_peer(place, linger_s=0)
@@ -387,7 +387,7 @@ class Membership:
         self.remove_places(removed)  # place 0's own table, and its fins
         # A place that dies now is not waited for (place_died; a released one counts as
         # released: _leaving_place_died).
-        late = self.rt.control.request_all(others, RemovePlaces(removed=removed),
+        late = self.rt.requests.request_all(others, RemovePlaces(removed=removed),
                                            timeout=ack_timeout)
         if late:
             log.warning("places %s did not confirm the shrink in time", late)
@@ -446,7 +446,7 @@ class Membership:
         """Control message :class:`~apgaspy._messages.RemovePlaces` from place 0 (a shrink):
         drop its ``removed`` places, acknowledge its request ``op``."""
         self.remove_places(message.removed)
-        self.rt.control.ack(src, message.op)
+        self.rt.requests.ack(src, message.op)
 
     def ctrl_fin(self, src: int, message: Fin) -> None:
         """Control message :class:`~apgaspy._messages.Fin`: place ``src`` sends this released

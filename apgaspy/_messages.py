@@ -1,6 +1,6 @@
 """The messages places send each other: one named tuple per kind, and their encoding.
 
-The rooms of a place's runtime (:mod:`._finish`, :mod:`._membership`, :mod:`._control_requests`)
+The rooms of a place's runtime (:mod:`._finish`, :mod:`._membership`, :mod:`._requests`)
 and the runtime itself (:mod:`._runtime`, which dispatches them) build and read these messages.
 They live in this small module of their own so that every room can import them without importing
 the runtime.
@@ -43,7 +43,7 @@ control message         fields          from → to        handled by
 :class:`ReleasedDied`   place           0 → every place  membership (a shrink's death)
 :class:`AddPlaces`      infos, op       0 → every place  membership (grow; answers ``Ack``)
 :class:`RemovePlaces`   removed, op     0 → every place  membership (shrink; answers ``Ack``)
-:class:`Ack`            op              place → sender   control room
+:class:`Ack`            op              place → sender   requests room
 :class:`Fin`            (none)          place → r        membership (released place r)
 :class:`Released`       (none)          r → 0            membership (shrink)
 :class:`FinUp`          home, entry,    place → its      finish room (aggregation: held,
@@ -222,7 +222,7 @@ class ReleasedDied(NamedTuple):
 
 class AddPlaces(NamedTuple):
     """Request from place 0 (a grow): add ``infos`` (``PlaceInfo`` records) to the place
-    table, then :class:`Ack` request ``op`` (filled in by ``Control.request_all``)."""
+    table, then :class:`Ack` request ``op`` (filled in by ``Requests.request_all``)."""
 
     infos: list[Any]
     op: int = 0
@@ -230,7 +230,7 @@ class AddPlaces(NamedTuple):
 
 class RemovePlaces(NamedTuple):
     """Request from place 0 (a shrink): drop the places ``removed`` from the table, send each
-    a :class:`Fin`, then :class:`Ack` request ``op`` (filled in by ``Control.request_all``)."""
+    a :class:`Fin`, then :class:`Ack` request ``op`` (filled in by ``Requests.request_all``)."""
 
     removed: list[int]
     op: int = 0
@@ -287,7 +287,7 @@ class Interrupt(NamedTuple):
 ControlMessage = (Ready | Shutdown | Bye | Dead | ReleasedDied | AddPlaces | RemovePlaces | Ack
                   | Fin | Released | FinUp | FinBatch | FinAcked | Interrupt)
 Request = AddPlaces | RemovePlaces
-"""The control messages that wait for an :class:`Ack` (``Control.request_all``)."""
+"""The control messages that wait for an :class:`Ack` (``Requests.request_all``)."""
 
 CONTROL_TYPES: tuple[type, ...] = (Ready, Shutdown, Bye, Dead, ReleasedDied, AddPlaces,
                                    RemovePlaces, Ack, Fin, Released, FinUp, FinBatch, FinAcked,

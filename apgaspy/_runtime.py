@@ -7,7 +7,7 @@ The rooms, each a module with its protocol in its docstring:
   (spawning counted tasks, running them, UPDATEs, failing finishes that wait on a dead place).
 * :mod:`._membership` (``rt.membership``): the place table, dead and released places,
   readiness, grow, deaths, the shrink protocol and the shutdown handshake.
-* :mod:`._control_requests` (``rt.control``): control requests that wait for acknowledgements.
+* :mod:`._requests` (``rt.requests``): control requests that wait for acknowledgements.
 
 Interrupts (SIGINT, SIGTERM) are not a room of the runtime but of the process:
 :mod:`._interrupt` (one per process), whose ``ctrl_interrupt`` handles the ``Interrupt``
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _test_delay
 from ._config import setting
-from ._control_requests import Control
+from ._requests import Requests
 from ._exceptions import ApgasError
 from ._finish import DetachedFinish, Finishes, RemoteFinish
 from ._interrupt import ctrl_interrupt
@@ -138,7 +138,7 @@ class Runtime:
         secret: the job's MAC key (handed to places this one spawns).
         state_lock: the lock shared by the rooms (see the module docstring).
         membership: the membership room (:class:`~apgaspy._membership.Membership`).
-        control: the control room (:class:`~apgaspy._control_requests.Control`).
+        requests: the requests room (:class:`~apgaspy._requests.Requests`).
         finishes: the finish room (:class:`~apgaspy._finish.Finishes`).
         malleability: at place 0, the :class:`~apgaspy.elastic._malleability.Malleability` that
             owns the handler, the communicator and the orders (set by :mod:`._launch`);
@@ -160,8 +160,8 @@ class Runtime:
         self.malleability: Malleability | None = None
         membership = Membership(self)
         self.membership: Membership = membership
-        control = Control(self)
-        self.control: Control = control
+        requests = Requests(self)
+        self.requests: Requests = requests
         finishes = Finishes(self)
         self.finishes: Finishes = finishes
         self.objects: dict[int, Any] = {}  # GlobalRef registry
@@ -171,7 +171,7 @@ class Runtime:
             Shutdown: membership.ctrl_shutdown,
             Bye: membership.ctrl_bye,
             Dead: membership.ctrl_dead,
-            Ack: control.ctrl_ack,
+            Ack: requests.ctrl_ack,
             AddPlaces: membership.ctrl_add_places,
             RemovePlaces: membership.ctrl_remove_places,
             Fin: membership.ctrl_fin,

@@ -1,7 +1,7 @@
 """What each part of a place needs from its runtime, as narrow protocols.
 
 A place's :class:`~apgaspy._runtime.Runtime` owns its rooms and hands each one itself
-(``Membership(rt)``, ``Control(rt)``, ``Finishes(rt)``, ``install_forwarding(rt)``; place 0's
+(``Membership(rt)``, ``Requests(rt)``, ``Finishes(rt)``, ``install_forwarding(rt)``; place 0's
 malleability names its own needs in :mod:`apgaspy.elastic._interfaces`).  A room does
 not import the runtime to name that argument's type: it names the protocol here that lists
 the few members it uses, so that the runtime imports its rooms and no room imports the
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ._messages import ControlMessage, Request
 
-__all__ = ["AckRequests", "ControlHost", "DeadPlaces", "FinishHost", "FinishesOfDead",
+__all__ = ["AckRequests", "RequestsHost", "DeadPlaces", "FinishHost", "FinishesOfDead",
            "FinishMembership", "FinishPool", "FinishTransport", "MembershipHost",
            "MembershipTransport", "OutputHost", "PendingTasks", "RoomHost"]
 
 
 class DeadPlaces(Protocol):
-    """The membership room as the control room sees it: the places known to be dead."""
+    """The membership room as the requests room sees it: the places known to be dead."""
 
     @property
     def dead(self) -> set[int]:
@@ -51,8 +51,8 @@ class RoomHost(Protocol):
         """Send the control message ``message`` to place ``dest``."""
 
 
-class ControlHost(RoomHost, Protocol):
-    """What the control room (:class:`~apgaspy._control_requests.Control`) needs from its
+class RequestsHost(RoomHost, Protocol):
+    """What the requests room (:class:`~apgaspy._requests.Requests`) needs from its
     runtime."""
 
     @property
@@ -88,7 +88,7 @@ class MembershipTransport(Protocol):
 
 
 class AckRequests(Protocol):
-    """The control room (:class:`~apgaspy._control_requests.Control`) as the membership room
+    """The requests room (:class:`~apgaspy._requests.Requests`) as the membership room
     uses it."""
 
     def request_all(self, targets: Iterable[int], request: Request,
@@ -141,8 +141,8 @@ class MembershipHost(RoomHost, Protocol):
         ...
 
     @property
-    def control(self) -> AckRequests:
-        """The control room."""
+    def requests(self) -> AckRequests:
+        """The requests room."""
         ...
 
     @property

@@ -14,7 +14,7 @@ bytes include the MAC and the lengths); concurrent senders may very rarely lose 
 from __future__ import annotations
 
 from ._exceptions import ApgasError
-from ._launch import LaunchTraffic
+from ._spawn import LaunchTraffic
 from ._runtime import current_runtime
 
 __all__ = ["traffic", "launch_traffic"]

@@ -12,8 +12,8 @@ Measures, in one process (docs/reference/security.md):
 * ``verify``: :func:`apgaspy.wire.auth.verify_line` of those lines, the anti-replay window
   included (what the scheduler does per notification, a job per order);
 * ``tcp``: one notification over real TCP as the protocol sends it (a new connection to a
-  listening :class:`scheduler.wire.NotificationListener` on 127.0.0.1, the line, the close,
-  until the listener has the line), plain Java lines against signed lines checked on
+  listening :class:`scheduler.notification_listener.NotificationListener` on 127.0.0.1, the
+  line, the close, until the listener has the line), plain Java lines against signed lines checked on
   arrival, alternating, so that the MAC's share of a whole line's cost shows as a ratio
   measured in the same run.
 
@@ -74,7 +74,7 @@ def tcp_notification_us(count: int) -> dict[str, float]:
     """
     import socket
 
-    from scheduler.wire import NotificationListener
+    from scheduler.notification_listener import NotificationListener
 
     key = new_key()
     guard = ReplayGuard()

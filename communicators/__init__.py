@@ -11,7 +11,7 @@ framing), which the scheduler speaks too:
   schedule of orders from ``APGAS_SCHEDULE``, for demos and tests.
 * :mod:`communicators.testing`: the scheduler's end, standing in for a scheduler in
   tests and benchmarks.
-* ``python -m communicators.order``: send one order by hand.
+* ``python -m communicators.order_cli``: send one order by hand.
 
 The names below are loaded on first use; :class:`Order` and its parsers are
 :mod:`apgaspy.wire.protocol`'s, here for a communicator's author.  ``MalleableCommunicator``

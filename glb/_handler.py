@@ -30,7 +30,8 @@ from ._liveness import only_dead
 from ._params import Params
 from ._stats import PlaceStats
 from ._store import Store
-from ._worker import current_worker, make_worker, on_leave, on_members
+from ._worker import current_worker, make_worker
+from ._worker_orders import on_leave, on_members
 
 __all__ = ["GLBHandler"]
 

@@ -43,10 +43,7 @@ def _units_here() -> int:
         w = current_worker()
     except KeyError:
         return 0
-    units = w.stats.processed
-    if w.workers > 1 and not w.stats_folded:  # folded: the place's figure holds them already
-        units += sum(ws.processed for ws in w.worker_stats[1:])
-    return units
+    return w.accounting.units_processed()
 
 
 def _ask(token: int, origin: int) -> None:

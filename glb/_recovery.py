@@ -19,7 +19,8 @@ from ._fold import Fold
 from ._liveness import only_dead
 from ._stats import PlaceStats
 from ._store import HaltReport, Store
-from ._worker import current_worker, halt, halt_request, resume, start
+from ._worker import current_worker, start
+from ._worker_orders import halt, halt_request, resume
 
 __all__ = ["resilient_rounds", "halt_all", "live_members", "collect_dead"]
 

@@ -114,7 +114,7 @@ class Backup:
 
 @dataclass
 class HaltReport:
-    """A halted place's exact state (the answer of ``glb._worker.halt``).
+    """A halted place's exact state (the answer of ``glb._worker_orders.halt``).
 
     Attributes:
         place: the place.

@@ -54,10 +54,13 @@ and stops.  Membership changes rewire the lifeline graph everywhere.
 
 Resilience: in a resilient computation the worker's :class:`glb._store_client.StoreClient`
 backs its state up at place 0 and records every transfer of loot there before the loot
-leaves; a recovery halts the worker (:func:`halt`) and starts it again (:func:`resume`).
+leaves; a recovery halts the worker (:func:`glb._worker_orders.halt`) and starts it again
+(:func:`glb._worker_orders.resume`).
 
-This module holds the worker and the messages it answers (module-level functions, which
-travel by name and find the place's worker through :func:`current_worker`).
+This module holds the worker and the messages of the steal protocol (module-level functions,
+which travel by name and find the place's worker through :func:`current_worker`); the
+orders place 0 gives a worker (leave, members, halt, resume) are :mod:`glb._worker_orders`,
+its statistics :mod:`glb._accounting`.
 """
 
 from __future__ import annotations
@@ -68,7 +71,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any
 
 from apgaspy import (
@@ -81,27 +83,27 @@ from apgaspy import (
 )
 from apgaspy.elastic import set_load_source
 
+from ._accounting import Accounting, account_thread, process_accounted
 from ._bag import Bag
 from ._config import glb_setting
 from ._fold import Fold
-from ._gil import adapt_work_units, nogil_cpu_seconds, nogil_seconds
+from ._gil import adapt_work_units
+from ._intra_place import IntraPlace
 from ._lifeline import heir, lifeline_graph, steal_victim
 from ._liveness import is_dead, live_places
 from ._params import Params
 from ._replies import deliver
-from ._stats import PlaceStats, WorkerStats, thread_run_delay_s
-from ._store import HaltReport
+from ._stats import PlaceStats, thread_run_delay_s
 from ._store_client import State, StoreClient, install_client
 
-__all__ = ["Worker", "make_worker", "current_worker", "halt", "halt_request", "resume",
-           "on_leave", "on_members"]
+__all__ = ["POLL_S", "Worker", "current_worker", "make_worker", "refuse_thieves", "start"]
 
 log = logging.getLogger("glb")
 
-_POLL_S = 0.05  # seconds between checks that the victims of pending steal attempts live
+POLL_S = 0.05  # seconds between checks that the victims of pending steal attempts live
 
 
-class Worker:
+class Worker(IntraPlace):
     """The GLB state of one place (one per place, found by messages through
     :func:`current_worker`): worker 0's bag and result, and (W > 1) the other workers and
     the place's two queues.
@@ -150,12 +152,9 @@ class Worker:
         self.pending: dict[int, int] = {}  # unanswered attempts: id -> victim
         self.reply_timeout = float(glb_setting("REPLY_TIMEOUT"))
         self.me = here().id
-        self.stats = PlaceStats(self.me, workers=self.workers)
-        self.worker_stats = [WorkerStats(i) for i in range(self.workers)]  # 0: unused (stats)
-        self.stats_folded = False
-        self.started = time.perf_counter()
-        self.started_at = time.time()
-        self.cpu_started = time.process_time()
+        self.accounting = Accounting(self.me, self.workers)  # glb._accounting
+        self.stats = self.accounting.stats  # the place's figures (worker 0's until the end)
+        self.worker_stats = self.accounting.worker_stats  # workers 1..W-1's
         self.joined = False  # has taken part (run, or joined by a grow): may register lifelines
         # resilience (glb._store): the round, a halt, and this place's side of the store
         self.resilient = params.resilient
@@ -225,7 +224,7 @@ class Worker:
             self._fail(exc)
             raise
         finally:
-            _account_thread(self.stats, cpu, delay)
+            account_thread(self.stats, cpu, delay)
 
     def _loop(self) -> None:
         params = self.params
@@ -242,10 +241,11 @@ class Worker:
                     if self.failure is not None:
                         break
                     self._share(bag)
-                t, took, held_c, span_c, last = _process(bag, n, self.result, stats, last)
+                t, took, held_c, span_c, last = process_accounted(bag, n, self.result, stats,
+                                                                   last)
                 if stats.first_work_s is None:
-                    stats.first_work_s = t - self.started
-                stats.last_work_s = last[0] - self.started
+                    stats.first_work_s = t - self.accounting.started
+                stats.last_work_s = last[0] - self.accounting.started
                 if multi and not bag.is_empty():  # a call cut short by a dry bag says nothing
                     n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
                     self.worker_stats[0].work_units = n
@@ -274,164 +274,9 @@ class Worker:
                 self.active = False
                 waiting = list(self.thieves)
                 self.thieves.clear()
-            _answer_all(waiting)
+            refuse_thieves(waiting)
             self.register_lifelines()
             return
-
-    # ------------------------------------------------------------------ W > 1
-    def _share(self, bag: Bag) -> None:
-        """Between two ``process`` calls of any worker holding ``bag`` (W > 1): start idle
-        workers with the intra-place queue's work or half of ``bag``, fill the intra-place
-        queue when it is empty, and the inter-place queue when a thief asked (Yamashita and
-        Kamada 2016)."""
-        while len(self.running) < self.workers - 1 and not self.recalling:
-            with self.lock:
-                loot = self.intra.pop() if self.intra else None
-            if loot is None:
-                loot = bag.split(False) if bag.is_splittable() else None
-                if loot is None or loot.is_empty():
-                    break
-            if not self._start_worker(loot):
-                with self.lock:
-                    self.intra.append(loot)
-                break
-        if not self.intra and bag.is_splittable():
-            loot = bag.split(False)
-            if loot is not None and not loot.is_empty():
-                with self.lock:
-                    self.intra.append(loot)
-                    self.answered.notify_all()
-        if self.feed and bag.is_splittable():
-            loot = bag.split(False)
-            if loot is not None and not loot.is_empty():
-                with self.lock:
-                    self.inter.append(loot)
-                    self.feed = False
-                    self.answered.notify_all()
-
-    def _start_worker(self, bag: Bag) -> bool:
-        """Start an idle worker (1..W-1) on ``bag``; False when none is idle or a recall is
-        under way (the caller keeps ``bag``)."""
-        with self.lock:
-            if self.recalling or self.failure is not None:
-                return False
-            idle = [i for i in range(1, self.workers) if i not in self.running]
-            if not idle:
-                return False
-            index = idle[0]
-            t = threading.Thread(target=self._work, args=(index, bag), daemon=True,
-                                 name=f"glb-worker-{self.me}-{index}")
-            self.running[index] = t
-            self.worker_stats[index].starts += 1
-        t.start()
-        return True
-
-    def _work(self, index: int, bag: Bag) -> None:
-        """Worker ``index`` (1..W-1): process ``bag``, then the queues' work, until both are
-        dry or a recall; leave what is left in the intra-place queue and the result for
-        worker 0 (a thread of its own, not a task: worker 0's task outlives it)."""
-        ws = self.worker_stats[index]
-        result = self.result_factory()
-        params = self.params
-        n = ws.work_units or params.n
-        cpu, delay = time.thread_time(), thread_run_delay_s()
-        error: BaseException | None = None
-        try:
-            while True:
-                last = None
-                while not bag.is_empty() and not self.recalling and self.failure is None:
-                    self._share(bag)
-                    if ws.first_work_at is None:
-                        ws.first_work_at = time.time()
-                    _, took, held_c, span_c, last = _process(bag, n, result, ws, last)
-                    if not bag.is_empty():
-                        n = adapt_work_units(n, params.n, took, held_c, span_c, self.workers)
-                    ws.work_units = n
-                if self.recalling or self.failure is not None:
-                    break
-                with self.lock:
-                    queue = self.intra or self.inter
-                    loot = queue.pop() if queue else None
-                if loot is None:
-                    break
-                bag.submit(result)
-                loot.submit(result)
-                bag = loot
-        except BaseException as exc:  # noqa: BLE001 - given to worker 0, which raises it
-            error = exc
-        finally:
-            try:
-                bag.submit(result)
-            except BaseException as exc:  # noqa: BLE001
-                error = error or exc
-            _account_thread(ws, cpu, delay)
-            with self.lock:
-                if not bag.is_empty():
-                    self.intra.append(bag)
-                self.done_results.append(result)
-                if error is not None and self.failure is None:
-                    self.failure = error
-                self.running.pop(index, None)
-                self.answered.notify_all()
-
-    def _idle_multi(self) -> bool:
-        """Worker 0's bag ran dry (W > 1): take the queues' work, serve thieves from the
-        inter-place queue, wait for the other workers.  True when worker 0 has work again or
-        the loop's head has something to do (loot, an order, a halt, a failure); False when
-        every worker is dry and the queues are empty."""
-        while True:
-            serve = False
-            bag = self.bag
-            if bag is not None and not bag.is_empty():
-                return True  # work a thief could not take came back
-            with self.lock:
-                if self.failure is not None or self.mailbox or self.leaving or self.halted:
-                    return True
-                if self.thieves or self.lifeline_thieves:
-                    if self.inter:
-                        serve = True
-                    elif self.running:
-                        self.feed = True
-                if not serve:
-                    queue = self.intra or self.inter
-                    if not queue:
-                        if not self.running:
-                            return False
-                        self.answered.wait(_POLL_S)
-                        continue
-                    loot = queue.pop()
-            if serve:
-                self._distribute()
-                continue
-            self._absorb(loot)
-            return True
-
-    def recall(self) -> None:
-        """Stop workers 1..W-1 after their current ``process`` call and gather their bags,
-        both queues and their results into worker 0's (worker 0's thread, or a halted place);
-        no-op for W = 1."""
-        if self.workers == 1:
-            return
-        with self.lock:
-            self.recalling = True
-            self.answered.notify_all()
-        try:
-            while True:
-                with self.lock:
-                    threads = list(self.running.values())
-                if not threads:
-                    break
-                for t in threads:
-                    t.join()
-        finally:
-            with self.lock:
-                self.recalling = False
-                loot, self.intra, self.inter = self.intra + self.inter, [], []
-                results, self.done_results = self.done_results, []
-        for r in results:
-            self.result.fold(r)
-        for bag in loot:
-            self._absorb(bag)
 
     def _fail(self, exc: BaseException) -> None:
         """Worker 0's task ends with ``exc`` (a bag raised): stop the other workers, refuse
@@ -449,7 +294,7 @@ class Worker:
             self.thieves.clear()
             self.lifeline_thieves.clear()
             self.answered.notify_all()
-        _answer_all(waiting)
+        refuse_thieves(waiting)
         log.error("GLB place(%d): a bag raised %r; this place stops", self.me, exc)
 
     def _loot(self) -> Bag | None:
@@ -543,7 +388,7 @@ class Worker:
             self.stealing = True
             waiting = list(self.thieves)
             self.thieves.clear()
-        _answer_all(waiting)
+        refuse_thieves(waiting)
         try:
             return self._steal_attempts()
         finally:
@@ -586,7 +431,7 @@ class Worker:
     def await_answers(self, attempt: int | None) -> None:
         """Wait for the answer to steal attempt ``attempt``, or (``None``) to every pending one.
 
-        Checks every ``_POLL_S`` (0.05) seconds that the victims still live: the attempts of a
+        Checks every ``POLL_S`` (0.05) seconds that the victims still live: the attempts of a
         dead victim are dropped (no answer will come).  Waiting for one attempt also ends
         when loot reached the mailbox another way, when this place is to leave, or when the
         victim was released by a shrink (its answer is still to come; the attempt stays
@@ -610,7 +455,7 @@ class Worker:
             with self.lock:
                 if done():
                     return
-                self.answered.wait(_POLL_S)
+                self.answered.wait(POLL_S)
                 if done():
                     return
                 victims = dict(self.pending)
@@ -654,7 +499,7 @@ class Worker:
             waiting = list(self.thieves)
             self.thieves.clear()
             self.lifeline_thieves.clear()
-        _answer_all(waiting)  # first: a thief must not wait for our own waits
+        refuse_thieves(waiting)  # first: a thief must not wait for our own waits
         self.await_answers(None)  # late loot lands in the mailbox: it goes with the rest
         with self.lock:
             self.active = False
@@ -678,10 +523,7 @@ class Worker:
         if reply is not None:
             self.recall()  # W > 1: the results of the workers that stopped
             self.stats.released = True
-            self._fold_worker_stats()
-            self.stats.idle_s = max(0.0, (time.perf_counter() - self.started) * self.workers
-                                    - self.stats.busy_s)
-            self.stats.cpu_s = time.process_time() - self.cpu_started
+            self.finish_stats()
             if self.resilient:
                 left, self.bag = self.bag, None  # work of a halted place (see on_leave)
                 if left is not None and left.is_empty():
@@ -749,7 +591,7 @@ class Worker:
             waiting = list(self.thieves)
             self.thieves.clear()
             self.answered.notify_all()
-        _answer_all(waiting)
+        refuse_thieves(waiting)
 
     def takes(self, x: Any, epoch: int) -> bool:
         """Whether loot of record ``x`` from round ``epoch`` may enter this place's state
@@ -763,94 +605,9 @@ class Worker:
         return True
 
     def finish_stats(self) -> PlaceStats:
-        """Close this place's statistics at the end of the computation (W > 1: the sums over
-        its workers, each one's in ``per_worker``)."""
-        self._fold_worker_stats()
-        self.stats.idle_s = max(0.0, (time.perf_counter() - self.started) * self.workers
-                                - self.stats.busy_s)
-        self.stats.cpu_s = time.process_time() - self.cpu_started
-        return self.stats
-
-    def _fold_worker_stats(self) -> None:
-        """Once, W > 1: add workers 1..W-1's figures to the place's, and list each worker's
-        (worker 0's are the place's own before the sum)."""
-        if self.workers == 1 or self.stats_folded:
-            return
-        self.stats_folded = True
-        st = self.stats
-        first = WorkerStats(0, **{f.name: getattr(st, f.name) for f in fields(WorkerStats)
-                                  if f.name not in ("worker", "work_units", "starts",
-                                                    "first_work_at")},
-                            work_units=self.worker_stats[0].work_units or self.params.n,
-                            starts=1, first_work_at=None if st.first_work_s is None
-                            else self.started_at + st.first_work_s)
-        per = [first, *self.worker_stats[1:]]
-        for ws in per[1:]:
-            st.process_calls += ws.process_calls
-            st.processed += ws.processed
-            st.busy_s += ws.busy_s
-            st.busy_cpu_s += ws.busy_cpu_s
-            st.splittable_busy_s += ws.splittable_busy_s
-            st.worker_cpu_s += ws.worker_cpu_s
-            st.loop_s += ws.loop_s
-            st.gil_held_s += ws.gil_held_s
-            st.loop_cpu_s += ws.loop_cpu_s
-            st.gil_held_cpu_s += ws.gil_held_cpu_s
-            if st.run_delay_s is not None:
-                st.run_delay_s = None if ws.run_delay_s is None else \
-                    st.run_delay_s + ws.run_delay_s
-        st.per_worker = [ws.as_dict() for ws in per]
-
-
-def _account_thread(st: PlaceStats | WorkerStats, cpu: float, delay: float | None) -> None:
-    """Add the calling thread's CPU seconds and wait for a CPU since ``cpu``
-    (``time.thread_time()``) and ``delay`` (:func:`thread_run_delay_s`) to ``st``."""
-    st.worker_cpu_s += time.thread_time() - cpu
-    after = thread_run_delay_s()
-    if delay is None or after is None or st.run_delay_s is None:
-        st.run_delay_s = None
-    else:
-        st.run_delay_s += after - delay
-
-
-def _process(bag: Bag, n: int, result: Fold, st: PlaceStats | WorkerStats,
-             last: tuple[float, float] | None
-             ) -> tuple[float, float, float, float, tuple[float, float]]:
-    """One ``bag.process(n, result)`` call of a worker, accounted in ``st`` (its busy time
-    and CPU, the splittable part, and the GIL share of the loop since ``last``, the previous
-    call's end as ``(perf_counter, thread_time)``, or ``None`` for the first of a run).
-
-    Returns:
-        ``(start, took_s, held_cpu_s, span_cpu_s, end)``: when the call began
-        (``perf_counter``), how long it took, the CPU seconds since ``last`` that the worker
-        held the GIL and all of them, and ``end`` for the next call.
-    """
-    splittable = bag.is_splittable()  # could another place take some of it?
-    t, c = time.perf_counter(), time.thread_time()
-    k, kc = nogil_seconds(), nogil_cpu_seconds()
-    try:
-        bag.process(n, result)
-    except Exception as exc:
-        # names the bag in what the user sees: apgaspy's short form of an uncaught failure
-        # shows a note "raised by <what>" beside the place (docs/getting-started.md)
-        exc.add_note(f"raised by bag {type(bag).__qualname__}")
-        raise
-    end, end_c = time.perf_counter(), time.thread_time()
-    took = end - t
-    st.busy_cpu_s += end_c - c
-    st.busy_s += took
-    if splittable:
-        st.splittable_busy_s += took
-    st.process_calls += 1
-    st.processed += n
-    span = end - (t if last is None else last[0])
-    st.loop_s += span
-    st.gil_held_s += span - (nogil_seconds() - k)
-    span_c = end_c - (c if last is None else last[1])
-    held_c = span_c - (nogil_cpu_seconds() - kc)
-    st.loop_cpu_s += span_c
-    st.gil_held_cpu_s += held_c
-    return t, took, held_c, span_c, (end, end_c)
+        """Close this place's statistics (:meth:`glb._accounting.Accounting.close`): at the
+        end of the computation, or when the place is released."""
+        return self.accounting.close(self.params.n)
 
 
 # ---------------------------------------------------------------------- messages
@@ -891,7 +648,7 @@ def answer_thief(thief: int, attempt: int, loot: Bag | None) -> bool:
     return True
 
 
-def _answer_all(waiting: list[tuple[int, int]]) -> None:
+def refuse_thieves(waiting: list[tuple[int, int]]) -> None:
     """Refuse every (thief, attempt) of ``waiting``."""
     for thief, attempt in waiting:
         answer_thief(thief, attempt, None)
@@ -1004,82 +761,6 @@ def _pass_on(w: Worker, loot: Bag, x: Any, epoch: int) -> None:
         async_at(dest, deal, loot, w.me, y, epoch)
     except (BadPlaceError, DeadPlaceError):
         pass  # record y stays open: a recovery deals it again
-
-
-def on_leave(continuing: list[int], reply: GlobalRef[Any]) -> None:
-    """At a place to be released (immediate pool): stop, hand over, report."""
-    w = current_worker()
-    with w.lock:
-        w.leaving = True
-        w.leave_reply = reply
-        w.members = sorted(continuing)
-        running = w.active
-        w.answered.notify_all()
-    if not running:  # idle: nothing to hand over (loot arriving later is forwarded) ...
-        if w.resilient:  # ... unless a recovery halted it and it was not resumed yet
-            w._merge_mailbox()
-            if w.bag is not None:
-                w.bag.submit(w.result)
-        w.report_left()
-
-
-def on_members(members: list[int], join: bool, reply: GlobalRef[Any] | None) -> None:
-    """Adopt the places ``members`` (immediate pool); ``join``: this place was just added by
-    a grow.  Answers ``reply`` (a broadcast's box), if any."""
-    w = current_worker()
-    if join:
-        w.joined = True  # a place added by a grow: idle, it registers on its lifelines
-    w.set_members(members)
-    if reply is not None:
-        immediate_async_at(reply.home, deliver, reply, None, w.me)
-
-
-def halt_request(reply: GlobalRef[Any]) -> None:
-    """Place 0 halts this place for a recovery (immediate pool): answer with the report."""
-    report = halt()
-    immediate_async_at(reply.home, deliver, reply, report, report.place)
-
-
-def halt() -> HaltReport:
-    """Halt this place's worker for a recovery and report its exact state.
-
-    Runs on the immediate pool (the worker pool's thread may be the worker itself), so every
-    wait of the worker ends on ``halted``: a ``process`` call, a steal, a transfer's record.
-
-    The worker stops between two ``process`` calls; thieves are refused; answers still due
-    and loot of this round that arrives later are left to the store.
-    """
-    w = current_worker()
-    with w.lock:
-        w.halted = True
-        w.answered.notify_all()
-        while w.active:
-            w.answered.wait(_POLL_S)
-        waiting = list(w.thieves)
-        w.thieves.clear()
-        w.lifeline_thieves.clear()
-        w.activated.clear()
-        w.pending.clear()
-        w.current = None
-    _answer_all(waiting)
-    seq, consumed = w.snapshot()
-    unconfirmed = w.client.take_unconfirmed()
-    bag = w.bag
-    return HaltReport(w.me, seq, bag, w.result, consumed,
-                      bag is not None and not bag.is_empty(), unconfirmed)
-
-
-def resume(epoch: int, members: list[int]) -> None:
-    """Start round ``epoch`` after a recovery (a counted task): the worker goes on."""
-    w = current_worker()
-    with w.lock:
-        if w.leaving:
-            return  # a shrink released this place meanwhile; it handed everything over
-        w.epoch = epoch
-        w.halted = False
-        w.active = w.joined = True
-    w.set_members(members)
-    w.run()
 
 
 def start() -> None:

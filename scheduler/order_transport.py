@@ -1,4 +1,4 @@
-"""The scheduler's transport for the wire protocol: orders to jobs, notifications from jobs.
+"""The scheduler's transport for the wire protocol's orders: shrink and grow lines to jobs.
 
 The text of every message is :mod:`apgaspy.wire.protocol`'s (docs/reference/protocol.md);
 this module only moves it over TCP, as the Java ElasticJobScheduler does::
@@ -9,14 +9,11 @@ this module only moves it over TCP, as the Java ElasticJobScheduler does::
                 ◄── n lines, 20 s each at most ─────── released host names (or "ERROR ...")
     send_grow   ── connect <job address>:PORT ──────► "grow n h1 … hn \\n", half-close
                 ◄── EOF when the grow is done ──────── (or "ERROR ..." first: refused)
-    NotificationListener ◄── connect SCHEDULER_IP:PORT ── "<message>:<job address>\\n"
-    (scheduler.notify_listener: one thread, bounded connections)
 
 A job with a key (:mod:`apgaspy.wire.auth`) gets its orders signed: the order functions
-take a ``sign`` function that turns the Java line into the authenticated one.  The
-notification side lives in :mod:`scheduler.notify_listener` (re-exported here): it hands each
-notification line on with the TCP peer's address, for the checks of
-:mod:`scheduler.notifications`.
+take a ``sign`` function that turns the Java line into the authenticated one.  The other
+direction, the notifications jobs send to the scheduler, is
+:mod:`scheduler.notification_listener`.
 
 Order connections are made from the scheduler's own address (``source``), so that a job
 that accepts orders from ``SCHEDULER_IP`` only (apgaspy's default) accepts them.
@@ -39,15 +36,8 @@ from apgaspy.wire.framing import LineReader, LineTimeoutError, LineTooLongError
 from apgaspy.wire.protocol import SHRINK_LINE_TIMEOUT_S, Order, format_order, is_refusal
 
 from ._exceptions import OrderFailedError
-from .notify_listener import ListenerLimits, NotificationListener
 
-__all__ = [
-    "ListenerLimits",
-    "NotificationListener",
-    "OrderFailedError",
-    "send_grow",
-    "send_shrink",
-]
+__all__ = ["OrderFailedError", "send_grow", "send_shrink"]
 
 _MAX_REPLY_BYTES = 1 << 20
 

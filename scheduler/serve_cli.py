@@ -34,9 +34,9 @@ running ones (docs/guides/durable-scheduler.md).  The control socket is owner-on
 (:mod:`scheduler.control_client`).  The run directory is made owner-only (mode 0700) and
 every file the scheduler writes there is 0600 (:mod:`scheduler.private`).
 
-The notification port's bounds (:class:`~scheduler.notify_listener.ListenerLimits`) come from
+The notification port's bounds (:class:`~scheduler.notification_listener.ListenerLimits`) come from
 the ``--max-…`` and ``--connection-idle`` options, else from their ``APGAS_SCHEDULER_*``
-variables (:data:`~scheduler.notify_listener.LIMIT_ENV`), else the defaults above; a
+variables (:data:`~scheduler.notification_listener.LIMIT_ENV`), else the defaults above; a
 variable that is not a positive number is a usage error (exit status 2).
 """
 
@@ -58,7 +58,7 @@ from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
 from .control_client import control_path
 from .control_server import prepare_control_path
-from .notify_listener import ListenerLimits
+from .notification_listener import ListenerLimits
 from .nodes import LocalNodes, NodeBackend, SshHosts
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options
@@ -167,7 +167,7 @@ _LIMIT_OPTIONS = {"max_connections": "max_connections",
 
 def listener_limits(args: argparse.Namespace) -> ListenerLimits:
     """The notification port's bounds: each option given, else its variable of
-    :data:`~scheduler.notify_listener.LIMIT_ENV`, else the default.
+    :data:`~scheduler.notification_listener.LIMIT_ENV`, else the default.
 
     Raises:
         ValueError: a variable that is not a positive number (the message names it).
@@ -185,7 +185,7 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
         ValueError: contradictory options (``--nodes`` with ``--hosts``, ``--partition``
             without ``--slurm``), or a bad count.
         OSError: ``--slurm`` and Slurm does not answer, or has no such partition
-            (:class:`~scheduler.slurm_mode.SlurmError`).
+            (:class:`~scheduler.slurm_commands.SlurmError`).
     """
     if args.nodes is not None and args.hosts:
         raise ValueError("--nodes and --hosts exclude each other")

@@ -6,7 +6,7 @@ nodes, queued and running jobs, the event log) and hands each concern to its mod
 ::
 
     control socket ─► scheduler.control_server ─► submit / status / cancel / shutdown ─┐
-    notifications  ─► notify_listener.NotificationListener ─► scheduler.notifications ─┤
+    notifications  ─► notification_listener.NotificationListener ─► scheduler.notifications ─┤
     order threads  ─► scheduler.orders (shrink replies, grow done) ─────────────────────┤
                                                               (threads; one state lock)
                                                                                         ▼
@@ -59,8 +59,8 @@ from .journal import Journal
 from .loop import MainLoop
 from .metrics import result_from_records
 from .nodes import NodeBackend
+from .notification_listener import ListenerLimits, NotificationListener
 from .notifications import on_notification
-from .order_transport import ListenerLimits, NotificationListener
 from .private import private_dir
 from .records import JobRecord, SimResult
 from .recovery import recover
@@ -109,7 +109,7 @@ class Server:
             and must sign its lines (docs/reference/security.md).  A job script can opt out
             itself with ``#AUTH plain``.
         limits: the bounds on the notification port's connections and lines
-            (:class:`~scheduler.notify_listener.ListenerLimits`; default: its defaults).
+            (:class:`~scheduler.notification_listener.ListenerLimits`; default: its defaults).
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, or ``port`` outside 0-65535.

@@ -13,7 +13,7 @@ Commands (``<id>``: the Slurm job id of the scheduler's job, ``P``: the partitio
                    --chdir=<cwd> -o <run-dir>/job-<job>.out -e ….err <run-dir>/job-<job>.sbatch
             (the script is "exec <command>"; the environment, NODES, NODE_FILE, SCHEDULER_IP,
             SCHEDULER_PORT, JOBNAME, ELASTIC …, goes with sbatch's default --export=ALL), then a
-            local watcher process, ``python -m scheduler.slurm_mode watch <id>``, which polls
+            local watcher process, ``python -m scheduler.slurm_helpers_cli watch <id>``, which polls
             ``scontrol show job`` and exits with the job's exit status when Slurm says it has
             ended (a SIGTERM to it is passed on: ``scancel --signal=TERM --full <id>``)
     shrink  after the job's reply named the released nodes (its places there are gone),
@@ -64,18 +64,16 @@ resolve to the node's address (a job listens for orders on its first node's addr
 ``address()`` resolves the name the same way).
 """
 
+
 from __future__ import annotations
 
-import argparse
 import contextlib
-import ipaddress
 import json
 import math
 import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -90,94 +88,24 @@ from typing import Any
 from ._exceptions import SlurmError
 from .nodes import JobLaunch, python_bin_dir, source_towards
 from .private import open_private, write_private
+from .slurm_commands import (
+    ENDED_STATES,
+    SlurmError,
+    client_env,
+    expand_hostlist,
+    run_slurm,
+    scontrol_fields,
+)
+from .slurm_helpers_cli import NODE_MAP_ENV
 
-__all__ = [
-    "GROW_MODES",
-    "NODE_MAP_ENV",
-    "SlurmError",
-    "SlurmNodes",
-    "client_env",
-    "expand_hostlist",
-    "main",
-]
+__all__ = ["GROW_MODES", "SlurmNodes"]
 
 #: How a job's Slurm allocation grows: ``expand`` (``--dependency=expand``), ``fallback``
 #: (helper allocations beside the job), ``auto`` (expand when the controller permits it).
 GROW_MODES = ("auto", "expand", "fallback")
-#: Environment variable of a fallback job: the JSON file mapping node → Slurm job id.
-NODE_MAP_ENV = "SCHEDULER_SLURM_NODES"
-#: Slurm job states in which a job has ended and holds no node any more.
-ENDED_STATES = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
-})
 
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
-_CLIENT_PREFIXES = ("SLURM_", "SALLOC_", "SBATCH_", "SRUN_", "SQUEUE_", "SCONTROL_")
-_KEEP = ("SLURM_CONF",)
 _CREDENTIAL_S = 1.05  # a step on a node the job gave back is refused in the same second
-
-
-def client_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """An environment for Slurm client commands: ``base`` (default ``os.environ``) without
-    the variables of an enclosing Slurm job or step (``SLURM_*``, ``SALLOC_*``, ``SBATCH_*``,
-    ``SRUN_*`` … except ``SLURM_CONF``), plus ``extra``."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith(_CLIENT_PREFIXES) or k in _KEEP}
-    env.update(extra)
-    return env
-
-
-def expand_hostlist(hostlist: str, *, env: Mapping[str, str] | None = None,
-                    timeout_s: float = 30.0) -> list[str]:
-    """The node names of a Slurm host list (``n[1-3,5]`` → ``n1 n2 n3 n5``), in its order.
-
-    ``""`` and ``(null)`` give ``[]``.
-
-    Raises:
-        SlurmError: ``scontrol show hostnames`` fails.
-    """
-    if not hostlist or hostlist == "(null)":
-        return []
-    if "[" not in hostlist:
-        return [h for h in hostlist.split(",") if h]
-    return _run(["scontrol", "show", "hostnames", hostlist], env=env,
-                timeout_s=timeout_s).stdout.split()
-
-
-def _run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float = 30.0,
-         cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run a Slurm client command to its end; output captured as text.
-
-    Raises:
-        SlurmError: it cannot be started, runs longer than ``timeout_s`` seconds (it is
-            killed), or (with ``check``) exits non-zero.
-    """
-    try:
-        res = subprocess.run(list(argv), env=dict(env) if env is not None else client_env(),
-                             cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
-                             stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise SlurmError(f"{argv[0]}: not found (are the Slurm client commands on PATH?)") \
-            from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"{shlex.join(argv)}: no answer within {timeout_s:g} s") from None
-    except OSError as exc:
-        raise SlurmError(f"{shlex.join(argv)}: {exc}") from None
-    if check and res.returncode != 0:
-        why = (res.stderr.strip() or res.stdout.strip() or "no output").splitlines()[-1]
-        raise SlurmError(f"{shlex.join(argv)}: exit {res.returncode}: {why}")
-    return res
-
-
-def _fields(line: str) -> dict[str, str]:
-    """``Key=Value`` pairs of one ``scontrol show … -o`` line (values without spaces)."""
-    out = {}
-    for item in line.split():
-        key, sep, value = item.partition("=")
-        if sep:
-            out[key] = value
-    return out
 
 
 @dataclass
@@ -269,12 +197,12 @@ class SlurmNodes:
 
     def _slurm(self, *argv: str, check: bool = True,
                timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
-        return _run(argv, env=self.env, cwd=self._scratch, check=check,
-                    timeout_s=self.timeout_s if timeout_s is None else timeout_s)
+        return run_slurm(argv, env=self.env, cwd=self._scratch, check=check,
+                         timeout_s=self.timeout_s if timeout_s is None else timeout_s)
 
     def _partition(self, name: str | None) -> tuple[str, list[str]]:
         out = self._slurm("scontrol", "show", "partition", "-o").stdout
-        parts = [_fields(line) for line in out.splitlines() if line.strip()]
+        parts = [scontrol_fields(line) for line in out.splitlines() if line.strip()]
         if name is None:
             chosen = [p for p in parts if p.get("Default") == "YES"] or parts[:1]
         else:
@@ -292,7 +220,7 @@ class SlurmNodes:
     def _node_order(self) -> dict[str, int]:
         """Node name → index in the controller's node table (the order of allocations)."""
         out = self._slurm("scontrol", "show", "node", "-o").stdout
-        names = [_fields(line).get("NodeName", "") for line in out.splitlines()]
+        names = [scontrol_fields(line).get("NodeName", "") for line in out.splitlines()]
         return {n: i for i, n in enumerate(n for n in names if n)}
 
     def _expand_permitted(self) -> bool:
@@ -313,7 +241,7 @@ class SlurmNodes:
         res = self._slurm("scontrol", "show", "job", "-o", str(slurm_job), check=False)
         if res.returncode != 0:
             return []
-        info = _fields(res.stdout)
+        info = scontrol_fields(res.stdout)
         if info.get("JobState") in ENDED_STATES:
             return []
         return expand_hostlist(info.get("NodeList", ""), env=self.env,
@@ -393,7 +321,7 @@ class SlurmNodes:
                 f"--partition={self.partition}", f"--nodes={len(nodes)}",
                 f"--nodelist={','.join(nodes)}", "--exclusive", f"--chdir={job.cwd}",
                 f"--output={job.stdout}", f"--error={job.stderr}", str(script)]
-        res = _run(argv, env=full, cwd=self._scratch, timeout_s=self.timeout_s)
+        res = run_slurm(argv, env=full, cwd=self._scratch, timeout_s=self.timeout_s)
         try:
             held.main = int(res.stdout.strip().split(";")[0])
         except ValueError:
@@ -404,7 +332,7 @@ class SlurmNodes:
         try:
             with os.fdopen(open_private(watch_log, os.O_WRONLY | os.O_TRUNC), "wb") as log:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "scheduler.slurm_mode", "watch", str(held.main)],
+                    [sys.executable, "-m", "scheduler.slurm_helpers_cli", "watch", str(held.main)],
                     env=self.env, cwd=self._scratch, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
@@ -728,176 +656,6 @@ class SlurmNodes:
         path = run_dir / "slurm-launch"
         if not path.exists():  # run by the job's own user only: 0700
             write_private(path, f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m "
-                          "scheduler.slurm_mode launch \"$@\"\n", mode=0o700)
+                          "scheduler.slurm_helpers_cli launch \"$@\"\n", mode=0o700)
         return path
 
-
-# ---------------------------------------------------------------------------- watcher
-
-
-def job_state(slurm_job: int, *, env: Mapping[str, str] | None = None,
-              timeout_s: float = 30.0) -> tuple[str, int | None]:
-    """``(state, exit status)`` of a Slurm job: the state as ``scontrol`` (else ``sacct``)
-    spells it (``PENDING``, ``RUNNING``, ``COMPLETING``, ``COMPLETED`` …, ``UNKNOWN`` when
-    neither knows it) and, once it has ended, its exit status (the script's status, or
-    128 + the signal that ended it).
-
-    Raises:
-        SlurmError: ``scontrol`` does not answer.
-    """
-    res = _run(["scontrol", "show", "job", "-o", str(slurm_job)], env=env,
-               timeout_s=timeout_s, check=False)
-    state, code = "UNKNOWN", ""
-    if res.returncode == 0 and res.stdout.strip():
-        info = _fields(res.stdout)
-        state, code = info.get("JobState", "UNKNOWN"), info.get("ExitCode", "")
-    else:
-        with contextlib.suppress(SlurmError):
-            acct = _run(["sacct", "-n", "-X", "-P", "-j", str(slurm_job), "-o",
-                         "State,ExitCode"], env=env, timeout_s=timeout_s, check=False)
-            lines = [x for x in acct.stdout.splitlines() if x.strip()]
-            if acct.returncode == 0 and lines:
-                state, _, code = lines[-1].partition("|")
-                state = state.split()[0] if state.split() else "UNKNOWN"
-    if state not in ENDED_STATES and state != "UNKNOWN":
-        return state, None
-    status, _, sig = code.partition(":")
-    try:
-        status_n, sig_n = int(status or 0), int(sig or 0)
-    except ValueError:
-        status_n, sig_n = 1, 0
-    if sig_n:
-        return state, 128 + sig_n
-    if status_n:
-        return state, status_n
-    return state, 0 if state == "COMPLETED" else 1
-
-
-def watch(slurm_job: int, *, period_s: float = 0.5, env: Mapping[str, str] | None = None) -> int:
-    """Wait until Slurm job ``slurm_job`` has ended; return its exit status (255: Slurm
-    knows nothing of it).  SIGTERM or SIGINT is passed on to the whole job once
-    (``scancel --signal=TERM --full``); waiting goes on until it has ended."""
-    env = client_env(env)
-    asked = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        asked.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    passed_on = False
-    unknown = 0
-    while True:
-        if asked.is_set() and not passed_on:
-            passed_on = True
-            with contextlib.suppress(SlurmError):
-                _run(["scancel", "--signal=TERM", "--full", str(slurm_job)], env=env,
-                     check=False)
-        try:
-            state, code = job_state(slurm_job, env=env)
-        except SlurmError as exc:
-            print(f"watch {slurm_job}: {exc}", file=sys.stderr, flush=True)
-            state, code = "RUNNING", None
-        if state == "UNKNOWN":
-            unknown += 1
-            if unknown >= 3:
-                print(f"watch {slurm_job}: Slurm does not know the job", file=sys.stderr,
-                      flush=True)
-                return 255
-        elif code is not None:
-            print(f"watch {slurm_job}: {state}, exit status {code}", file=sys.stderr,
-                  flush=True)
-            return code
-        asked.wait(period_s)
-
-
-# ---------------------------------------------------------------------------- launcher
-
-
-_SSH_VALUE_OPTIONS = set("bcDEeFIiJLlmOopQRSWw")
-
-
-def _is_this_machine(host: str) -> bool:
-    try:
-        ip = socket.gethostbyname(host)
-    except OSError:
-        return False
-    if ipaddress.ip_address(ip).is_loopback:
-        return True
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.bind((ip, 0))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-def launch(argv: Sequence[str]) -> int:
-    """The fallback jobs' launcher, called as ssh would be: ``[options] HOST COMMAND…``.
-
-    The command (its words joined by spaces, run by ``sh -c`` as ssh's remote shell would)
-    runs on ``HOST`` as a step of the Slurm job holding that node for the job
-    (``$SCHEDULER_SLURM_NODES``): ``srun --jobid=<id> -N 1 -n 1 -w HOST --overlap``; a host
-    that is this machine and held by no Slurm job of the job runs it here.  Returns the
-    exit status (255 when the host is neither, as ssh for an unreachable host).
-    """
-    args = list(argv)
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "--":
-        opt = args[i]
-        i += 2 if len(opt) == 2 and opt[1] in _SSH_VALUE_OPTIONS else 1
-    if i < len(args) and args[i] == "--":
-        i += 1
-    if i >= len(args):
-        print("slurm-launch: usage: slurm-launch [ssh options] HOST COMMAND...",
-              file=sys.stderr)
-        return 255
-    host, command = args[i], " ".join(args[i + 1:])
-    nodes: dict[str, int] = {}
-    path = os.environ.get(NODE_MAP_ENV)
-    if path:
-        with contextlib.suppress(OSError, ValueError):
-            nodes = {str(k): int(v) for k, v in json.loads(Path(path).read_text()).items()}
-    words = ["sh", "-c", command] if command else ["sh"]
-    if host in nodes:
-        env = client_env()
-        env["SLURM_OVERLAP"] = "1"
-        srun = ["srun", f"--jobid={nodes[host]}", "--nodes=1", "--ntasks=1",
-                f"--nodelist={host}", "--overlap", "--export=ALL", *words]
-        try:
-            return subprocess.call(srun, env=env)
-        except OSError as exc:
-            print(f"slurm-launch: {exc}", file=sys.stderr)
-            return 255
-    if _is_this_machine(host):
-        os.execvp(words[0], words)
-    print(f"slurm-launch: {host!r} is neither a node of this job's Slurm jobs "
-          f"({', '.join(sorted(nodes)) or 'none known'}) nor this machine", file=sys.stderr)
-    return 255
-
-
-# ---------------------------------------------------------------------------- command line
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m scheduler.slurm_mode watch ID [--period S]`` (the watcher of one Slurm
-    job) or ``… launch [ssh options] HOST COMMAND…`` (the fallback launcher).  Returns the
-    exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "launch":
-        return launch(args[1:])
-    parser = argparse.ArgumentParser(prog="python -m scheduler.slurm_mode",
-                                     description="helpers of the scheduler's Slurm mode")
-    sub = parser.add_subparsers(dest="command", required=True)
-    w = sub.add_parser("watch", help="wait for a Slurm job's end; exit with its status")
-    w.add_argument("job", type=int)
-    w.add_argument("--period", type=float, default=0.5, help="seconds between polls")
-    sub.add_parser("launch", help="start a command on a node held by the job (ssh-like)")
-    ns = parser.parse_args(args)
-    return watch(ns.job, period_s=ns.period)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

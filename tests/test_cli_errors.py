@@ -250,7 +250,7 @@ def test_bad_schedule_fails_before_any_place_starts():
 
 
 def test_check_communicator_reads_the_schedule(monkeypatch):
-    from apgaspy.elastic._select import check_communicator
+    from apgaspy.elastic._registry import check_communicator
 
     monkeypatch.setenv("APGAS_COMMUNICATOR", "schedule")
     monkeypatch.setenv("APGAS_SCHEDULE", "after 1 s shrink 1")

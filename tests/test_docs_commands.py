@@ -100,7 +100,7 @@ def test_command_runs_as_written(page, block, tmp_path):
         assert "Hello from place(3)" in out and "Bye" in out, report
     if "benchmarks.uts" in block:
         assert "(correct)" in out, report
-    if "communicators.order shrink" in block:  # the orders really reached the job
+    if "communicators.order_cli shrink" in block:  # the orders really reached the job
         assert re.search(r"^127\.0\.1\.[23]$", out, re.M), report
         assert "cannot reach the job" not in err, report
         assert "places: 2 (ended on 3)" in out, report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apgaspy import ConfigurationError, MalleabilityError, Place
-from apgaspy.elastic._policy import check_shrink_answer
+from apgaspy.elastic._shrink_answer import check_shrink_answer
 from communicators import Order, OrderError, format_order, parse_order, parse_schedule
 from apgaspy.wire.protocol import format_notification as notification
 

@@ -108,7 +108,7 @@ def test_a_grow_by_a_host_of_four_places_is_one_launch_and_its_shrink_ends_them(
 
 def test_launch_groups_are_per_host_and_bounded():
     """One group per host, in order, split at the group size; 1 is a launch per place."""
-    from apgaspy._launch import launch_groups
+    from apgaspy._spawn import launch_groups
 
     specs = [(1, "a"), (2, "b"), (3, "a"), (4, "a"), (5, "b")]
     assert launch_groups(specs, 256) == [[(1, "a"), (3, "a"), (4, "a")], [(2, "b"), (5, "b")]]

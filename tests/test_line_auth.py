@@ -187,7 +187,7 @@ def test_a_keyed_job_signs_its_lines_and_refuses_bad_and_replayed_orders(tmp_pat
         # the order tool signs with the key of its environment: the job reads the order
         # (and refuses it for what it asks, not for its MAC)
         tool = subprocess.run(
-            [PY, "-m", "communicators.order", "shrink", "5", "--job", f"127.0.1.1:{sched.port}",
+            [PY, "-m", "communicators.order_cli", "shrink", "5", "--job", f"127.0.1.1:{sched.port}",
              "--job-id", "7"], cwd=ROOT, capture_output=True, text=True, timeout=30,
             env=dict(os.environ, SCHEDULER_KEY=encode_key(key)))
         assert tool.returncode == 1 and "cannot release 5 hosts" in tool.stdout, tool

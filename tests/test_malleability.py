@@ -207,7 +207,7 @@ def test_order_command_line_tool(scheduler, tmp_path, program_factory):
     _event(prog, "ready")
     scheduler.wait_for("APGAS-Ready")
     env_cli = {**env, "APGAS_ORDERS_FROM": "any"}
-    cli = [sys.executable, "-m", "communicators.order"]
+    cli = [sys.executable, "-m", "communicators.order_cli"]
     job = f"127.0.1.1:{scheduler.port}"
     out = subprocess.run([*cli, "shrink", "1", "--job", job], capture_output=True, text=True,
                          env=env_cli, timeout=60)

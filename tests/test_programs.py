@@ -265,12 +265,12 @@ def test_missing_process_manager_is_a_clear_error(monkeypatch, tmp_path):
     import shutil
     import sys
 
-    from apgaspy import ApgasError, _launch
+    from apgaspy import ApgasError, _spawn
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(ApgasError, match="pip install mpich"):
-        _launch._ensure_process_manager()
+        _spawn.ensure_process_manager()
 
 
 @pytest.mark.timeout(90)

@@ -34,7 +34,7 @@ from conftest import ROOT, wait_until
 from scheduler import JobSpec
 from scheduler.algorithms import make
 from scheduler.nodes import LocalNodes
-from scheduler.notify_listener import ListenerLimits, NotificationListener
+from scheduler.notification_listener import ListenerLimits, NotificationListener
 from scheduler.server import Server, job_of
 
 PY = sys.executable

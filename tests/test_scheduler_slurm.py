@@ -115,8 +115,9 @@ class Serve:
         shim = tmp / "shim"
         shim.mkdir()
         (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        self.env = cluster.environ(PYTHONPATH=str(shim), SCHEDULER_TEST_HOSTS=HOSTS,
-                                   SCHEDULER_TEST_MARK=self.mark)
+        # this tree's packages first: the watcher and the jobs run in other directories
+        self.env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
+                                   SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=self.mark)
         self.env.pop("APGAS_PLACES", None)
         argv = [PY, "-m", "scheduler", "serve", "--slurm", "--port", "0", "--control",
                 str(self.control), "--log", str(self.log), "--run-dir", str(self.run_dir),
@@ -372,11 +373,11 @@ def test_slurm_options_and_the_launcher_without_slurm(tmp_path):
     nodes = tmp_path / "nodes.json"
     nodes.write_text(json.dumps({"n1": 7}))
     env = dict(os.environ, SCHEDULER_SLURM_NODES=str(nodes))
-    res = subprocess.run([PY, "-m", "scheduler.slurm_mode", "launch", "-x", "-o",
+    res = subprocess.run([PY, "-m", "scheduler.slurm_helpers_cli", "launch", "-x", "-o",
                           "BatchMode=yes", "no-such-host.invalid", "true"], env=env,
                          capture_output=True, text=True, timeout=30)
     assert res.returncode == 255, res
     assert "'no-such-host.invalid' is neither a node" in res.stderr and "n1" in res.stderr
-    res = subprocess.run([PY, "-m", "scheduler.slurm_mode", "launch", "-x", "localhost",
+    res = subprocess.run([PY, "-m", "scheduler.slurm_helpers_cli", "launch", "-x", "localhost",
                           "echo", "here"], env=env, capture_output=True, text=True, timeout=30)
     assert res.returncode == 0 and res.stdout.split() == ["here"], res

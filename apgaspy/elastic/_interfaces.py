@@ -70,7 +70,7 @@ class OrderTaker(Protocol):
 
 
 class RequestSender(Protocol):
-    """The control room as place 0's malleability sees it."""
+    """The requests room as place 0's malleability sees it."""
 
     def request_all(self, targets: Iterable[int], request: Request,
                     timeout: float | None = None) -> list[int]:
@@ -94,6 +94,6 @@ class MalleabilityHost(Protocol):
         ...
 
     @property
-    def control(self) -> RequestSender:
-        """The control room."""
+    def requests(self) -> RequestSender:
+        """The requests room."""
         ...

@@ -68,8 +68,8 @@ from .._place import Place
 from ..wire.protocol import SHRINK_TIME, timing_message
 from ._handler import MalleableHandler
 from ._interfaces import OrderReport
-from ._policy import check_shrink_answer
-from ._select import make_communicator
+from ._shrink_answer import check_shrink_answer
+from ._registry import make_communicator
 
 if TYPE_CHECKING:
     from ._interfaces import MalleabilityHost
@@ -137,7 +137,7 @@ class Malleability:
     """Place 0's malleability state: the handler, the communicator, the order lock.
 
     Args:
-        rt: place 0's runtime (its membership and control rooms carry the orders out).
+        rt: place 0's runtime (its membership and requests rooms carry the orders out).
         launcher: starts the places of a grow (``None``: grows are refused).
 
     Attributes:
@@ -350,7 +350,7 @@ class Malleability:
                             for i in lost))
                     infos = [i for i in infos if i not in lost]
             if infos:
-                silent = rt.control.request_all([p for p in members.place_ids() if p not in
+                silent = rt.requests.request_all([p for p in members.place_ids() if p not in
                                                  {i.id for i in infos}], AddPlaces(infos),
                                                 timeout=setting("ACK_TIMEOUT"))
                 if silent:

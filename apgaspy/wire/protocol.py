@@ -6,7 +6,7 @@ apgaspy extensions (``ERROR <reason>`` refusals, ``APGAS-Disabled``, ``APGAS-Rig
 ends use this module and nothing else for the text of the protocol:
 
 * the job side: :mod:`communicators.socket` (orders in, notifications out),
-  :mod:`communicators.order` (one order by hand), and the timing lines of the runtime
+  :mod:`communicators.order_cli` (one order by hand), and the timing lines of the runtime
   (:mod:`apgaspy.elastic`) and of GLB's handler (:mod:`glb`), through :func:`timing_message`
   and :func:`glb_phase_time`;
 * the scheduler side: :mod:`scheduler.order_transport` and :mod:`scheduler.notifications` (the real

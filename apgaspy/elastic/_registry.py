@@ -1,4 +1,4 @@
-"""Choosing the malleable communicator from configuration, not code.
+"""The communicator registry: the malleable communicator chosen from configuration, not code.
 
 ``APGAS_COMMUNICATOR`` names it: ``module:Class`` imports that class; a bare name looks it up
 among the entry points of group ``apgaspy.communicators``, the one registry of communicators

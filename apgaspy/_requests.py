@@ -1,6 +1,6 @@
-"""Control requests and their acknowledgements.
+"""Requests that wait for acknowledgements: the requests room of a place.
 
-The room (:class:`Control`, one per place, ``runtime().control``) lets a place send a control
+The room (:class:`Requests`, one per place, ``runtime().requests``) lets a place send a control
 request to several places and wait until each one has carried it out::
 
     requesting place                                      target place t
@@ -9,18 +9,18 @@ request to several places and wait until each one has carried it out::
       op = next number; pending[op] = (waiting, event)
       request._replace(op=op) ════════════════════════►  receiver: ctrl_handlers[type](src,
                                                             request) does its work, then
-    receiver: ctrl_ack ◄════════════════════ Ack(op)  ◄── Control.ack(src, request.op)
+    receiver: ctrl_ack ◄════════════════════ Ack(op)  ◄── Requests.ack(src, request.op)
       waiting.discard(t); empty ─► event.set()
       ─► request_all returns the late ones (timeout)
 
 A target that is or becomes dead stops being waited for at once: ``Membership.place_died``
-calls :meth:`Control.stop_waiting_on` under the shared lock, and :meth:`Control.request_all`
+calls :meth:`Requests.stop_waiting_on` under the shared lock, and :meth:`Requests.request_all`
 drops the places already dead after entering its request; a target that cannot be sent to
 (unknown, released) counts as acknowledged.
 
-Control messages handled here: ``Ack`` (:meth:`Control.ctrl_ack`).  The requests themselves
+Control messages handled here: ``Ack`` (:meth:`Requests.ctrl_ack`).  The requests themselves
 (``AddPlaces``, ``RemovePlaces``, typed records of :mod:`._messages`) are handled by the
-membership room, which answers them with :meth:`Control.ack`.  Who calls it: place 0's
+membership room, which answers them with :meth:`Requests.ack`.  Who calls it: place 0's
 malleability orders (``elastic._malleability``: grow) and the membership room (shrink).
 
 Locking: the pending-ack table changes only under the runtime's lock ``state_lock``, shared with the
@@ -40,13 +40,13 @@ from ._exceptions import ApgasError
 from ._messages import Ack, Request
 
 if TYPE_CHECKING:
-    from ._runtime_needs import ControlHost, DeadPlaces
+    from ._runtime_needs import DeadPlaces, RequestsHost
 
-__all__ = ["Control"]
+__all__ = ["Requests"]
 
 
-class Control:
-    """The control room of one place: requests waiting for acknowledgements.
+class Requests:
+    """The requests room of one place: requests waiting for acknowledgements.
 
     Created by the :class:`~apgaspy._runtime.Runtime` after its membership room.
 
@@ -58,7 +58,7 @@ class Control:
             the pending-ack table.
     """
 
-    def __init__(self, rt: ControlHost) -> None:
+    def __init__(self, rt: RequestsHost) -> None:
         self.rt = rt
         self.here = rt.here
         self.state_lock = rt.state_lock  # shared: guards the acks, finish records and places

@@ -1,7 +1,7 @@
 """Send one order to a running malleable job, by hand.
 
-    python -m communicators.order shrink 2 --job 127.0.1.1:5000
-    python -m communicators.order grow 2 127.0.1.5 127.0.1.6 --job 127.0.1.1:5000 --wait 60
+    python -m communicators.order_cli shrink 2 --job 127.0.1.1:5000
+    python -m communicators.order_cli grow 2 127.0.1.5 127.0.1.6 --job 127.0.1.1:5000 --wait 60
 
 Prints the job's reply on stdout (the released hosts of a shrink, one a line; nothing for a
 grow) and confirms on stderr, in one line, what was done::
@@ -62,7 +62,7 @@ def _connect(job: tuple[str, int], wait_s: float) -> socket.socket:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, send the order, print the reply; return the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m communicators.order",
+    parser = argparse.ArgumentParser(prog="python -m communicators.order_cli",
                                      description="Send one shrink or grow order to a job.")
     parser.add_argument("kind", choices=["shrink", "grow"], help="the order")
     parser.add_argument("n", help="number of hosts")

@@ -1,4 +1,4 @@
-"""Malleability policies as pure code: plain data in, a verdict out, no runtime, no processes.
+"""The check of a handler's answer to a shrink, as pure code: plain data in, a verdict out.
 
 The mechanism in ``_malleability`` calls these with what it knows; the tests call them with tables
 made by hand.

@@ -40,7 +40,7 @@ from dataclasses import dataclass, fields
 
 __all__ = ["LIMIT_ENV", "ListenerLimits", "NotificationListener"]
 
-log = logging.getLogger("scheduler.notify_listener")
+log = logging.getLogger("scheduler.notification_listener")
 
 _RECV_BYTES = 4096  # one read of a connection
 _ACCEPT_BURST = 64  # connections accepted per turn of the loop, at most
