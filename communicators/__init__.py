@@ -14,14 +14,13 @@ framing), which the scheduler speaks too:
 * ``python -m communicators.order_cli``: send one order by hand.
 
 The names below are loaded on first use; :class:`Order` and its parsers are
-:mod:`apgaspy.wire.protocol`'s, here for a communicator's author.  ``MalleableCommunicator``
-is still found here, with a ``DeprecationWarning``; import it from :mod:`apgaspy.elastic`.
+:mod:`apgaspy.wire.protocol`'s, here for a communicator's author.  The base class
+``MalleableCommunicator`` is :mod:`apgaspy.elastic`'s.
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,11 +52,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     """Load the runtime-backed names on first use (module docstring)."""
-    if name == "MalleableCommunicator":  # its one home is apgaspy.elastic
-        warnings.warn("import MalleableCommunicator from apgaspy.elastic, not communicators",
-                      DeprecationWarning, stacklevel=2)
-        from apgaspy.elastic import MalleableCommunicator
-        return MalleableCommunicator
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'communicators' has no attribute {name!r}")

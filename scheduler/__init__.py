@@ -32,13 +32,12 @@ every policy; their classes are in :mod:`scheduler.algorithms`), the simulator's
 the workloads it takes, and the records of a run.  Servers (:mod:`scheduler.server`), node
 backends (:mod:`scheduler.nodes`, :mod:`scheduler.slurm_mode`), run-time models
 (:mod:`scheduler.model`) and studies (:mod:`scheduler.studies`) are imported from their
-modules; the names this package once gave them still load, with a ``DeprecationWarning``.
+modules.
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import (
@@ -78,18 +77,6 @@ _LAZY = {
     "Workload": "workload", "paper_batch": "workload", "swf_workload": "workload",
 }
 
-#: Names this package no longer gives, and the modules that do (found here with a
-#: ``DeprecationWarning``): the policies' classes, servers, node backends, models, studies.
-_MOVED = {
-    "FCFS": "algorithms", "Backfilling": "algorithms", "EasyBackfilling": "algorithms",
-    "MalleableMinAgree": "algorithms",
-    "ResizeCostModel": "model", "RuntimeModel": "model", "ScalingCurve": "model",
-    "JobLaunch": "nodes", "LocalNodes": "nodes", "NodeBackend": "nodes", "SshHosts": "nodes",
-    "Server": "server", "SubmissionError": "server",
-    "evaluate_paper": "studies.paper",
-    "PAPER_MIX": "workload",
-}
-
 if TYPE_CHECKING:
     from .records import JobRecord, SimResult
     from .simulate import SimConfig, Simulator, simulate
@@ -97,17 +84,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """One of :data:`_LAZY`'s names, loaded from its module on first use (and kept); one of
-    :data:`_MOVED`'s, loaded from its module with a ``DeprecationWarning``;
+    """One of :data:`_LAZY`'s names, loaded from its module on first use (and kept);
     ``AttributeError`` for any other name."""
     home = _LAZY.get(name)
     if home is None:
-        moved = _MOVED.get(name)
-        if moved is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        warnings.warn(f"import {name} from {__name__}.{moved}, not {__name__}",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(f"{__name__}.{moved}"), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value

@@ -59,10 +59,8 @@ counted from the last call; its hooks here are :meth:`Simulator._submit_time`,
 from __future__ import annotations
 
 import heapq
-import importlib
 import itertools
 import math
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -492,30 +490,3 @@ def simulate(
     """Run one simulation: ``Simulator(algorithm, workload, config).run()``."""
     return Simulator(algorithm, workload, config).run()
 
-
-#: Names that lived here before the studies got their own modules (deprecated here).
-_MOVED = {
-    "DEFAULT_ALGORITHMS": "scheduler.studies.paper",
-    "DEFAULT_SEEDS": "scheduler.studies.paper",
-    "DEFAULT_SHARES": "scheduler.studies.paper",
-    "Evaluation": "scheduler.studies.paper",
-    "aggregate": "scheduler.studies.paper",
-    "evaluate_paper": "scheduler.studies.paper",
-    "evaluate_workloads": "scheduler.studies.paper",
-    "PAPER_TABLE_NODE_S": "scheduler.studies.priority",
-    "PRIORITY_POLICIES": "scheduler.studies.priority",
-    "RESCALE_GAPS_S": "scheduler.studies.priority",
-    "SUBMISSION_GAPS_S": "scheduler.studies.priority",
-    "priority_study": "scheduler.studies.priority",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A study's name at its old address: warns ``DeprecationWarning`` and hands on the name
-    from its module in :mod:`scheduler.studies`; ``AttributeError`` for any other name."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"scheduler.simulate.{name} moved to {home}.{name}", DeprecationWarning,
-                  stacklevel=2)
-    return getattr(importlib.import_module(home), name)

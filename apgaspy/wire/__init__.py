@@ -20,8 +20,8 @@ Their errors are each a :class:`WireError` (a line that does not parse:
 :class:`LineTimeoutError`, :class:`LineTooLongError`), found here and in the module that
 raises each.
 
-Their former addresses ``communicators.protocol``, ``communicators.auth`` and
-``communicators.framing`` still import and re-export every name.
+(They were ``communicators.protocol``, ``communicators.auth`` and ``communicators.framing``
+before version 0.1's last changes.)
 """
 
 from ._exceptions import LineAuthError, LineTimeoutError, LineTooLongError, OrderError, WireError
