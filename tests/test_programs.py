@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from conftest import ROOT, env_for, run_program, wait_gone
+from conftest import ROOT, env_for, run_program, wait_gone, wait_until
 
 MODES = ["spawn", "mpiexec"]
 
@@ -203,7 +203,12 @@ def test_stranger_gets_no_code_run(program_factory, tmp_path):
         sock.send_multipart(frames)
     sock.close()
     ctx.term()
-    time.sleep(0.5)
+
+    def dropped() -> int:
+        prog.send("count\n")
+        return __import__("json").loads(prog.readline())["dropped"]
+
+    wait_until(lambda: dropped() >= 7, 30, "place 1 to drop the forged frames")
     prog.send("go\n")
     report = __import__("json").loads(prog.readline())
     result = prog.finish()
@@ -243,16 +248,31 @@ def test_bad_configuration_is_reported():
 
 
 def test_output_survives_a_slow_reader():
+    """Nothing reads place 0's stdout until the pipe is full (place 0 is then blocked in its
+    write); then all of it is read."""
+    import array
+    import fcntl
     import subprocess
     import sys
+    import termios
 
     from conftest import PROGRAMS, env_for, kill_tree
 
     proc = subprocess.Popen([sys.executable, str(PROGRAMS / "big_output.py")], cwd=ROOT,
                             env=env_for(3), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+
+    def unread() -> int:
+        buf = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, buf)
+        return buf[0]
+
     try:
-        time.sleep(1.5)  # let the pipe fill while place 0 writes
+        wait_until(lambda: unread() >= capacity or proc.poll() is not None, 60,
+                   "place 0 to fill the pipe")
+        assert proc.poll() is None  # the writer waits for the reader
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)
