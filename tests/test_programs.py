@@ -109,7 +109,7 @@ def test_the_python_anchor_waiter_forwards_signals_and_ends_with_its_place():
     code = ("import os, sys, time\n"
             "child = os.fork()\n"
             "if child == 0:\n"
-            "    time.sleep(60)\n"
+            "    time.sleep(60)\n"  # the place runs on until the waiter ends it
             "    os._exit(0)\n"
             "print(child, flush=True)\n"
             f"os.execv(sys.executable, [sys.executable, '-I', '-S', {str(script)!r}, "
@@ -149,6 +149,7 @@ def test_a_signal_to_a_waiting_anchor_does_not_end_the_job(sig):
     report = r.json_lines()[0]
     if shutil.which("tail") is not None:
         assert report["anchor"] == "apgaspy-anchor"
+    assert report["ignored"] is True  # discarded when sent: nothing comes of it later
     assert report["place2"] == "alive" and report["places"] == [0, 1, 2]
     assert "BAD TERMINATION" not in r.stdout + r.stderr
     assert wait_gone([report["anchor_pid"]], 10) == []

@@ -123,7 +123,7 @@ def phase_finish(pids):
         with finish():
             for p in places():
                 async_at(p, time.sleep, 60 if p.id == victim else 0.1)
-            time.sleep(0.3)
+            time.sleep(0.3)  # paces on purpose: the kill comes while the tasks run
             kill(pids[victim])
             t_kill = time.monotonic()
     except MultipleException as group:
@@ -184,7 +184,7 @@ def phase_at(pids):
     from_1 = {}
     side = threading.Thread(target=lambda: from_1.update(r=at(1, _at_report, victim)))
     side.start()
-    time.sleep(0.1)
+    time.sleep(0.1)  # paces on purpose: place 1's at is under way before the kill
     killer = threading.Timer(0.3, kill, (pids[victim],))
     t0 = time.monotonic()
     killer.start()
@@ -261,7 +261,7 @@ def phase_shrink(pids, victim, release):
         side = threading.Thread(
             target=lambda: nested.update(at(1, _nested_finish_report, victim)))
         side.start()
-        time.sleep(0.2)
+        time.sleep(0.2)  # paces on purpose: the nested finish waits before the shrink
     handler = FaultyHandler(pids, victim, release)
     result = _order(handler, lambda: runtime().malleability.shrink(len(release)))
     if side is not None:
