@@ -20,7 +20,7 @@ def main():
     try:
         with finish():
             async_at(victim, time.sleep, 60)  # a task that runs until its place dies
-            async_at(ps[1].id, time.sleep, 0.2)
+            async_at(ps[1].id, time.sleep, 0.2)  # ends on its own
             time.sleep(0.3)  # paces on purpose: the kill comes while the tasks run
             os.kill(pids[victim], signal.SIGKILL)
     except MultipleException as group:

@@ -52,7 +52,7 @@ class Recorder(MalleableHandler):
             return [here()] * n
         if SLOW.is_set():
             SLOW.clear()
-            time.sleep(3)
+            time.sleep(3)  # paces on purpose: a slow shrink
         return places()[-n:]
 
     def post_shrink(self, n, removed):
