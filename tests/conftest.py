@@ -104,6 +104,16 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
         time.sleep(0.05)
 
 
+def wait_decisions(server: Any, n: int = 2, timeout: float = 30.0) -> None:
+    """Wait until the algorithm of ``server`` (a :class:`scheduler.server.Server` running in
+    this process) has been asked ``n`` more times than now: the positive event that shows
+    that ``n`` scheduling periods have passed, before a test checks that nothing happened in
+    them.  Fails the test after ``timeout`` seconds."""
+    start = server.result().decide_calls
+    wait_until(lambda: server.result().decide_calls >= start + n, timeout,
+               f"{n} more decisions of the scheduler")
+
+
 def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
     """Wait until none of ``pids`` runs; return those still running after ``timeout`` s."""
     deadline = time.monotonic() + timeout

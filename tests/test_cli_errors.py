@@ -170,7 +170,7 @@ def test_client_says_that_it_waits_for_a_slow_scheduler(tmp_path, monkeypatch, c
         conn, _ = server.accept()
         with conn:
             conn.recv(65536)
-            time.sleep(1.0)
+            time.sleep(1.0)  # paces on purpose: a slow server, past NOTICE_AFTER_S
             conn.sendall((json.dumps(status) + "\n").encode())
 
     thread = threading.Thread(target=answer, daemon=True)
@@ -276,13 +276,13 @@ def test_a_slow_warm_up_is_announced_once(monkeypatch, capsys):
     monkeypatch.setattr(_backend, "ANNOUNCE_AFTER_S", 0.05)
     monkeypatch.setattr(_backend, "_announced", threading.Event())
     with _backend._announced_if_slow():
-        time.sleep(0.5)
+        time.sleep(0.5)  # paces on purpose: a warm-up slower than ANNOUNCE_AFTER_S
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2, err
     assert err[0].startswith("compiling the numba kernels into ") and "once" in err[0]
     assert err[1].startswith("kernels ready in ")
     with _backend._announced_if_slow():  # a second slow warm-up in the process: silent
-        time.sleep(0.3)
+        time.sleep(0.3)  # paces on purpose: slow again
     with _backend._announced_if_slow():
         pass
     assert capsys.readouterr().err == ""

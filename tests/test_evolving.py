@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import env_for, run_program, wait_gone
+from conftest import env_for, run_program, wait_gone, wait_until
 
 from apgaspy import MalleabilityError
 from apgaspy.elastic import MalleableCommunicator
@@ -150,7 +150,7 @@ def test_task_mode_reads_the_registered_load_source(monkeypatch):
         assert place_load("task") == 50.0
         set_load_source(lambda: 0.5)
         assert place_load("task") == 0.01
-        time.sleep(0.35)
+        time.sleep(0.35)  # paces on purpose: the grace is a time, let it pass
         assert place_load("task") == 0.0
         set_load_source(lambda: 2.0)
         assert place_load("task") == 2.0
@@ -213,8 +213,12 @@ class _Events:
             except queue.Empty:
                 self.prog.kill()
                 pytest.fail(f"no event {name!r} within {timeout} s")
-            if line.startswith("{") and json.loads(line).get("event") == name:
+            if line.startswith("{") and name in (None, json.loads(line).get("event")):
                 return json.loads(line)
+
+    def next(self, timeout=60):
+        """The next event, whatever its name."""
+        return self(None, timeout)
 
 
 @pytest.mark.timeout(120)
@@ -246,9 +250,15 @@ def test_request_and_release_against_the_java_stand_in(java, tmp_path, program_f
     assert java.wait_for("Evolving;Request;1") == "Evolving;Request;1:127.0.1.1"
     prog.send("request\n")  # one open at a time
     assert "already open" in _event("error")["error"]
-    time.sleep(1.6)  # the scheduler never answered: given up, the job may ask again
-    prog.send("request\n")
-    _event("requested")
+
+    def asked_again():
+        prog.send("request\n")
+        ev = _event.next()
+        assert ev["event"] == "requested" or "already open" in ev["error"], ev
+        return ev["event"] == "requested"
+
+    # the scheduler never answers: after 1.5 s the job gives the request up and may ask again
+    wait_until(asked_again, 20, "the job to give its request up")
     assert java.wait_for("Evolving;Request;1") == "Evolving;Request;1:127.0.1.1"
     assert java.pending == ["127.0.1.1"]  # once per job
     # a node frees up: the stand-in grows the job by it
@@ -377,7 +387,7 @@ class Tasks(Bag):
         self.left, self.shareable = left, shareable
 
     def process(self, n, result):
-        time.sleep(0.01)
+        time.sleep(0.01)  # paces on purpose: each task takes some time
         self.left -= 1
         result.add(1)
 
@@ -410,7 +420,7 @@ def sample(out):
             pass
         time.sleep(0.01)
     place_load("task")
-    time.sleep(1.0)
+    time.sleep(1.0)  # paces on purpose: the span the load is measured over
     out.append(place_load("task"))
 
 

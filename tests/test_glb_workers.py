@@ -94,7 +94,7 @@ def test_nogil_call_counts_its_time_for_the_calling_thread():
     import time
 
     before = nogil_seconds()
-    assert nogil_call(lambda x: time.sleep(0.01) or x + 1, 1) == 2
+    assert nogil_call(lambda x: time.sleep(0.01) or x + 1, 1) == 2  # a call that takes a moment
     assert nogil_seconds() - before >= 0.009
     with pytest.raises(ZeroDivisionError):
         nogil_call(lambda: 1 / 0)

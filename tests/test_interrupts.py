@@ -82,10 +82,10 @@ def _interrupt(mode: str, kind: str, target: str, sig: signal.Signals, *,
                twice: bool = False, frozen: int | None = None,
                **env: str) -> tuple[int, str, str, float, dict[int, int]]:
     """Run ``interrupted.py kind`` on 3 places in ``mode``, send ``sig`` to ``target``
-    (``launcher``, or a place id) once its work runs (``twice``: again 1 s later; ``frozen``:
-    SIGSTOP that place first); return the exit status, stdout, stderr, the seconds from the
-    (last) signal to the end, and the places' pids.  Fails when a process of the run is left
-    5 s after its end."""
+    (``launcher``, or a place id) once its work runs (``twice``: again once place 0's
+    ``finally`` block has begun; ``frozen``: SIGSTOP that place first); return the exit
+    status, stdout, stderr, the seconds from the (last) signal to the end, and the places'
+    pids.  Fails when a process of the run is left 5 s after its end."""
     proc = subprocess.Popen(command(PROGRAM, mode, 3, kind), cwd=ROOT,
                             env=env_for(3, **env), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -94,14 +94,19 @@ def _interrupt(mode: str, kind: str, target: str, sig: signal.Signals, *,
         line = proc.stdout.readline()  # type: ignore[union-attr]
         assert line.startswith("{"), (line, proc.stderr.read())  # type: ignore[union-attr]
         places = {int(k): v for k, v in json.loads(line)["pids"].items()}
-        time.sleep(1.5)  # the computation spreads to every place
+        # paces on purpose: the signal must come while the work runs at every place, and the
+        # program tells only when it starts the work, not when the work has spread
+        time.sleep(1.5)
         watch.sample()
         assert set(places.values()) <= watch.seen
         if frozen is not None:
             os.kill(places[frozen], signal.SIGSTOP)
+        early = ""  # stdout read before the end
         for i in range(2 if twice else 1):
-            if i:
-                time.sleep(1.0)
+            while i and "finally ran at place 0" not in early:  # place 0 hangs in its finally
+                more = proc.stdout.readline()  # type: ignore[union-attr]
+                assert more, ("the run ended before the second signal", early)
+                early += more
             if target == "launcher" and mode == "spawn":
                 os.killpg(proc.pid, sig)  # Ctrl-C in a terminal: the whole process group
             else:
@@ -114,6 +119,7 @@ def _interrupt(mode: str, kind: str, target: str, sig: signal.Signals, *,
             out, err = proc.communicate()
             pytest.fail(f"the run did not end 30 s after {sig.name}\n{out}\n{err}")
         took = time.monotonic() - sent
+        out = early + out
         seen = watch.stop()
         left = wait_gone(sorted(seen), BOUND_S)
         assert left == [], [(p, psutil.Process(p).cmdline()) for p in left if psutil.pid_exists(p)]
@@ -213,8 +219,12 @@ def test_a_cancelled_scheduler_job_ends_its_places(tmp_path):
                    "the job's places")
         places = json.loads(out.read_text().splitlines()[0])["pids"]
         assert len(places) == 2
-        time.sleep(0.5)
-        watch.sample()
+
+        def every_place_seen() -> bool:
+            watch.sample()
+            return {int(pid) for pid in places.values()} <= watch.seen
+
+        wait_until(every_place_seen, 10, "the job's places below the server")
         seen = set(watch.seen) - {server.pid}
         cancel = request(control, {"op": "cancel", "job": job})
         t = time.monotonic()

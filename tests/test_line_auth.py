@@ -30,11 +30,10 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, env_for, wait_until
+from conftest import ROOT, env_for, wait_decisions, wait_until
 
 from apgaspy.wire.auth import (
     NOTIFICATION,
@@ -264,7 +263,7 @@ def test_forged_and_replayed_notifications_change_nothing(tmp_path):
         assert sum("replay" in r for r in reasons) == 1
         assert sum("wrong MAC" in r for r in reasons) == 1
         assert sum("malformed" in r for r in reasons) == 1
-        time.sleep(1.0)  # two periods of the algorithm: nothing more happens
+        wait_decisions(server, 2)  # two periods of the algorithm: nothing more happens
         st = server.status()
         assert job_of(st, a)["nodes"] == ["127.0.1.1", "127.0.1.2"]
         assert job_of(st, a)["releases"] == 1 and st["refused_lines"] == 5
@@ -423,13 +422,17 @@ shift
 exec sh -c "$*"
 """
 
+# runs on until the test has looked at ``ps`` (it creates the file ``<probe>.done``), at most
+# 30 s: its command line must be there while the test looks
 KEY_PROBE = r'''
-import json, os, time
+import json, os, sys, time
 from apgaspy.wire.auth import load_key
 key = load_key()
 print(json.dumps({"env_key": "SCHEDULER_KEY" in os.environ, "key": key.hex() if key else None}),
       flush=True)
-time.sleep(2)
+deadline = time.monotonic() + 30
+while not os.path.exists(sys.argv[0] + ".done") and time.monotonic() < deadline:
+    time.sleep(0.05)
 '''
 
 
@@ -453,6 +456,7 @@ def test_an_ssh_job_gets_its_key_from_a_file_and_ps_never_shows_it(tmp_path):
         key = (server.run_dir / f"job-{a}.key").read_text().strip()
         ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True,
                             timeout=10, check=True).stdout
+        Path(f"{probe}.done").touch()  # the probe may end
         assert str(probe) in ps and key not in ps
         assert json.loads(out.read_text()) == {"env_key": False, "key": key}
         launch = JobLaunch(a, ("true",), str(ROOT), out, out)

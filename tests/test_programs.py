@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from conftest import ROOT, env_for, run_program, wait_gone
+from conftest import ROOT, env_for, run_program, wait_gone, wait_until
 
 MODES = ["spawn", "mpiexec"]
 
@@ -109,7 +109,7 @@ def test_the_python_anchor_waiter_forwards_signals_and_ends_with_its_place():
     code = ("import os, sys, time\n"
             "child = os.fork()\n"
             "if child == 0:\n"
-            "    time.sleep(60)\n"
+            "    time.sleep(60)\n"  # the place runs on until the waiter ends it
             "    os._exit(0)\n"
             "print(child, flush=True)\n"
             f"os.execv(sys.executable, [sys.executable, '-I', '-S', {str(script)!r}, "
@@ -149,6 +149,7 @@ def test_a_signal_to_a_waiting_anchor_does_not_end_the_job(sig):
     report = r.json_lines()[0]
     if shutil.which("tail") is not None:
         assert report["anchor"] == "apgaspy-anchor"
+    assert report["ignored"] is True  # discarded when sent: nothing comes of it later
     assert report["place2"] == "alive" and report["places"] == [0, 1, 2]
     assert "BAD TERMINATION" not in r.stdout + r.stderr
     assert wait_gone([report["anchor_pid"]], 10) == []
@@ -203,7 +204,12 @@ def test_stranger_gets_no_code_run(program_factory, tmp_path):
         sock.send_multipart(frames)
     sock.close()
     ctx.term()
-    time.sleep(0.5)
+
+    def dropped() -> int:
+        prog.send("count\n")
+        return __import__("json").loads(prog.readline())["dropped"]
+
+    wait_until(lambda: dropped() >= 7, 30, "place 1 to drop the forged frames")
     prog.send("go\n")
     report = __import__("json").loads(prog.readline())
     result = prog.finish()
@@ -243,16 +249,31 @@ def test_bad_configuration_is_reported():
 
 
 def test_output_survives_a_slow_reader():
+    """Nothing reads place 0's stdout until the pipe is full (place 0 is then blocked in its
+    write); then all of it is read."""
+    import array
+    import fcntl
     import subprocess
     import sys
+    import termios
 
     from conftest import PROGRAMS, env_for, kill_tree
 
     proc = subprocess.Popen([sys.executable, str(PROGRAMS / "big_output.py")], cwd=ROOT,
                             env=env_for(3), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+
+    def unread() -> int:
+        buf = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, buf)
+        return buf[0]
+
     try:
-        time.sleep(1.5)  # let the pipe fill while place 0 writes
+        wait_until(lambda: unread() >= capacity or proc.poll() is not None, 60,
+                   "place 0 to fill the pipe")
+        assert proc.poll() is None  # the writer waits for the reader
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)

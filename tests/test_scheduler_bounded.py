@@ -266,7 +266,7 @@ def test_slow_connections_and_junk_leave_the_scheduler_bounded(tmp_path):
         wait_until(lambda: serve.events("start", uts), 30, "the job's start")
         st = serve.ask(op="status")
         port = st["port"]
-        time.sleep(1.0)  # the job's first notifications
+        wait_until(lambda: serve.events("ready", uts), 30, "the job's APGAS-Ready")
         rss_before, threads_before = proc.memory_info().rss, proc.num_threads()
 
         t0 = time.monotonic()
@@ -280,7 +280,7 @@ def test_slow_connections_and_junk_leave_the_scheduler_bounded(tmp_path):
             start = time.monotonic()
             st = serve.ask(op="status")
             latencies.append(time.monotonic() - start)
-            time.sleep(0.5)
+            time.sleep(0.5)  # paces on purpose: a sample every half second of the attack
         attack_s = time.monotonic() - t0
         st = serve.ask(op="status")
         crowd.stop()

@@ -8,10 +8,9 @@ import json
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import ROOT, wait_until
+from conftest import ROOT, wait_decisions, wait_until
 
 from scheduler import JobSpec
 from scheduler.algorithms import (
@@ -394,7 +393,7 @@ def test_server_takes_requests_and_releases_over_tcp(tmp_path):
 
         _send(server.port, f"Evolving;Request;1:{addr}")
         wait_until(lambda: job_of(server.status(), a)["requested"] == 1, 10, "the request")
-        time.sleep(1.2)  # two scheduler periods: not served (no APGAS-Ready)
+        wait_decisions(server, 2)  # two scheduler periods: not served (no APGAS-Ready)
         job = job_of(server.status(), a)
         assert (job["requests"], job["requests_served"], job["nodes"]) == (
             1, 0, ["127.0.1.1", "127.0.1.2"])
@@ -482,7 +481,7 @@ def test_server_under_evolving_elastic_starts_both_elastic_classes_at_their_mini
                    "their output")
         assert [o.read_text().split() for o in outs] == [["ELASTIC=malleable"],
                                                          ["ELASTIC=evolving"]]
-        time.sleep(1.2)  # two scheduler periods
+        wait_decisions(server, 2)  # two scheduler periods: neither is grown
         st = server.status()
         assert [job_of(st, i)["nodes"] for i in ids] == [["127.0.1.1"], ["127.0.1.2"]]
         assert st["free"] == 2

@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_gone, wait_until
+from conftest import (
+    ROOT,
+    alive,
+    descendants,
+    kill_tree,
+    shut_down_server,
+    wait_decisions,
+    wait_gone,
+    wait_until,
+)
 
 from scheduler import JobSpec
 from scheduler.control_client import request
@@ -289,7 +298,7 @@ def test_refusals_and_odd_replies_of_a_job(tmp_path):
         assert job_of(st, a)["reachable"] is False and job_of(st, a)["nodes"] == [
             "127.0.1.1", "127.0.1.2"]
         assert job_of(st, b)["state"] == "waiting"
-        time.sleep(1.5)  # a not-reachable job is never ordered again
+        wait_decisions(server, 2)  # two periods: a not-reachable job is never ordered again
         assert len(ev("shrink_order", a)) == 2 and len(ev("grow_order", a)) == 2
         wait_until(server.all_done, 30, "both jobs")
         assert ev("start", b)[0]["t"] >= ev("end", a)[0]["t"]

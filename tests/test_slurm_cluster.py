@@ -177,7 +177,7 @@ def test_running_job_shrinks_and_grows(
             if res.returncode == 0 or time.monotonic() > deadline:
                 break
             assert "credential revoked" in res.stderr, res.stderr
-            time.sleep(0.5)
+            time.sleep(0.5)  # a retry: the refusal has no event to wait for
         assert res.returncode == 0, res.stderr
         out = res.stdout
         names = sorted(line.split(":", 1)[1].strip() for line in out.splitlines())
@@ -222,7 +222,7 @@ if os.fork() == 0:
     from cluster.slurm import start_slurm
     c = start_slurm(nodes=1, accounting=False)
     print(json.dumps([os.getpid(), str(c.workdir), list(c.pids.values())]), flush=True)
-    time.sleep(600)
+    time.sleep(600)  # the cluster's owner runs on until the test kills it
     os._exit(0)
 while True:
     try:

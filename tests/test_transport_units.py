@@ -11,6 +11,7 @@ from hashlib import blake2b
 
 import pytest
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from apgaspy._serialization import dumps_call, loads_call
 from apgaspy._transport import _BATCH, Transport, split_endpoint
@@ -62,7 +63,9 @@ def test_a_burst_arrives_whole_and_in_order_without_a_flush(pair):
 
 @pytest.mark.timeout(30)
 def test_the_tail_of_a_burst_leaves_while_the_sender_computes(pair):
-    """The sender never blocks: the flusher must send the tail within its switch interval."""
+    """The sender never blocks: the flusher sends the tail while the sender's thread computes
+    (it gets the interpreter at the next switch interval).  The tail must arrive before the
+    computation stops at 5 s; how soon depends on the machine's load, so it is not timed."""
     tx, _, inbox = pair
     for i in range(10):
         tx.send_soon(1, bytes([i]))
@@ -70,7 +73,6 @@ def test_the_tail_of_a_burst_leaves_while_the_sender_computes(pair):
     while len(inbox.messages) < 10 and time.monotonic() - t < 5:
         math.factorial(2000)  # pure Python, holds the interpreter between switches
     assert len(inbox.messages) == 10
-    assert time.monotonic() - t < 1.0
 
 
 @pytest.mark.timeout(30)
@@ -191,10 +193,15 @@ def test_a_frame_over_the_size_limit_is_refused_before_it_is_read():
         sock = ctx.socket(zmq.PUSH)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDTIMEO, 5000)
+        # the receiver closes the connection on reading the frame's size: wait for that
+        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         sock.connect(split_endpoint(rx.endpoint)[0])
         huge = bytearray(300 << 20)
         sock.send(huge, copy=False)
-        time.sleep(1.0)
+        assert monitor.poll(10_000), "the receiver did not close the connection"
+        assert recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED
+        sock.disable_monitor()
+        monitor.close()
         del huge
         sock.close()
         ctx.term()

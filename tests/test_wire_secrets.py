@@ -52,6 +52,7 @@ def test_no_secret_crosses_loopback_through_a_jobs_start_grow_and_shrink(tmp_pat
             job_class="malleable", min_nodes=1, max_nodes=2))["jobs"][0]
         wait_until(lambda: serve.events("grow_done", uts), 60, "the grow onto node 2")
         key = bytes.fromhex((serve.run_dir / f"job-{uts}.key").read_text().strip())
+        # a rigid job that holds a node for a moment (the malleable job shrinks for it)
         rigid = serve.ask(op="submit", job=job_spec(
             "rigid", [PY, "-c", "import time; time.sleep(0.5)"], job_class="rigid",
             nodes=1))["jobs"][0]

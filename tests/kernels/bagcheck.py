@@ -1,5 +1,6 @@
 """Helpers of the kernel tests: driving bags as GLB would (random process/split/merge/pickle),
-and running a function under one kernel backend."""
+running a function under one kernel backend, and the backends a test runs under (the
+``kernels`` fixture of tests/kernels/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.kernels._backend import backend
+import pytest
+
+from benchmarks.kernels._backend import backend, numba_available
 from glb import Bag, Fold, process_all
 
-__all__ = ["drive_randomly", "with_backend"]
+__all__ = ["BACKENDS", "drive_randomly", "needs_numba", "with_backend"]
+
+#: Skips a test where numba is not installed.
+needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+#: The kernel backends, as parameters: numpy, and numba where it is installed.
+BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
 
 
 def drive_randomly(bags: list[Bag], result: Fold, rng: random.Random, sizes: Sequence[int],

@@ -20,10 +20,11 @@ import pytest
 
 from apgaspy import ConfigurationError
 from benchmarks.kernels import _backend
-from benchmarks.kernels._backend import backend, numba_available, select
+from benchmarks.kernels._backend import backend, select
+
+from .bagcheck import needs_numba
 
 ROOT = Path(__file__).resolve().parents[2]
-needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
 
 
 def _python(code: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:

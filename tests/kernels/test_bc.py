@@ -26,25 +26,13 @@ import pytest
 from oracles import py_brandes
 
 from benchmarks.kernels import bc as bcmod
-from benchmarks.kernels._backend import backend, numba_available
 from glb import ArraySum, process_all
 
-from .bagcheck import with_backend
+from .bagcheck import needs_numba, with_backend
 
 MASK = (1 << 64) - 1
 RTOL = 1e-9
 ROOT = Path(__file__).resolve().parents[2]
-
-needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
-BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
-
-
-@pytest.fixture(params=BACKENDS)
-def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with APGAS_KERNELS set to each backend in turn."""
-    monkeypatch.setenv("APGAS_KERNELS", request.param)
-    assert backend() == request.param
-    return request.param
 
 
 # ------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import random
 import numpy as np
 import pytest
 
-from benchmarks.kernels._backend import backend, numba_available
 from benchmarks.kernels.nqueens import (
     DEFAULT_WORK_UNITS,
     MAX_N,
@@ -41,17 +40,6 @@ KNOWN = {
     13: 73712,
     14: 365596,
 }
-
-needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
-BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
-
-
-@pytest.fixture(params=BACKENDS)
-def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with APGAS_KERNELS set to each backend in turn."""
-    monkeypatch.setenv("APGAS_KERNELS", request.param)
-    assert backend() == request.param
-    return request.param
 
 
 def reference_count(n: int) -> int:

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import benchmarks.kernels.pi as pi_mod
-from benchmarks.kernels._backend import backend, numba_available
 from benchmarks.kernels.pi import (
     DEFAULT_WORK_UNITS,
     TASK_SAMPLES,
@@ -28,18 +27,7 @@ from benchmarks.kernels.pi import (
 )
 from glb import LongSum, process_all
 
-from .bagcheck import drive_randomly, with_backend
-
-needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
-BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
-
-
-@pytest.fixture(params=BACKENDS)
-def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with APGAS_KERNELS set to each backend in turn."""
-    monkeypatch.setenv("APGAS_KERNELS", request.param)
-    assert backend() == request.param
-    return request.param
+from .bagcheck import drive_randomly, needs_numba, with_backend
 
 
 # 50 digits of π, for the bias check (the float math.pi is off by 1.2e-16).

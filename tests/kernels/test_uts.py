@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from benchmarks.kernels import uts
-from benchmarks.kernels._backend import backend, numba_available
+from benchmarks.kernels._backend import numba_available
 from benchmarks.kernels.uts import (
     UTSBag,
     child_counts,
@@ -28,24 +28,13 @@ from benchmarks.kernels.uts import (
 )
 from glb import LongSum, process_all
 
-from .bagcheck import drive_randomly
+from .bagcheck import drive_randomly, needs_numba
 
 # Node counts of seed 19 as the X10 GLB and LifelineGLB UTS programs give them (also in
 # benchmarks/uts.py's KNOWN).
 SEED19 = {1: 6, 2: 65, 3: 254, 4: 944, 5: 3987, 6: 16000, 7: 63914, 8: 257042, 9: 1031269,
           10: 4130071}
 SEED19_D13 = 264_459_392
-
-needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
-BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
-
-
-@pytest.fixture(params=BACKENDS)
-def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with APGAS_KERNELS set to each backend in turn."""
-    monkeypatch.setenv("APGAS_KERNELS", request.param)
-    assert backend() == request.param
-    return request.param
 
 
 def _words(digest: bytes) -> np.ndarray:

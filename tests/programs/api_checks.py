@@ -146,7 +146,7 @@ def finish_waits_transitively(n):
     ref = GlobalRef([])
 
     def leaf(i):
-        time.sleep(0.01)
+        time.sleep(0.01)  # paces on purpose: the leaves end after their parents
         at(ref.home, lambda: ref.get().append(i))
 
     def middle(i):

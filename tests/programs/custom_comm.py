@@ -35,7 +35,7 @@ class FileCommunicator(MalleableCommunicator):
         with open(self.orders) as fh:
             lines = [line for line in fh if line.strip()]
         for line in lines:
-            time.sleep(0.3)
+            time.sleep(0.3)  # paces on purpose: orders come while the program computes
             order = parse_order(line)
             if order.kind == "grow":
                 report = self.grow(order.hosts)

@@ -19,9 +19,9 @@ def main():
     errors = []
     try:
         with finish():
-            async_at(victim, time.sleep, 60)
-            async_at(ps[1].id, time.sleep, 0.2)
-            time.sleep(0.3)
+            async_at(victim, time.sleep, 60)  # a task that runs until its place dies
+            async_at(ps[1].id, time.sleep, 0.2)  # ends on its own
+            time.sleep(0.3)  # paces on purpose: the kill comes while the tasks run
             os.kill(pids[victim], signal.SIGKILL)
     except MultipleException as group:
         errors = [(type(e).__name__, getattr(e, "place", None)) for e in group.exceptions]

@@ -53,7 +53,7 @@ class Recorder(MalleableHandler):
         self.calls.append(["pre_release", [p.id for p in chosen]])
         if os.environ.get("SLOW_RELEASE"):
             emit(event="pre_release", places=[p.id for p in chosen])
-            time.sleep(float(os.environ["SLOW_RELEASE"]))
+            time.sleep(float(os.environ["SLOW_RELEASE"]))  # paces on purpose: a slow release
         return chosen
 
     def post_shrink(self, n, removed):

@@ -47,7 +47,7 @@ from apgaspy import (
 if __name__ == "__mp_main__":  # a place importing the program (start-up or grow)
     _hook = os.environ.get("APGAS_TEST_FAULTS_IMPORT", "")
     if _hook.startswith("sleep:"):
-        time.sleep(float(_hook[6:]))
+        time.sleep(float(_hook[6:]))  # paces on purpose: a slow import
     elif _hook == "die":
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -102,7 +102,7 @@ def _nested_finish_report(victim):
     t = time.monotonic()
     try:
         with finish():
-            async_at(victim, time.sleep, 60)
+            async_at(victim, time.sleep, 60)  # runs until its place dies
     except MultipleException as group:
         return {"errors": leaves(group), "waited": time.monotonic() - t}
     return {"errors": [], "waited": time.monotonic() - t}
@@ -123,7 +123,7 @@ def phase_finish(pids):
         with finish():
             for p in places():
                 async_at(p, time.sleep, 60 if p.id == victim else 0.1)
-            time.sleep(0.3)
+            time.sleep(0.3)  # paces on purpose: the kill comes while the tasks run
             kill(pids[victim])
             t_kill = time.monotonic()
     except MultipleException as group:
@@ -156,7 +156,7 @@ def phase_finish_body(pids):
     errors, t_kill, body_end = [], 0.0, 0.0
     try:
         with finish():
-            async_at(victim, time.sleep, 60)
+            async_at(victim, time.sleep, 60)  # runs until its place dies
             kill(pids[victim])
             t_kill = time.monotonic()
             while victim in [p.id for p in places()] and time.monotonic() - t_kill < 30:
@@ -172,7 +172,7 @@ def phase_finish_body(pids):
 def _at_report(victim):
     t = time.monotonic()
     try:
-        at(victim, time.sleep, 60)
+        at(victim, time.sleep, 60)  # runs until its place dies
     except DeadPlaceError as exc:
         return [type(exc).__name__, exc.place, isinstance(exc, BadPlaceError),
                 time.monotonic() - t]
@@ -184,13 +184,13 @@ def phase_at(pids):
     from_1 = {}
     side = threading.Thread(target=lambda: from_1.update(r=at(1, _at_report, victim)))
     side.start()
-    time.sleep(0.1)
+    time.sleep(0.1)  # paces on purpose: place 1's at is under way before the kill
     killer = threading.Timer(0.3, kill, (pids[victim],))
     t0 = time.monotonic()
     killer.start()
     error = None
     try:
-        at(victim, time.sleep, 60)
+        at(victim, time.sleep, 60)  # runs until its place dies
     except DeadPlaceError as exc:
         error = [type(exc).__name__, exc.place]
     waited = time.monotonic() - t0 - 0.3
@@ -261,7 +261,7 @@ def phase_shrink(pids, victim, release):
         side = threading.Thread(
             target=lambda: nested.update(at(1, _nested_finish_report, victim)))
         side.start()
-        time.sleep(0.2)
+        time.sleep(0.2)  # paces on purpose: the nested finish waits before the shrink
     handler = FaultyHandler(pids, victim, release)
     result = _order(handler, lambda: runtime().malleability.shrink(len(release)))
     if side is not None:

@@ -58,7 +58,7 @@ def phase_count():
         before = traffic()["messages_in"]
         with finish():
             for p in places():
-                async_at(p, time.sleep, 0.2)
+                async_at(p, time.sleep, 0.2)  # paces on purpose: tasks that take a moment
         home.append(traffic()["messages_in"] - before)
     emit(phase="count", home_messages=home, places=len(places()), raised=raised)
 
@@ -69,7 +69,7 @@ def phase_member_dies(pids):
         with finish():
             for p in places():
                 async_at(p, time.sleep, 60 if p.id == 6 else 0.1)
-            time.sleep(0.5)
+            time.sleep(0.5)  # paces on purpose: the kill comes while place 6's task runs
             os.kill(pids[6], signal.SIGKILL)
             t_kill = time.monotonic()
     except MultipleException as group:
@@ -88,8 +88,8 @@ def phase_aggregator_dies(pids):
         with finish():
             for p in places():
                 if p.id != 4:
-                    async_at(p, time.sleep, 0.1)
-            time.sleep(0.5)  # the updates of places 5-7 wait at place 4
+                    async_at(p, time.sleep, 0.1)  # paces on purpose
+            time.sleep(0.5)  # paces on purpose: the updates of places 5-7 wait at place 4
             os.kill(pids[4], signal.SIGKILL)
             t_kill = time.monotonic()
     except MultipleException as group:

@@ -85,7 +85,7 @@ def main() -> None:
 
     def killer() -> None:
         for p, delay in sorted(kills, key=lambda k: k[1]):
-            time.sleep(max(0.0, t0 + delay - time.perf_counter()))
+            time.sleep(max(0.0, t0 + delay - time.perf_counter()))  # kills at set times
             try:
                 os.kill(pids[p], signal.SIGKILL)
             except ProcessLookupError:

@@ -19,7 +19,7 @@ _lock = threading.Lock()
 
 def _hold():
     with _lock:
-        time.sleep(0.5)
+        time.sleep(0.5)  # paces on purpose: the lock is held while the import runs
 
 
 threading.Thread(target=_hold, daemon=True).start()

@@ -29,11 +29,11 @@ def main(kind):
         if kind == "glb":
             compute_dynamic(UTSBag(19, 17), LongSum)
         else:
-            at(places()[1], time.sleep, 120)
+            at(places()[1], time.sleep, 120)  # runs until interrupted
     finally:
         print("finally ran at place 0", flush=True)
         if kind == "stuck":
-            time.sleep(120)
+            time.sleep(120)  # only a 2nd signal ends it
 
 
 if __name__ == "__main__":

@@ -104,7 +104,9 @@ def _grow():
                       "launches": launch_traffic()["launches"] - before,
                       "parents": {p.id: at(p, os.getppid) for p in grown[1:]}}), flush=True)
     _wait_places(lambda n: n < len(grown))
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # the released places' processes end soon after
+    while any(_alive(pid) for i, pid in pids.items() if i) and time.monotonic() < deadline:
+        time.sleep(0.05)
     print(json.dumps({"shrunk": [p.id for p in places()],
                       "alive": {i: _alive(pid) for i, pid in pids.items() if i}}), flush=True)
     if "again" not in sys.argv:

@@ -52,7 +52,7 @@ class Recorder(MalleableHandler):
             return [here()] * n
         if SLOW.is_set():
             SLOW.clear()
-            time.sleep(3)
+            time.sleep(3)  # paces on purpose: a slow shrink
         return places()[-n:]
 
     def post_shrink(self, n, removed):
@@ -90,7 +90,7 @@ def read_stdin():
 
 
 def work(i):
-    time.sleep(0.001 * (i % 3))
+    time.sleep(0.001 * (i % 3))  # paces on purpose: tasks of unequal length
     return i
 
 
@@ -111,7 +111,7 @@ def main():
                 raise
             refused += 1
         rounds += 1
-        time.sleep(0.01)
+        time.sleep(0.01)  # paces on purpose: rounds of work until told to stop
     disable_malleable_handler()
     emit(event="report", calls=handler.calls, views=views(), rounds=rounds, refused=refused,
          pids={p.id: at(p, os.getpid) for p in places()})

@@ -1,5 +1,6 @@
-"""Authentication: print place 1's endpoint, wait for a line on stdin (meanwhile a test
-sends forged messages to that endpoint), then report how many batches place 1 dropped."""
+"""Authentication: print place 1's endpoint, then answer lines on stdin (meanwhile a test
+sends forged messages to that endpoint): ``count`` prints how many frames place 1 has dropped
+so far, ``go`` prints that count and the answer of an ``at`` to place 1, and ends."""
 
 import json
 import sys
@@ -15,7 +16,11 @@ def dropped():
 def main():
     p = places()[1]
     print(json.dumps({"endpoint": runtime().table[p.id].endpoint}), flush=True)
-    sys.stdin.readline()
+    for line in sys.stdin:
+        if line.strip() == "count":
+            print(json.dumps({"dropped": at(p, dropped)}), flush=True)
+        elif line.strip() == "go":
+            break
     print(json.dumps({"dropped": at(p, dropped), "still_works": at(p, lambda: 42)}), flush=True)
 
 

@@ -45,7 +45,7 @@ def main(seconds):
         try:
             with finish():
                 for p in places():
-                    async_at(p, time.sleep, 0.005)
+                    async_at(p, time.sleep, 0.005)  # paces on purpose
         except MultipleException as group:
             assert all(isinstance(e, BadPlaceError) for e in group.exceptions), group
     disable_malleable_handler()

@@ -1,9 +1,9 @@
 """What a control message between places costs: typed records against string names.
 
-    python tests/bench_control_messages.py [--number 20000] [--repeats 7]
+    python -m benchmarks.control_messages [--number 20000] [--repeats 7] [--no-write]
 
-(beside the tests, not in ``benchmarks``: it measures private modules of apgaspy, which the
-benchmarks do not import).
+The one benchmark that imports private modules of apgaspy (its message records and codec are
+what it measures); tests/test_structure.py names it as the single allowed exception.
 
 A control message (``apgaspy._messages``: ``Dead``, ``Ack``, ``AddPlaces``, ...) is a named
 tuple with named fields, sent as ``(CTRL, src, code, fields)`` and dispatched by its type.
@@ -33,7 +33,7 @@ from typing import Any
 
 from apgaspy._membership import PlaceInfo
 from apgaspy._messages import CTRL, Ack, AddPlaces, Ctrl, Dead, control_message, decode
-from benchmarks._results import write_result
+from ._results import write_result
 
 _HANDLERS_BY_TYPE: dict[type, Callable[..., None]] = {Ack: print, Dead: print, AddPlaces: print}
 _HANDLERS_BY_NAME: dict[str, Callable[..., None]] = {"ack": print, "dead": print,
