@@ -217,12 +217,12 @@ def test_a_death_reaches_every_room_of_the_runtime():
     rt = Runtime(0, os.urandom(32), "127.0.0.1")
     try:
         assert rt.finishes.state_lock is rt.state_lock is rt.membership.state_lock \
-            is rt.control.state_lock
+            is rt.requests.state_lock
         for pid in (0, 1, 2):
             rt.membership.table[pid] = PlaceInfo(pid, f"tcp://127.0.0.1:{9 + pid}", "h", pid,
                                                  "spawned")
         assert rt.table is rt.membership.table
-        assert rt.ctrl_handlers[Ack] == rt.control.ctrl_ack
+        assert rt.ctrl_handlers[Ack] == rt.requests.ctrl_ack
         assert rt.ctrl_handlers[Dead] == rt.membership.ctrl_dead
         fin = RootFinish(0)
         fin.fid = (0, 1)
@@ -233,7 +233,7 @@ def test_a_death_reaches_every_room_of_the_runtime():
         other.add(2, 1)
         rt.finishes.roots[2] = other
         waiting, event = {1}, threading.Event()
-        rt.control._pending_acks[7] = (waiting, event)
+        rt.requests._pending_acks[7] = (waiting, event)
         rt.membership.place_died(1)
         assert 1 not in rt.table and 1 in rt.membership.dead
         assert fin.failed and fin.done and isinstance(fin.exceptions[0], DeadPlaceError)
