@@ -112,6 +112,16 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def _load_all() -> None:
+    """Import every module a name of this package comes from, now: the launcher's forker
+    calls it before it forks a host's places, so that they share those pages and skip the
+    imports (apgaspy._child)."""
+    for home in set(_LAZY.values()):
+        importlib.import_module(f"{__name__}.{home}")
+    for module in ("_runtime", "_launch", "_keys", "_hosts", "_logging"):
+        importlib.import_module(f"{__name__}.{module}")
+
+
 def __dir__() -> list[str]:
     """The module's names, the ones not loaded yet included."""
     return sorted(set(globals()) | set(_LAZY))

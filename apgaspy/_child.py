@@ -552,9 +552,12 @@ def _place_function() -> Any:
     this imports the package, all of apgaspy)."""
     if __name__ != "__main__":
         return _place
-    # Importing the package's module imports all of apgaspy (its __init__): in the forker,
-    # before it forks, so the places skip the imports.
+    # Importing the package's module and loading all of apgaspy (its __init__ loads its
+    # names lazily): in the forker, before it forks, so the places skip the imports.
+    import apgaspy
     from apgaspy import _child as package
+
+    apgaspy._load_all()
 
     # The package's module has its own clock readings, taken at its import: give it the
     # script's, so the places' start stamps count from the launcher's start.
