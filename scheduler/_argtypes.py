@@ -13,40 +13,43 @@ import argparse
 import math
 
 __all__ = ["fraction", "nonnegative_int", "percentages", "port", "positive_int",
-           "positive_number", "positive_seconds", "seconds"]
+           "positive_number", "positive_seconds", "seconds", "whole_number"]
+
+
+def whole_number(text: str, low: int, high: int | None = None, *,
+                 not_a_number: str = "expected a whole number",
+                 out_of_range: str = "expected a number >= {low}") -> int:
+    """``text`` as a whole number in ``[low, high]`` (``high`` None: no upper bound).
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is no whole number (``not_a_number``, with the
+            text), or it is out of range (``out_of_range``, formatted with ``low``, ``high``
+            and the value).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{not_a_number}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(
+            f"{out_of_range.format(low=low, high=high)}, got {value}")
+    return value
 
 
 def positive_int(text: str) -> int:
     """A whole number ≥ 1 (nodes, jobs, batches)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+    return whole_number(text, 1)
 
 
 def nonnegative_int(text: str) -> int:
     """A whole number ≥ 0 (nodes kept free, jobs submitted at time 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
+    return whole_number(text, 0, out_of_range="expected a whole number >= 0")
 
 
 def port(text: str) -> int:
     """A TCP port, 0-65535 (0: any free port)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value < 65536:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535 (0: any free), got {value}")
-    return value
+    return whole_number(text, 0, 65535, not_a_number="expected a port number",
+                        out_of_range="a port is 0-65535 (0: any free)")
 
 
 def seconds(text: str) -> float:

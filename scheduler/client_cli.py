@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import seconds
+from ._argtypes import seconds, whole_number
 from ._table import format_table
 from .control_client import ControlError, UntrustedServerError, control_path, request
 from .jobs import job_script_warnings, parse_priority
@@ -64,13 +64,7 @@ SHUTDOWN_HELP = "end every job and stop a running scheduler"
 
 
 def _uid(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a uid is a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a uid is >= 0, got {value}")
-    return value
+    return whole_number(text, 0, not_a_number="a uid is a number", out_of_range="a uid is >= 0")
 
 
 def _control(p: argparse.ArgumentParser) -> None:
@@ -276,13 +270,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def _job_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a job id is a number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"job ids start at 1, got {value}")
-    return value
+    return whole_number(text, 1, not_a_number="a job id is a number",
+                        out_of_range="job ids start at 1")
 
 
 def add_cancel_arguments(p: argparse.ArgumentParser) -> None:
