@@ -357,12 +357,13 @@ class CoreLedger:
         Raises:
             ValueError: ``node`` has fewer than ``count`` free cores.
         """
+        have = self.graph.size(node) if node in self.whole else len(self.partial.get(node, []))
+        if count > have:
+            raise ValueError(f"{node} has {have} free cores, {count} asked")
         if node in self.whole:
             self.whole.discard(node)
             self.partial[node] = list(range(self.graph.size(node)))
-        free = self.partial.get(node, [])
-        if count > len(free):
-            raise ValueError(f"{node} has {len(free)} free cores, {count} asked")
+        free = self.partial[node]
         chosen = tuple(sorted(free)[:count])
         for core in chosen:
             free.remove(core)

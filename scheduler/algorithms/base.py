@@ -312,6 +312,7 @@ class FreeNodes:
         self._nodes = sorted_nodes(nodes)
         self._given = cores
         self._cores: dict[str, int] | None = None  # built when a job asks for cores
+        self._taken: list[str] = []  # whole nodes taken before it was built
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -324,12 +325,17 @@ class FreeNodes:
         if self._cores is not None:
             for node in taken:
                 self._cores.pop(node, None)
+        else:
+            self._taken += taken
         return tuple(taken)
 
     def free_cores(self) -> dict[str, int]:
         """node -> its free cores now (each free node one core where the view gave none)."""
         if self._cores is None:
-            self._cores = dict(self._given) or {n: 1 for n in self._nodes}
+            cores = dict(self._given) or {n: 1 for n in self._nodes}
+            for node in self._taken:
+                cores.pop(node, None)
+            self._cores = cores
         return self._cores
 
     def place(self, spec: JobSpec,
