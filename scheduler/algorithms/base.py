@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..jobs import JobClass, JobSpec
+from ..resources import nodes_for_cores
 
 __all__ = [
     "DEFAULT_COOLDOWN_S",
@@ -347,8 +348,6 @@ class FreeNodes:
         ``#CORES_PER_NODE c``: ``size_of(spec, nodes with c free cores)`` nodes among
         them, the fullest first (best fit), then the lowest names.
         """
-        from ..resources import nodes_for_cores
-
         cores = self.free_cores()
         order = sorted_nodes(cores)
         free = {n: c for n, c in cores.items() if c > 0}
