@@ -249,3 +249,26 @@ def test_simulator_and_real_scheduler_agree_core_for_core(tmp_path, monkeypatch)
     assert simulated["d"] == ((N2,), ((N2, (0, 1, 2)),))
     events = read_events(tmp_path / "events.jsonl")
     assert {e["job"] for e in events if e["event"] == "start" and "cores" in e} == {1, 2, 4}
+
+
+# ------------------------------------------------------------------------------ ssh hosts
+
+
+@pytest.mark.timeout(90)
+def test_ssh_hosts_count_their_cores_with_nproc(netns_cluster):
+    """``--cores-per-node auto`` on ssh hosts: each host's ``nproc``, asked over the
+    cluster's ssh from h3; a host ssh cannot reach is an error naming it."""
+    cluster = netns_cluster
+    expected = {h: int(cluster.host(h).run(["nproc"], timeout=20).stdout) for h in ("h1", "h2")}
+    code = ("import json, sys; from scheduler.nodes import SshHosts\n"
+            "hosts = SshHosts(['h1', 'h2'], ssh=sys.argv[1], cores_per_node='auto')\n"
+            "print(json.dumps(hosts.graph.sizes()))\n"
+            "try:\n"
+            "    SshHosts(['nohost.invalid'], ssh=sys.argv[1], cores_per_node='auto')\n"
+            "except OSError as exc:\n"
+            "    print(exc)\n")
+    res = cluster.host("h3").run([PY, "-c", code, cluster.ssh], timeout=60, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    sizes, error = res.stdout.splitlines()[:2]
+    assert json.loads(sizes) == expected
+    assert error.startswith("nohost.invalid: nproc over ssh failed")
