@@ -92,7 +92,8 @@ def test_network_jobs_pack_and_cpu_jobs_spread():
     # best fit: the fullest node with room first, whole nodes kept
     assert nodes_for_cores(2, {"a": 4, "b": 2, "c": 4}, "network") == (("b", 2),)
     assert nodes_for_cores(5, free, "cpu") is None  # 5 = 5 x 1 needs 5 nodes
-    assert nodes_for_cores(9, free, "cpu") is None
+    assert nodes_for_cores(9, free, "cpu") == (("a", 3), ("b", 3), ("c", 3))
+    assert nodes_for_cores(13, free, "cpu") is None
 
 
 @pytest.mark.parametrize(("profile", "cores", "policy", "expected"), [

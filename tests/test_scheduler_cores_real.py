@@ -27,7 +27,7 @@ import pytest
 from conftest import ROOT, wait_until
 from test_scheduler_real import Serve, kill_all, read_events
 
-from apgaspy._cores import format_cores_env, parse_cores_env
+from apgaspy._cores import format_cores_env, format_cpulist, parse_cores_env
 from scheduler import JobSpec, make
 from scheduler.jobs import BatchEntry
 from scheduler.model import RuntimeModel, ScalingCurve
@@ -134,9 +134,11 @@ def test_cpu_jobs_spread_a_place_a_node_and_network_jobs_pack(tmp_path, monkeypa
     try:
         cpu = server.submit(JobSpec(name="cpu", cores=4, command=(PY, SHAPE),
                                     required_time_s=60))
+        wait_until(server.all_done, 60, "the cpu job")
+        # alone on the two nodes too (beside the cpu job, 2 cores a node were all it had)
         net = server.submit(JobSpec(name="net", cores=4, profile="network",
                                     command=(PY, SHAPE), required_time_s=60))
-        wait_until(server.all_done, 90, "both jobs")
+        wait_until(server.all_done, 60, "the network job")
         assert [job_of(server.status(), j)["state"] for j in (cpu, net)] == ["done", "done"]
         spread = json_lines(server.run_dir / f"job-{cpu}.out")[0]
         assert spread["env"]["APGAS_PLACES_PER_HOST"] == "1"
@@ -191,9 +193,11 @@ def test_a_malleable_job_keeps_its_shape_when_grown_and_shrunk(tmp_path, monkeyp
         wait_until(lambda: _events(server, "grow_done", job), 40, "the grow")
         wait_until(lambda: any(e.get("event") == "grown" for e in json_lines(out)), 20,
                    "the job's places after the grow")
-        rigid = server.submit(JobSpec(name="rigid", nodes=1, command=("sleep", "1"),
+        rigid = server.submit(JobSpec(name="rigid", nodes=1, command=("sleep", "4"),
                                       required_time_s=30))
         wait_until(lambda: _events(server, "shrink_done", job), 40, "the shrink")
+        # (once the rigid job has ended, the job is grown again, and its file says so)
+        cores_after_shrink = (server.run_dir / f"job-{job}.cores").read_text()
         wait_until(lambda: any(e.get("event") == "shrunk" for e in json_lines(out)), 20,
                    "the job's places after the shrink")
         wait_until(server.all_done, 60, "both jobs")
@@ -207,7 +211,9 @@ def test_a_malleable_job_keeps_its_shape_when_grown_and_shrunk(tmp_path, monkeyp
         assert grown["places"] == {N1: 2, N2: 2}  # whole places of the same shape
         assert set(grown["workers"].values()) == {1}
         assert grown["cores"] == {N1: cpus_of(0, [0, 1], 2), N2: cpus_of(1, [0, 1], 2)}
-        assert shrunk["places"] == {N1: 2} and shrunk["cores"] == {N1: cpus_of(0, [0, 1], 2)}
+        assert shrunk["places"] == {N1: 2}
+        # rewritten once the job's reply named the host it gave back (after its post_shrink)
+        assert cores_after_shrink == f"{N1} {format_cpulist(cpus_of(0, [0, 1], 2))}\n"
         st = server.status()
         assert job_of(st, job)["state"] == "done" and job_of(st, rigid)["state"] == "done"
         assert _events(server, "start", rigid)[0]["nodes"] == [N2]

@@ -63,6 +63,9 @@ class Shape(MalleableHandler):
     def pre_shrink(self, n):
         return places()[-n:]
 
+    def pre_grow(self, n):
+        pass
+
     def post_shrink(self, n, removed):
         emit(event="shrunk", **layout())
 
