@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from scheduler.model import RuntimeModel, ScalingCurve
 from scheduler.nodes import LocalNodes
 from scheduler.server import Server, job_of
 from scheduler.simulate import SimConfig, Simulator
+from scheduler.slurm_mode import SlurmNodes, node_cpus
 
 PY = sys.executable
 SHAPE = str(Path(ROOT) / "tests" / "programs" / "shape.py")
@@ -278,3 +280,22 @@ def test_ssh_hosts_count_their_cores_with_nproc(netns_cluster):
     sizes, error = res.stdout.splitlines()[:2]
     assert json.loads(sizes) == expected
     assert error.startswith("nohost.invalid: nproc over ssh failed")
+
+
+@pytest.mark.timeout(120)
+def test_slurm_nodes_report_their_cputot(slurm_cluster):
+    """``--slurm --cores-per-node auto``: each node's cores are Slurm's ``CPUTot``."""
+    env = slurm_cluster.environ()
+    table = subprocess.run(["scontrol", "show", "node", "-o"], env=env, capture_output=True,
+                           text=True, timeout=30, check=True).stdout
+    cputot = node_cpus(table)
+    nodes = SlurmNodes(env=env, cores_per_node="auto")
+    three = SlurmNodes(env=env, cores_per_node=3)
+    try:
+        assert nodes.graph is not None and nodes.names()
+        assert nodes.graph.sizes() == {n: cputot[n] for n in nodes.names()}
+        assert three.graph is not None
+        assert three.graph.sizes() == dict.fromkeys(nodes.names(), 3)
+    finally:
+        nodes.close()
+        three.close()
