@@ -48,6 +48,10 @@ OTHER_NAMES: dict[str, str] = {
        "(scheduler.notification_listener)"
        for name in ("MAX_CONNECTIONS", "MAX_CONNECTIONS_PER_PEER", "CONNECTION_IDLE",
                     "MAX_LINES_PER_CONNECTION", "MAX_LINE_BYTES")},
+    "APGAS_CORES": "a job's CPUs on each host, host=cpulist;... (set by scheduler.launch, "
+                   "format apgaspy._cores)",
+    "APGAS_CORES_FILE": "a job's cores file, host cpulist a line, rewritten at each resize "
+                        "(set by scheduler.launch)",
     "APGAS_MACHINE_LABEL": "the machine label of benchmark results (benchmarks._results)",
     "APGAS_GROW_PROBE_DIR": "test hook of benchmarks.grow_latency",
     "APGAS_TEST_FAULTS_IMPORT": "test hook of tests/programs/faults.py",

@@ -103,6 +103,8 @@ class JobState:
             requests, requests_served, releases: its counts (module docstring).
         granted: the nodes of its last grant (a release of one of them waits until that
             grow has ended).
+        start_cores: ``(node, core indices)`` it took at its start, a job asking for cores
+            (set by the caller from its :class:`~scheduler.resources.CoreLedger`).
     """
 
     if TYPE_CHECKING:  # declared by each subclass, in its constructor's order
@@ -129,6 +131,7 @@ class JobState:
     requests_served: int = 0
     releases: int = 0
     granted: tuple[str, ...] = ()
+    start_cores: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     # ------------------------------------------------------------------ what it answers
 
@@ -165,7 +168,7 @@ class JobState:
             allotment=tuple(self.allotment), shrinks=self.shrinks, grows=self.grows,
             required_s=spec.required_time_s, priority=spec.priority,
             requests=self.requests, requests_served=self.requests_served,
-            releases=self.releases)
+            releases=self.releases, cores=self.start_cores)
 
     # ------------------------------------------------------------- start and end
 
@@ -322,7 +325,8 @@ class JobState:
 J = TypeVar("J", bound=JobState)
 
 
-def decision_refusal(decision: object, job: JobState | None, free: Collection[str]) -> str | None:
+def decision_refusal(decision: object, job: JobState | None, free: Collection[str],
+                     free_cores: Mapping[str, int] | None = None) -> str | None:
     """Why ``decision`` cannot be applied to ``job`` with the nodes ``free`` now, or ``None``.
 
     Args:
@@ -330,6 +334,8 @@ def decision_refusal(decision: object, job: JobState | None, free: Collection[st
             is refused).
         job: the job it names, or ``None`` when there is no such job.
         free: the names of the free nodes (a set, for fast membership).
+        free_cores: node -> its free cores (:meth:`~scheduler.resources.CoreLedger.free_counts`),
+            or ``None``: each free node is one core.
 
     Returns:
         The one-line reason of :func:`~scheduler.algorithms.decisions.decision_problem`, or
@@ -343,11 +349,12 @@ def decision_refusal(decision: object, job: JobState | None, free: Collection[st
         held=len(job.nodes) if running else 0,  # type: ignore[union-attr]
         takes_orders=running and job.takes_orders,  # type: ignore[union-attr]
         free=free,
+        free_cores=free_cores,
     )
 
 
 def check_decision(decision: object, jobs: Mapping[int, J], free: Collection[str],
-                   who: str) -> J:
+                   who: str, free_cores: Mapping[str, int] | None = None) -> J:
     """The job ``decision`` names, once :func:`decision_refusal` accepts the decision.
 
     Args:
@@ -355,13 +362,14 @@ def check_decision(decision: object, jobs: Mapping[int, J], free: Collection[str
         jobs: job id → job, every job the scheduler knows.
         free: the names of the free nodes.
         who: the policy's name, for the message.
+        free_cores: as :func:`decision_refusal`.
 
     Raises:
         InvalidDecisionError: the decision cannot be applied; the message is
             ``"<who>: <decision>: <reason>"`` (``"<who>: <reason>"`` for what is no decision).
     """
     job = jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-    problem = decision_refusal(decision, job, free)
+    problem = decision_refusal(decision, job, free, free_cores)
     if problem is not None:
         if not isinstance(decision, (Start, Shrink, Grow)):
             raise InvalidDecisionError(f"{who}: {problem}")

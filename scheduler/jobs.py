@@ -27,6 +27,11 @@ with ``#`` is a candidate; its first word after the ``#`` is the key.  Known key
                   key, for a program that speaks the plain Java lines (a Java APGAS job);
                   its notifications are then checked by peer address only
                   (docs/reference/security.md).  The Java scheduler ignores the key.
+``CORES``         a job of ``n`` cores on any nodes (rigid; no node count with it):
+                  placed by its profile (:mod:`scheduler.resources`)
+``CORES_PER_NODE`` ``c`` cores on each of its nodes (with ``NODES`` or a node range)
+``PROFILE``       ``cpu`` (default) | ``memory`` | ``network``: what limits the job; it
+                  chooses its placement and shape (docs/guides/scheduler.md)
 ================  =====================================================================
 
 Keys are upper case, as in Java.  A line is a *directive* when ``#`` is followed at once by a
@@ -65,7 +70,7 @@ Batch files
 * JSON: a list of objects (or an object with a ``"jobs"`` list).  Fields are the
   :class:`JobSpec` field names (``name``, ``job_class``, ``nodes``, ``min_nodes``,
   ``max_nodes``, ``required_time_s``, ``command``, ``program``, ``size``, ``job_type``,
-  ``priority``) plus
+  ``priority``, ``cores``, ``cores_per_node``, ``profile``) plus
   ``submit_s`` (seconds from the start of the batch, default 0).  ``command`` is a list of
   strings or one string (split like a shell does).
 * CSV: a header row naming the same columns; empty cells mean "not given"; ``command`` is one
@@ -87,6 +92,7 @@ from pathlib import Path
 from typing import Any
 
 from ._exceptions import BatchFileError, JobScriptError
+from .resources import parse_profile
 
 __all__ = [
     "DEFAULT_PRIORITY",
@@ -212,12 +218,19 @@ class JobSpec:
         auth: ``"key"`` (default: the real scheduler gives the job a line key and requires
             its lines signed) or ``"plain"`` (no key; plain Java lines, checked by peer
             address only: docs/reference/security.md).
+        cores: a job of this many cores on any nodes (``#CORES``): rigid, no node count
+            given; its node range is 1…cores (the nodes it may span).
+        cores_per_node: this many cores on each of its nodes (``#CORES_PER_NODE``), with
+            its node count or range; ``None`` with ``cores``: whole nodes.
+        profile: ``"cpu"`` (default), ``"memory"`` or ``"network"``
+            (:func:`scheduler.resources.shape`).
 
     Raises:
         ValueError: a count below 1, ``min_nodes > max_nodes``, a rigid job without a node
             count or with a range, ``nodes`` outside the range, a non-positive or non-finite
             required time, an empty name, a priority that is not a whole number in 1-5,
-            an ``auth`` other than ``"key"`` or ``"plain"``.
+            an ``auth`` other than ``"key"`` or ``"plain"``, cores below 1, ``cores``
+            with a node count, a non-rigid class or ``cores_per_node``, a bad profile.
     """
 
     name: str = "job"
@@ -233,8 +246,12 @@ class JobSpec:
     declared_class: str = field(default="", compare=False)
     priority: int = DEFAULT_PRIORITY
     auth: str = "key"
+    cores: int | None = None
+    cores_per_node: int | None = None
+    profile: str = "cpu"
 
     def __post_init__(self) -> None:
+        self._check_cores()
         if self.auth not in AUTH_MODES:
             raise ValueError(f"job {self.name!r}: auth must be 'key' or 'plain', "
                              f"got {self.auth!r}")
@@ -259,7 +276,9 @@ class JobSpec:
             if value < 1:
                 raise ValueError(f"job {self.name!r}: {key} must be at least 1, got {value}")
         nodes, lo, hi = self.nodes, self.min_nodes, self.max_nodes
-        if cls is JobClass.RIGID:
+        if self.cores is not None:
+            pass  # 1…cores, set by _check_cores
+        elif cls is JobClass.RIGID:
             if nodes is None:
                 if lo is not None and hi is not None and lo != hi:
                     raise ValueError(
@@ -304,6 +323,40 @@ class JobSpec:
         object.__setattr__(self, "required_time_s", float(t))
         if isinstance(self.command, list):
             object.__setattr__(self, "command", tuple(str(c) for c in self.command))
+
+    def _check_cores(self) -> None:
+        """Validate ``cores``, ``cores_per_node`` and ``profile``; a ``cores`` job gets the
+        node range 1…cores."""
+        try:
+            object.__setattr__(self, "profile", parse_profile(self.profile))
+        except ValueError as exc:
+            raise ValueError(f"job {self.name!r}: {exc}") from None
+        for key in ("cores", "cores_per_node"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"job {self.name!r}: {key} must be a whole number >= 1, "
+                                 f"got {value!r}")
+        if self.cores is None:
+            return
+        if self.cores_per_node is not None:
+            raise ValueError(f"job {self.name!r}: give cores (any nodes) or cores_per_node "
+                             f"(with a node count), not both")
+        if str(getattr(self.job_class, "value", self.job_class)).lower() != "rigid":
+            raise ValueError(f"job {self.name!r}: cores asks for a fixed count (a rigid job); "
+                             f"a moldable or malleable job gives cores_per_node and a range")
+        if (self.nodes, self.min_nodes, self.max_nodes) != (None, None, None) and (
+                self.min_nodes, self.max_nodes) != (1, self.cores):
+            raise ValueError(f"job {self.name!r}: cores takes any nodes; give cores_per_node "
+                             f"with a node count instead")
+        object.__setattr__(self, "job_class", JobClass.RIGID)
+        object.__setattr__(self, "min_nodes", 1)
+        object.__setattr__(self, "max_nodes", self.cores)
+
+    @property
+    def asks_cores(self) -> bool:
+        """The job asks for cores (``cores`` or ``cores_per_node``), not whole nodes."""
+        return self.cores is not None or self.cores_per_node is not None
 
     # Narrowed accessors (after __post_init__ the range is always set).
     @property
@@ -358,6 +411,9 @@ _HEADER_KEYS = (
     "REQUIRED_TIME",
     "PRIORITY",
     "AUTH",
+    "CORES",
+    "CORES_PER_NODE",
+    "PROFILE",
 )
 
 #: Directive words of other batch systems, which a job script may carry for them: Slurm
@@ -527,15 +583,23 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
                 if value.lower() not in AUTH_MODES:
                     raise ValueError("#AUTH is 'key' or 'plain'")
                 values["auth"] = value.lower()
+            elif key in ("CORES", "CORES_PER_NODE"):
+                if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
+                    raise ValueError(f"#{key} is a whole number of cores >= 1")
+                values[key.lower()] = int(value)
+            elif key == "PROFILE":
+                values["profile"] = parse_profile(value)
         except ValueError as exc:
             raise JobScriptError(f"line {lineno}: {exc}: {raw.strip()!r}") from None
         where[key] = (lineno, raw.strip())
     job_class = values.get("job_class", JobClass.RIGID)
     lo, hi, nodes = values.get("MIN_NODES"), values.get("MAX_NODES"), values.get("NODES")
-    if job_class is JobClass.RIGID:
+    if "cores" in values:
+        kwargs: dict[str, Any] = {"nodes": nodes, "min_nodes": lo, "max_nodes": hi}
+    elif job_class is JobClass.RIGID:
         # Java: a rigid job's range collapses to one count; NODES wins, then MAX, then MIN.
         count = nodes if nodes is not None else (hi if hi is not None else lo)
-        kwargs: dict[str, Any] = {"nodes": count}
+        kwargs = {"nodes": count}
     else:
         if nodes is not None and lo is None and hi is None:
             lo = hi = nodes  # Java: NODES sets both ends
@@ -551,6 +615,9 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
             declared_class=values.get("declared_class", ""),
             priority=values.get("priority", DEFAULT_PRIORITY),
             auth=values.get("auth", "key"),
+            cores=values.get("cores"),
+            cores_per_node=values.get("cores_per_node"),
+            profile=values.get("profile", "cpu"),
             **kwargs,
         )
     except ValueError as exc:
@@ -585,10 +652,11 @@ class BatchEntry:
 
 
 _SPEC_FIELDS = {f.name for f in fields(JobSpec)}
-_INT_FIELDS = ("nodes", "min_nodes", "max_nodes")
+_INT_FIELDS = ("nodes", "min_nodes", "max_nodes", "cores", "cores_per_node")
 #: The fields of a batch entry, as the module docstring documents them.
 BATCH_FIELDS = ("name", "job_class", "nodes", "min_nodes", "max_nodes", "required_time_s",
-                "command", "program", "size", "job_type", "priority", "submit_s")
+                "command", "program", "size", "job_type", "priority", "cores",
+                "cores_per_node", "profile", "submit_s")
 
 
 def _entry_from_mapping(raw: Mapping[str, Any], *, from_csv: bool) -> BatchEntry:

@@ -26,6 +26,17 @@ only, ``SCHEDULER_KEY_FILE``: never the key itself, which would cross the networ
 clear with the job's environment (mpiexec's proxies, Slurm, ssh command lines;
 docs/reference/security.md).
 
+Cores and shapes (:mod:`scheduler.resources`): where the nodes have a core count
+(``--cores-per-node``, ssh hosts, Slurm), a job is also given its shape: ``APGAS_PLACES_PER_HOST``
+and ``GLB_WORKERS`` (:func:`scheduler.resources.shape` of its profile, the cores it holds on
+its first host and the server's shape policy), ``APGAS_CORES`` (``host=cpulist;…``, the CPUs it
+holds on each host, :mod:`apgaspy._cores`) and ``APGAS_CORES_FILE``: the owner-only file
+``job-<id>.cores``, one ``host cpulist`` a line, rewritten before a grow order is sent and
+after a shrink, so that a malleable job learns the cores of a host a grow brings (the order
+names hosts only).  The node file keeps one host a line, as the Java jobs read it.  They
+override the same variables of ``job_env``.  Without a core count (each node one slot) a job
+is given none of them.
+
 Every function here is called with the state's lock held.
 """
 
@@ -36,13 +47,17 @@ import fnmatch
 import math
 import shlex
 import signal
+from collections.abc import Sequence
+from pathlib import Path
 
 from apgaspy.wire.auth import KEY_ENV, KEY_FILE_ENV, new_key, write_key_file
+from apgaspy._cores import format_cores_env, format_cpulist
 from apgaspy.wire.protocol import job_environment
 
 from .jobs import JobClass
 from .nodes import JobLaunch
 from .private import write_private
+from .resources import shape, start_counts
 from .procs import AdoptedProcess, ProcessTree, proc_table, start_time
 from .state import ServerJob, ServerState
 
@@ -78,6 +93,7 @@ def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
     if job.elastic and job.spec.job_class is JobClass.EVOLVING:
         env["ELASTIC"] = "evolving"  # its runtime asks for and gives back nodes itself
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(shape_env(state, job))
     env.pop(KEY_ENV, None)  # never one from job_env: a job's key is its own
     env.pop(KEY_FILE_ENV, None)
     if job.key is not None and job.key_file is not None:
@@ -85,6 +101,33 @@ def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
         # (Hydra forwards it to its proxies, Slurm to its nodes); the file is owner-only.
         env[KEY_FILE_ENV] = str(job.key_file)
     return env
+
+
+def shape_env(state: ServerState, job: ServerJob) -> dict[str, str]:
+    """The job's shape variables (module docstring); empty where each node is one slot.
+
+    Raises:
+        OSError: its cores file cannot be written.
+    """
+    if state.graph.slots or not job.nodes:
+        return {}
+    held = state.ledger.cores_of(job.job_id)
+    first = job.nodes[0]
+    on_first = len(held[first]) if first in held else state.graph.size(first)
+    places, workers = shape(job.spec.profile, on_first, state.shape)
+    return {"APGAS_PLACES_PER_HOST": str(places), "GLB_WORKERS": str(workers),
+            "APGAS_CORES": format_cores_env(state.ledger.cpus_of(job.job_id, job.nodes)),
+            "APGAS_CORES_FILE": str(write_cores_file(state, job))}
+
+
+def write_cores_file(state: ServerState, job: ServerJob) -> Path:
+    """Write the job's ``job-<id>.cores`` (``host cpulist`` a line, its hosts in order;
+    owner-only) and return its path.  Raises ``OSError``."""
+    path = state.run_dir / f"job-{job.job_id}.cores"
+    cpus = state.ledger.cpus_of(job.job_id, job.nodes)
+    write_private(path, "".join(f"{h} {format_cpulist(c)}\n" for h, c in cpus.items()),
+                  encoding="ascii")
+    return path
 
 
 def keyed(state: ServerState, job: ServerJob) -> bool:
@@ -112,8 +155,10 @@ def drop_key_file(job: ServerJob) -> None:
             job.key_file.unlink()
 
 
-def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> None:
-    """Start a waiting job on ``nodes`` (free, checked by the caller) at ``now`` (s).
+def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float,
+              cores: Sequence[int] = ()) -> None:
+    """Start a waiting job on ``nodes`` (free, checked by the caller) at ``now`` (s);
+    ``cores``: the cores it takes on each node (the Start's, for a job asking for cores).
 
     A start that fails (the backend raises ``OSError``) marks the job ``failed`` and frees
     its nodes; it is logged as ``start_failed``.
@@ -122,6 +167,7 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     state.queue.remove(job.job_id)
     job.elastic = ((job.spec.job_class is JobClass.MALLEABLE and state.elastic_algorithm)
                    or (job.spec.job_class is JobClass.EVOLVING and state.evolving_algorithm))
+    counts = dict(zip(nodes, start_counts(job.spec, nodes, cores)[0], strict=False))
     if state.rm is not None:
         nodes = list(state.rm.arrange(nodes))  # e.g. Slurm's batch host first
     job.nodes = nodes
@@ -153,13 +199,15 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
             job.nodes = []
             state.queue.insert(place, job.job_id)
             return
-    state.free.difference_update(nodes)
+    job.start_cores = state.ledger.acquire(job.job_id, nodes,
+                                           [counts[n] for n in nodes] if counts else ())
     try:
         job.address = state.nodes.address(nodes[0])
         launch = JobLaunch(job.job_id, argv, state.cwd, job.stdout, job.stderr)
         job.proc = state.nodes.launch(launch, nodes, job_env(state, job))
     except OSError as exc:
-        state.free.update(nodes)
+        state.ledger.release(job.job_id, nodes)
+        job.start_cores = ()
         job.nodes = []
         job.state = "failed"
         job.start_s = job.end_s = now
@@ -176,6 +224,8 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float) 
     state.persist(job)
     state.event("start", job.job_id, name=job.spec.name, nodes=nodes, pid=job.proc.pid,
                 elastic=job.elastic, authenticated=job.key is not None,
+                **({"cores": {n: list(c) for n, c in job.start_cores}}
+                   if job.start_cores else {}),
                 wait_s=round(now - job.submit_s, 3),
                 command=shlex.join(job.argv), **state.rm_info(job))
 
@@ -250,7 +300,7 @@ def finish(state: ServerState, job: ServerJob, code: int | None, now: float) -> 
     held = job.end(now, job.state)
     state.persist(job)
     drop_key_file(job)
-    state.free.update(held)
+    state.ledger.release(job.job_id, held)
     state.event("end", job.job_id, state=job.state, returncode=code, nodes=held,
                 run_s=round(now - job.start_s, 3), shrinks=job.shrinks, grows=job.grows,
                 requests=job.requests, requests_served=job.requests_served,

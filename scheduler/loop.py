@@ -78,8 +78,10 @@ class MainLoop:
         running = [job.running_view() for job in s.jobs.values() if job.state == "running"]
         running.sort(key=lambda r: (r.start_s, r.job_id))
         waiting = tuple(s.jobs[i].waiting_view() for i in s.queue)
+        cores = s.ledger.free_counts()
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
-                    len(s.all_nodes))
+                    len(s.all_nodes),
+                    tuple((n, cores[n]) for n in sorted(cores, key=node_key)))
 
     def _schedule(self, now: float) -> None:
         s = self.state
@@ -106,12 +108,12 @@ class MainLoop:
         """
         s = self.state
         job = s.jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-        problem = decision_refusal(decision, job, s.free)
+        problem = decision_refusal(decision, job, s.free, s.ledger.free_counts())
         if problem is not None:
             return problem
         assert job is not None
         if isinstance(decision, Start):
-            start_job(s, job, list(decision.nodes), now)
+            start_job(s, job, list(decision.nodes), now, decision.cores)
         elif isinstance(decision, Shrink):
             order_shrink(s, job, decision.count, now)
         elif order_grow(s, job, list(decision.nodes), now) and job.grant(decision.nodes):

@@ -32,6 +32,11 @@ Two kinds here (the third, Slurm, is :mod:`scheduler.slurm_mode`):
   put on that command line (where ``ps`` on either machine would show it): the job reads it
   from the owner-only file ``SCHEDULER_KEY_FILE`` names, in the shared run directory
   (docs/reference/security.md).
+
+Each backend may carry ``graph``, its nodes' cores (:class:`scheduler.resources.ResourceGraph`),
+given by ``cores_per_node``: a count, or ``"auto"`` (logical nodes: this machine's CPUs; ssh
+hosts: ``nproc`` on each host at start, :func:`ssh_nproc`; Slurm: each node's ``CPUTot``).
+``None`` (the default) leaves ``graph`` ``None``: each node one slot, as before.
 """
 
 from __future__ import annotations
@@ -50,9 +55,10 @@ from typing import Any, Protocol, runtime_checkable
 from apgaspy.wire.auth import KEY_ENV
 
 from .private import open_private
+from .resources import ResourceGraph, local_graph
 
 __all__ = ["JobLaunch", "LocalNodes", "NodeBackend", "ResourceManager", "SshHosts",
-           "python_bin_dir"]
+           "cores_option", "python_bin_dir", "ssh_nproc"]
 
 #: Largest number of logical nodes (127.0.1.1 … 127.0.1.254).
 MAX_LOCAL_NODES = 254
@@ -171,20 +177,65 @@ def source_towards(address: str) -> str:
         return str(s.getsockname()[0])
 
 
+def cores_option(text: str) -> int | str:
+    """Read ``--cores-per-node``: a whole number >= 1 or ``auto``.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if text.strip().lower() == "auto":
+        return "auto"
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"--cores-per-node is a whole number >= 1 or auto, got {text!r}")
+    return int(text)
+
+
+def ssh_nproc(ssh: Sequence[str], host: str, timeout_s: float = 30.0) -> int:
+    """The number of CPUs ``host`` offers (``nproc`` run there through ``ssh``).
+
+    Raises:
+        OSError: ssh fails or times out, or ``nproc`` prints no positive number.
+    """
+    try:
+        out = subprocess.run([*ssh, host, "nproc"], capture_output=True, text=True,
+                             timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        raise OSError(f"{host}: nproc over ssh did not answer in {timeout_s:g} s") from None
+    words = out.stdout.split()
+    if out.returncode != 0 or not words or not words[0].isdigit() or int(words[0]) < 1:
+        raise OSError(f"{host}: nproc over ssh failed (exit {out.returncode}): "
+                      f"{out.stderr.strip()[:200]}")
+    return int(words[0])
+
+
 class LocalNodes:
     """``n`` logical nodes of this machine: 127.0.1.1 … 127.0.1.n (1 ≤ n ≤ 254).
 
     Jobs are started here, with this process's environment plus the job's variables, and
     this Python's ``bin`` directory first on ``PATH``.
 
+    Args:
+        n: the number of nodes.
+        cores_per_node: cores of each node (core ``j`` of node ``k`` is CPU ``(k*C + j) mod
+            os.cpu_count()``; :func:`scheduler.resources.local_graph`), ``"auto"``: this
+            machine's CPUs, or ``None``: each node one slot.  ``note`` says when the nodes
+            share CPUs.
+
     Raises:
-        ValueError: ``n`` outside 1-254.
+        ValueError: ``n`` outside 1-254, or a core count below 1.
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, cores_per_node: int | str | None = None) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LOCAL_NODES:
             raise ValueError(f"LocalNodes: 1 to {MAX_LOCAL_NODES} logical nodes, got {n!r}")
         self._names = tuple(f"127.0.1.{k}" for k in range(1, n + 1))
+        if cores_per_node == "auto":
+            cores_per_node = os.cpu_count() or 1
+        graph, note = local_graph(self._names, cores_per_node)  # type: ignore[arg-type]
+        #: The nodes' cores, or None (a slot a node).
+        self.graph: ResourceGraph | None = None if graph.slots else graph
+        #: One line to say at start when the nodes share CPUs, or None.
+        self.note = note
 
     def __repr__(self) -> str:
         return f"LocalNodes({len(self._names)})"
@@ -225,12 +276,16 @@ class SshHosts:
     ssh does not forward the scheduler's environment.  ``SCHEDULER_KEY`` is left out (it
     would show in ``ps``); the job reads its key from ``SCHEDULER_KEY_FILE``.
 
+        cores_per_node: the hosts' cores: a count, ``"auto"`` (``nproc`` over ssh on each
+            host, now), or ``None``: a slot a host.
+
     Raises:
         ValueError: no hosts, or a host named twice.
+        OSError: ``cores_per_node="auto"`` and ``nproc`` fails on a host.
     """
 
     def __init__(self, hosts: Sequence[str], ssh: str = "ssh", *, listen: str | None = None,
-                 tty: bool = True) -> None:
+                 tty: bool = True, cores_per_node: int | str | None = None) -> None:
         hosts = tuple(h.strip() for h in hosts if h.strip())
         if not hosts:
             raise ValueError("SshHosts: give at least one host")
@@ -240,6 +295,13 @@ class SshHosts:
         self.ssh = tuple(shlex.split(ssh)) or ("ssh",)
         self.listen = listen
         self.tty = tty
+        #: The hosts' cores (``cores_per_node``: a count, or ``"auto"``: ``nproc`` on each
+        #: host, :func:`ssh_nproc`), or None: a slot a host.
+        self.graph: ResourceGraph | None = None
+        if cores_per_node == "auto":
+            self.graph = ResourceGraph.counted({h: ssh_nproc(self.ssh, h) for h in hosts})
+        elif cores_per_node is not None:
+            self.graph = ResourceGraph.counted({h: int(cores_per_node) for h in hosts})
 
     def __repr__(self) -> str:
         return f"SshHosts({list(self._names)!r}, ssh={' '.join(self.ssh)!r})"

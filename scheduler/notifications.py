@@ -200,7 +200,7 @@ def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument:
             except OSError as exc:
                 return refuse(f"the resource manager kept the node: {exc}")
         job.release(state.now(), host)
-        state.free.add(host)
+        state.ledger.release(job.job_id, [host])
         state.persist(job)
         state.event("evolving_release", job_id, node=host, nodes=list(job.nodes))
         return True

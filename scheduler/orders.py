@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .order_transport import OrderFailedError, send_grow, send_shrink
+from .launch import write_cores_file
 from .state import ServerJob, ServerState
 
 __all__ = ["order_grow", "order_shrink"]
@@ -48,13 +49,25 @@ def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float)
     """Give ``nodes`` (free) to ``job`` now and order it to use them; returns whether the
     order was sent (``False``: the journal refused it, the nodes are free again)."""
     before = job.last_order_s
-    state.free.difference_update(nodes)
+    per_node = job.spec.cores_per_node
+    state.ledger.acquire(job.job_id, nodes, [per_node] * len(nodes) if per_node else ())
     job.order_grow(now, nodes)
     if not _send_order(state, job, "grow", _grow_exchange, nodes, before,
                        added=nodes, nodes=list(job.nodes)):
-        state.free.update(nodes)
+        state.ledger.release(job.job_id, nodes)
         return False
+    _cores_file(state, job)
     return True
+
+
+def _cores_file(state: ServerState, job: ServerJob) -> None:
+    """Rewrite the job's cores file after its hosts changed (where nodes have cores)."""
+    if state.graph.slots:
+        return
+    try:
+        write_cores_file(state, job)
+    except OSError as exc:
+        state.event("cores_file_error", job.job_id, error=str(exc))
 
 
 def _send_order(state: ServerState, job: ServerJob, kind: str,
@@ -115,7 +128,8 @@ def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tupl
             state.persist(job)
         else:
             freed, unknown = job.shrink_done(now, names)
-            state.free.update(freed)
+            state.ledger.release(job.job_id, freed)
+            _cores_file(state, job)
             for name in unknown:
                 state.event("shrink_unknown_node", job.job_id, node=name,
                             error=f"the job named {name!r}, which it does not hold",
@@ -170,7 +184,8 @@ def _grow_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[
         else:
             back = [n for n in nodes if n in job.nodes and n not in stuck]
             job.grow_failed(now, back, reachable=error.refused)
-            state.free.update(back)
+            state.ledger.release(job.job_id, back)
+            _cores_file(state, job)
             state.event("grow_failed", job.job_id, added=nodes, error=str(error),
                         seconds=took, returned=back,
                         note=None if error.refused else

@@ -28,6 +28,9 @@ class JobRecord:
     granted and nodes given back; a grant counts as a served request, not as a grow
     (:mod:`scheduler.job_state`).  The real scheduler and the simulations count them by the
     same transitions, so records of one batch agree field by field.
+
+    ``cores``: ``(node, core indices)`` the job held at its start where it asked for cores
+    (:mod:`scheduler.resources`); empty for a job of whole nodes.
     """
 
     job_id: int
@@ -48,6 +51,7 @@ class JobRecord:
     requests: int = 0
     requests_served: int = 0
     releases: int = 0
+    cores: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def wait_s(self) -> float:

@@ -59,7 +59,8 @@ from .algorithms import make, registry
 from .control_client import control_path
 from .control_server import prepare_control_path
 from .notification_listener import ListenerLimits
-from .nodes import LocalNodes, NodeBackend, SshHosts
+from .nodes import LocalNodes, NodeBackend, SshHosts, cores_option
+from .resources import SHAPES
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options
 from .slurm_mode import GROW_MODES, SlurmNodes
@@ -76,6 +77,13 @@ def _hosts(text: str) -> list[str]:
     if len(set(hosts)) != len(hosts):
         raise argparse.ArgumentTypeError(f"a host is named twice in {text!r}")
     return hosts
+
+
+def _cores(text: str) -> int | str:
+    try:
+        return cores_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _env(text: str) -> tuple[str, str]:
@@ -105,6 +113,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssh", default="ssh",
                    help="ssh command for --hosts (default ssh; jobs start with -t -t)")
     p.add_argument("--no-tty", action="store_true", help="start ssh jobs without -t -t")
+    p.add_argument("--cores-per-node", type=_cores, default=None, metavar="C|auto",
+                   help="cores of each node: jobs may then ask for #CORES and are given a "
+                        "shape (APGAS_CORES, APGAS_PLACES_PER_HOST, GLB_WORKERS); auto: "
+                        "this machine's CPUs (logical nodes), nproc over ssh (--hosts), "
+                        "CPUTot (--slurm); default: each node one slot")
+    p.add_argument("--shape", choices=SHAPES, default="scale",
+                   help="places and workers of a job on its cores: scale (a place a node, "
+                        "a worker a core; default) or granularity (a place a core)")
     p.add_argument("--algorithm", choices=sorted(registry), default="malleable",
                    help="scheduling algorithm (default malleable)")
     p.add_argument("--port", type=port, default=DEFAULT_PORT,
@@ -192,10 +208,12 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
     if (args.partition is not None or args.slurm_grow != "auto") and not args.slurm:
         raise ValueError("--partition and --slurm-grow need --slurm")
     if args.slurm:
-        return SlurmNodes(args.partition, args.nodes, listen=args.listen, grow=args.slurm_grow)
+        return SlurmNodes(args.partition, args.nodes, listen=args.listen, grow=args.slurm_grow,
+                          cores_per_node=args.cores_per_node)
     if args.hosts:
-        return SshHosts(args.hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty)
-    return LocalNodes(args.nodes or 4)
+        return SshHosts(args.hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty,
+                        cores_per_node=args.cores_per_node)
+    return LocalNodes(args.nodes or 4, cores_per_node=args.cores_per_node)
 
 
 def format_event(ev: dict[str, Any]) -> str | None:
@@ -313,6 +331,9 @@ def run(args: argparse.Namespace) -> int:
     # Jobs inherit this environment and --env: a misspelt setting would reach none of them.
     for name, close in unknown_variables([*os.environ, *dict(args.env)]):
         print(f"warning: {describe(name, close)}", file=sys.stderr, flush=True)
+    note = getattr(nodes, "note", None)
+    if note:  # logical nodes sharing this machine's CPUs
+        print(f"note: {note}", file=sys.stderr, flush=True)
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="apgaspy-scheduler-"))
     state_dir = args.state_dir or Path(run_dir) / "state"
 
@@ -328,6 +349,7 @@ def run(args: argparse.Namespace) -> int:
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
             state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
+            shape=args.shape,
         )
         server.start()
     except OSError as exc:

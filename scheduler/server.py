@@ -64,6 +64,7 @@ from .notifications import on_notification
 from .private import private_dir
 from .records import JobRecord, SimResult
 from .recovery import recover
+from .resources import SHAPES
 from .shutdown import begin_shutdown, end_running_jobs
 from .state import ENDED_STATES, RESIZING_ALGORITHMS, ServerState
 
@@ -110,9 +111,15 @@ class Server:
             itself with ``#AUTH plain``.
         limits: the bounds on the notification port's connections and lines
             (:class:`~scheduler.notification_listener.ListenerLimits`; default: its defaults).
+        shape: how a job's places and workers are laid on its cores
+            (:func:`scheduler.resources.shape`): ``"scale"`` (a place a node, a worker a
+            core) or ``"granularity"`` (a place a core).  The nodes' cores come from the
+            backend's ``graph`` (``LocalNodes(n, cores_per_node=C)``, ssh hosts, Slurm);
+            a backend without one hands out whole nodes, a slot each, and gives jobs no shape.
 
     Raises:
-        ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, or ``port`` outside 0-65535.
+        ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, or an
+            unknown ``shape``.
         OSError: the log cannot be opened, or the run directory made
             (:class:`~scheduler.private.UnsafePathError`: it is another user's or a link);
             :class:`~scheduler.journal.JournalLockedError` (an ``OSError``): another live
@@ -142,7 +149,10 @@ class Server:
         state_dir: str | os.PathLike[str] | None = None,
         plain_lines: Iterable[str] = (),
         limits: ListenerLimits | None = None,
+        shape: str = "scale",
     ) -> None:
+        if shape not in SHAPES:
+            raise ValueError(f"shape is {' or '.join(SHAPES)}, got {shape!r}")
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0 s, got {interval_s}")
         if grace_s < 0:
@@ -164,7 +174,8 @@ class Server:
             grace_s=float(grace_s), cwd=str(Path(cwd or os.getcwd()).resolve()),
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
-            journal=journal, plain_lines=tuple(plain_lines))
+            journal=journal, plain_lines=tuple(plain_lines),
+            graph=getattr(nodes, "graph", None), shape=shape)
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes
@@ -337,7 +348,9 @@ class Server:
     def status(self) -> dict[str, Any]:
         """The cluster as JSON data: ``now_s``, ``algorithm``, ``nodes`` (each ``name`` and
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
-        allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``,
+        allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``, ``shape`` (the
+        shape policy, null where each node is one slot; each node then also has ``cores``
+        and ``free_cores``; a node core jobs share names one of them as ``job``),
         ``refused_lines`` (notification lines refused: failed authentication or a stranger's
         address), ``dropped_lines`` (lines for an address where no job ran),
         ``refused_connections`` (notification connections closed at once, over a cap),
@@ -349,6 +362,7 @@ class Server:
             now = s.now()
             owner = {n: j.job_id for j in s.jobs.values() if j.state == "running"
                      for n in j.nodes}
+            free_cores = s.ledger.free_counts()
             return {
                 "now_s": round(now, 3),
                 "algorithm": s.algorithm_name,
@@ -357,8 +371,11 @@ class Server:
                 "run_dir": str(s.run_dir),
                 "log": str(s.event.path) if s.event.path else None,
                 "journal": str(s.journal.path) if s.journal is not None else None,
-                "nodes": [{"name": n, "job": owner.get(n)}
+                "nodes": [{"name": n, "job": owner.get(n),
+                           **({} if s.graph.slots else
+                              {"cores": s.graph.size(n), "free_cores": free_cores.get(n, 0)})}
                           for n in sorted(s.all_nodes, key=node_key)],
+                "shape": None if s.graph.slots else s.shape,
                 "free": len(s.free),
                 "jobs": [{**j.info(now), **s.rm_info(j)} for j in s.jobs.values()],
                 "refused": [list(r) for r in s.refused],

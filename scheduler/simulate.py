@@ -39,8 +39,14 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   so the calls that remain happen at the same times, with the same answers, as with a call
   at every tick: schedules are identical, only ``decide_calls`` is smaller.  Idle stretches
   and long runs of unchanging queues cost nothing.
-* A job that can never fit the cluster (:meth:`JobSpec.fits`) is refused at submission and
-  counted in ``refused``.  Jobs are not killed at their required time.
+* A job that can never fit the cluster (:meth:`JobSpec.fits`,
+  :func:`scheduler.resources.cores_refusal`) is refused at submission and counted in
+  ``refused``.  Jobs are not killed at their required time.
+* Cores (``cores_per_node``): the nodes' cores are counted by the real scheduler's
+  :class:`~scheduler.resources.CoreLedger`, the policy sees them in ``View.free_cores`` and a
+  job asking for cores takes the same cores as it would there.  A ``#CORES n`` job runs at
+  its curve's one-node time wherever it is placed (an SWF job's run time is that of its
+  processors); a ``#CORES_PER_NODE`` job scales with its node count.
 
 A decision, a resize done and an end change a job only through the transitions of
 :class:`~scheduler.job_state.JobState` (``start``, ``order_grow`` and ``grant``,
@@ -84,6 +90,7 @@ from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .records import JobRecord, SimResult
+from .resources import CoreLedger, ResourceGraph, cores_refusal, start_counts
 from .workload import Workload
 
 __all__ = [
@@ -117,6 +124,8 @@ class SimConfig:
         algorithm_options: extra keyword options for an algorithm given by name
             (e.g. ``{"rescale_gap_s": 180, "keep_free": 1}``), dropped by classes that do not
             take them (:func:`scheduler.algorithms.make`).
+        cores_per_node: cores of each node (``simulate --cores-per-node``), or ``None``:
+            each node one slot (:mod:`scheduler.resources`).
     """
 
     total_nodes: int = 32
@@ -130,8 +139,11 @@ class SimConfig:
     run_on_events: bool = True
     node_names: tuple[str, ...] | None = None
     algorithm_options: Mapping[str, Any] = field(default_factory=dict)
+    cores_per_node: int | None = None
 
     def __post_init__(self) -> None:
+        if self.cores_per_node is not None and self.cores_per_node < 1:
+            raise ValueError(f"cores_per_node must be >= 1, got {self.cores_per_node}")
         if self.total_nodes < 1:
             raise ValueError(f"total_nodes must be >= 1, got {self.total_nodes}")
         if not self.interval_s > 0:
@@ -144,6 +156,12 @@ class SimConfig:
     def nodes(self) -> tuple[str, ...]:
         """The node names."""
         return self.node_names or tuple(f"n{i}" for i in range(1, self.total_nodes + 1))
+
+    def graph(self) -> ResourceGraph:
+        """The nodes and their cores."""
+        if self.cores_per_node is None:
+            return ResourceGraph.whole_nodes(self.nodes())
+        return ResourceGraph.counted({n: self.cores_per_node for n in self.nodes()})
 
     def costs_of(self, spec: JobSpec) -> ResizeCostModel:
         """The resize costs of a job: ``job_costs`` for its ``(program, size)``, else
@@ -264,7 +282,10 @@ class Simulator:
         """
         cfg = self.config
         self._free: set[str] = set(cfg.nodes())
+        self._ledger = CoreLedger(cfg.graph(), self._free)
+        self._sizes = self._ledger.graph.sizes()
         self._free_view: tuple[str, ...] | None = None
+        self._cores_view: tuple[tuple[str, int], ...] = ()
         self._waiting: dict[int, WaitingJob] = {}
         self._running: dict[int, _Job] = {}
         self._running_view: dict[int, RunningJob] = {}
@@ -374,7 +395,8 @@ class Simulator:
 
     def _handle(self, kind: int, job: _Job, version: int, now: float) -> bool:
         if kind == _SUBMIT:
-            reason = job.spec.fits(self.config.total_nodes)
+            reason = (job.spec.fits(self.config.total_nodes)
+                      or cores_refusal(job.spec, self._sizes))
             if reason is not None:
                 self._refused.append((job.spec.name, reason))
                 job.state = "refused"
@@ -390,7 +412,7 @@ class Simulator:
                 return False  # superseded by a resize
             del self._running[job.job_id]
             del self._running_view[job.job_id]
-            self._free.update(job.end(now, "ended"))
+            self._ledger.release(job.job_id, job.end(now, "ended"))
             self._free_changed()
             self._count_done()
             return True
@@ -401,7 +423,7 @@ class Simulator:
         if kind == _RESIZE_DONE:
             if job.pending_release:
                 freed, _ = job.shrink_done(now, job.pending_release)
-                self._free.update(freed)
+                self._ledger.release(job.job_id, freed)
                 self._free_changed()
                 job.pending_release = ()
             else:
@@ -413,34 +435,47 @@ class Simulator:
     def _view(self, now: float) -> View:
         if self._free_view is None:
             self._free_view = tuple(sorted_nodes(self._free))
+            if self.config.cores_per_node is not None:
+                cores = self._ledger.free_counts()
+                self._cores_view = tuple((n, cores[n]) for n in sorted_nodes(cores))
         return View(
             now,
             self._free_view,
             tuple(self._running_view.values()),
             tuple(self._waiting.values()),
             self.config.total_nodes,
+            self._cores_view,
         )
+
+    def _width(self, job: _Job, nodes: int) -> int:
+        """The node count a job's curve is read at: 1 for a ``#CORES`` job (module
+        docstring), else its nodes."""
+        return 1 if job.spec.cores is not None else nodes
 
     # ---------------------------------------------------------------------- decisions
 
     def _advance(self, job: _Job, now: float) -> None:
         if now > job.progress_from:
-            job.work_left -= (now - job.progress_from) / job.curve(len(job.nodes))
+            job.work_left -= ((now - job.progress_from)
+                              / job.curve(self._width(job, len(job.nodes))))
             job.work_left = max(job.work_left, 0.0)
             job.progress_from = now
 
     def _schedule_end(self, job: _Job, nodes_after: int) -> None:
         job.version += 1
-        end = job.progress_from + job.work_left * job.curve(nodes_after)
+        end = job.progress_from + job.work_left * job.curve(self._width(job, nodes_after))
         self._push(end, _END, job)
 
     def _apply(self, decision: Decision, now: float) -> None:
         cfg = self.config
-        job = check_decision(decision, self._by_id, self._free, self.algorithm.name)
+        job = check_decision(decision, self._by_id, self._free, self.algorithm.name,
+                             self._ledger.free_counts() if job_asks_cores(decision, self._by_id)
+                             else None)
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
-            self._free.difference_update(nodes)
+            counts, _ = start_counts(job.spec, nodes, decision.cores)
+            job.start_cores = self._ledger.acquire(job.job_id, nodes, counts)
             self._free_changed()
             job.start(now, nodes, elastic=job.spec.job_class in _ELASTIC)
             job.progress_from = now
@@ -464,7 +499,8 @@ class Simulator:
             self._advance(job, now)
             cost = cfg.costs_of(job.spec).grow_s(len(nodes))
             job.progress_from = now + cost
-            self._free.difference_update(nodes)
+            per_node = job.spec.cores_per_node
+            self._ledger.acquire(job.job_id, nodes, [per_node] * len(nodes) if per_node else ())
             self._free_changed()
             job.order_grow(now, nodes)
             job.grant(nodes)
@@ -480,6 +516,13 @@ class Simulator:
         return result_from_records(records, algorithm=self.algorithm.name,
                                    total_nodes=cfg.total_nodes, refused=self._refused,
                                    bsld_threshold_s=cfg.bsld_threshold_s, decide_calls=calls)
+
+
+def job_asks_cores(decision: object, jobs: Mapping[int, JobState]) -> bool:
+    """Whether ``decision`` names a job asking for cores (its check then needs the free
+    cores; a node job's check needs the free nodes only)."""
+    job = jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
+    return job is not None and job.spec.asks_cores
 
 
 def simulate(

@@ -189,6 +189,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="malleable share(s) in %% for the trace (default: --shares)")
     swf.add_argument("--cores-per-node", type=positive_int, default=1,
                      help="processors per node of the traced machine (1)")
+    swf.add_argument("--swf-cores", action="store_true",
+                     help="count cores: nodes have --cores-per-node cores and the trace's "
+                          "rigid jobs ask for their processors as #CORES")
     swf.add_argument("--swf-max-jobs", type=positive_int, default=None,
                      help="use only the first jobs of the trace")
     swf.add_argument("--serial-fraction", type=fraction, default=0.05,
@@ -419,6 +422,7 @@ def run(args: argparse.Namespace) -> int:
         cooldown_s=args.cooldown_s,
         costs=_COSTS[args.resize_costs](),
         algorithm_options=priority_options(args),
+        cores_per_node=args.cores_per_node if args.swf and args.swf_cores else None,
     )
     batches = args.batches or (1 if args.swf else 10)
     shares = args.swf_malleable_share if args.swf and args.swf_malleable_share else args.shares
@@ -449,12 +453,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.swf:
             cfg.update(workload=f"swf:{args.swf}", cores_per_node=args.cores_per_node,
-                       serial_fraction=args.serial_fraction, swf_max_jobs=args.swf_max_jobs)
+                       serial_fraction=args.serial_fraction, swf_max_jobs=args.swf_max_jobs,
+                       swf_cores=args.swf_cores)
             evaluation = evaluate_workloads(
                 counted(lambda share, batch: swf_workload(
                     args.swf, total_nodes=args.nodes, cores_per_node=args.cores_per_node,
                     malleable_share=share, seed=args.seed + batch,
-                    serial_fraction=args.serial_fraction, max_jobs=args.swf_max_jobs)),
+                    serial_fraction=args.serial_fraction, max_jobs=args.swf_max_jobs,
+                    as_cores=args.swf_cores)),
                 algorithms=args.algorithms, shares=shares, batches=batches, config=config,
                 job_progress=bar.update if bar is not None else None,
             )

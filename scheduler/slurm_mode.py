@@ -88,6 +88,7 @@ from typing import Any
 from ._exceptions import SlurmError
 from .nodes import JobLaunch, python_bin_dir, source_towards
 from .private import open_private, write_private
+from .resources import ResourceGraph
 from .slurm_commands import (
     ENDED_STATES,
     SlurmError,
@@ -98,7 +99,7 @@ from .slurm_commands import (
 )
 from .slurm_helpers_cli import NODE_MAP_ENV
 
-__all__ = ["GROW_MODES", "SlurmNodes"]
+__all__ = ["GROW_MODES", "SlurmNodes", "node_cpus"]
 
 #: How a job's Slurm allocation grows: ``expand`` (``--dependency=expand``), ``fallback``
 #: (helper allocations beside the job), ``auto`` (expand when the controller permits it).
@@ -125,6 +126,18 @@ class _Held:
         return out
 
 
+def node_cpus(text: str) -> dict[str, int]:
+    """Node name → its CPUs (``CPUTot``) from ``scontrol show node -o``'s lines; a node
+    whose line has no positive ``CPUTot`` is left out."""
+    out = {}
+    for line in text.splitlines():
+        fields = scontrol_fields(line) if line.strip() else {}
+        name, cpus = fields.get("NodeName", ""), fields.get("CPUTot", "")
+        if name and cpus.isdigit() and int(cpus) > 0:
+            out[name] = int(cpus)
+    return out
+
+
 class SlurmNodes:
     """The nodes of a Slurm partition, handed out as Slurm jobs (module docstring).
 
@@ -135,6 +148,8 @@ class SlurmNodes:
         listen: the scheduler's address (``SCHEDULER_IP``); default: the address this
             machine reaches the first node from.
         grow: ``"auto"``, ``"expand"`` or ``"fallback"`` (:data:`GROW_MODES`).
+        cores_per_node: the nodes' cores: a count, ``"auto"`` (each node's ``CPUTot``,
+            :func:`node_cpus`), or ``None``: a slot a node.
         immediate_s: seconds ``salloc`` may wait for a grow's nodes (``--immediate``).
         step_wait_s: seconds a shrink waits for the job steps on the released nodes to end
             before the resize (which kills those still there).
@@ -151,7 +166,8 @@ class SlurmNodes:
     def __init__(self, partition: str | None = None, count: int | None = None, *,
                  listen: str | None = None, grow: str = "auto", immediate_s: float = 20.0,
                  step_wait_s: float = 10.0, timeout_s: float = 30.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None,
+                 cores_per_node: int | str | None = None) -> None:
         if count is not None and (isinstance(count, bool) or count < 1):
             raise ValueError(f"SlurmNodes: count must be >= 1, got {count!r}")
         if grow not in GROW_MODES:
@@ -168,7 +184,7 @@ class SlurmNodes:
         self._closed = False
         try:
             self.partition, members = self._partition(partition)
-            order = self._node_order()
+            order, cputot = self._node_table()
             members = sorted(members, key=lambda n: order.get(n, math.inf))
             if count is not None:
                 if count > len(members):
@@ -182,6 +198,13 @@ class SlurmNodes:
             raise
         self._names = tuple(members)
         self._rank = {n: i for i, n in enumerate(self._names)}
+        #: The nodes' cores (``cores_per_node``: a count, or ``"auto"``: Slurm's
+        #: ``CPUTot`` of each node), or None: a slot a node.
+        self.graph: ResourceGraph | None = None
+        if cores_per_node == "auto":
+            self.graph = ResourceGraph.counted({n: cputot.get(n, 1) for n in self._names})
+        elif cores_per_node is not None:
+            self.graph = ResourceGraph.counted({n: int(cores_per_node) for n in self._names})
         #: ``grow="auto"``: a refused expand switches later jobs to the fallback.
         self.auto = grow == "auto"
         if grow == "auto":
@@ -217,11 +240,12 @@ class SlurmNodes:
             raise SlurmError(f"partition {part.get('PartitionName')} has no nodes")
         return part["PartitionName"], nodes
 
-    def _node_order(self) -> dict[str, int]:
-        """Node name → index in the controller's node table (the order of allocations)."""
+    def _node_table(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Node name → index in the controller's node table (the order of allocations), and
+        node name → its CPUs (:func:`node_cpus`)."""
         out = self._slurm("scontrol", "show", "node", "-o").stdout
         names = [scontrol_fields(line).get("NodeName", "") for line in out.splitlines()]
-        return {n: i for i, n in enumerate(n for n in names if n)}
+        return {n: i for i, n in enumerate(n for n in names if n)}, node_cpus(out)
 
     def _expand_permitted(self) -> bool:
         out = self._slurm("scontrol", "show", "config").stdout

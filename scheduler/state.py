@@ -50,6 +50,7 @@ from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
 from .private import open_private
 from .procs import ProcessTree
+from .resources import CoreLedger, ResourceGraph
 
 __all__ = ["ENDED_STATES", "RESIZING_ALGORITHMS", "EventLog", "ServerJob", "ServerState"]
 
@@ -242,7 +243,8 @@ class ServerState:
                  clock: Callable[[], float],
                  on_event: Callable[[dict[str, Any]], None] | None,
                  shrink_line_timeout_s: float, grow_timeout_s: float,
-                 journal: Journal | None = None, plain_lines: tuple[str, ...] = ()) -> None:
+                 journal: Journal | None = None, plain_lines: tuple[str, ...] = (),
+                 graph: ResourceGraph | None = None, shape: str = "scale") -> None:
         # settings
         self.nodes = nodes
         #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
@@ -278,6 +280,12 @@ class ServerState:
         # cluster
         self.all_nodes: tuple[str, ...] = tuple(nodes.names())
         self.free: set[str] = set(self.all_nodes)
+        #: The nodes' cores (:mod:`scheduler.resources`): without a count, a slot a node.
+        self.graph = graph or ResourceGraph.whole_nodes(self.all_nodes)
+        #: Who holds which cores; its whole-free nodes are ``free`` itself.
+        self.ledger = CoreLedger(self.graph, self.free)
+        #: The shape policy of jobs (``serve --shape``): ``scale`` or ``granularity``.
+        self.shape = shape
         self.jobs: dict[int, ServerJob] = {}
         self.pending: list[tuple[float, int]] = []  # (due_s, job id), sorted
         self.queue: list[int] = []  # waiting job ids, in submission order

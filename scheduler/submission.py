@@ -22,6 +22,7 @@ from typing import Any
 from ._exceptions import SubmissionError
 from .jobs import BatchEntry, JobSpec, load_batch, load_job_script, parse_job_script
 from .launch import end_job
+from .resources import cores_refusal
 from .private import write_private
 from .state import ENDED_STATES, ServerJob, ServerState
 
@@ -73,7 +74,8 @@ def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0,
             finite number ≥ 0.
     """
     with state.lock:
-        reason = spec.fits(len(state.all_nodes))
+        reason = (spec.fits(len(state.all_nodes))
+                  or cores_refusal(spec, state.graph.sizes()))
         argv: tuple[str, ...] = ()
         if reason is None:
             try:

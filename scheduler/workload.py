@@ -34,7 +34,10 @@ or the run time when unknown; it is raised to the run time when smaller (a job i
 in simulation).  Submit times are shifted so the first job is submitted at 0.  A job's run time
 at other node counts follows a one-point Amdahl curve with ``serial_fraction`` (0.05).
 ``malleable_share`` x % of the jobs (a seeded choice) become malleable with the range
-``[max(1, n // 2), min(total_nodes, 2 n)]``.
+``[max(1, n // 2), min(total_nodes, 2 n)]``.  With ``as_cores`` the other jobs ask for their
+processors as cores (``#CORES p``, :mod:`scheduler.resources`) instead of ``n`` whole nodes, to
+be simulated on nodes of ``cores_per_node`` cores (``SimConfig.cores_per_node``); their run
+time is the trace's wherever they are placed.
 """
 
 from __future__ import annotations
@@ -283,6 +286,7 @@ def swf_workload(
     seed: int = 0,
     serial_fraction: float = 0.05,
     max_jobs: int | None = None,
+    as_cores: bool = False,
 ) -> Workload:
     """A workload from an SWF trace (module docstring for the mapping).
 
@@ -294,6 +298,7 @@ def swf_workload(
         seed: seed of that choice.
         serial_fraction: Amdahl serial fraction of every job's run-time curve.
         max_jobs: keep only the first jobs of the trace.
+        as_cores: the jobs not made malleable ask for their processors as cores.
     """
     if cores_per_node < 1:
         raise ValueError(f"cores_per_node must be >= 1, got {cores_per_node}")
@@ -329,6 +334,10 @@ def swf_workload(
                 program="swf",
                 size=job.number,
             )
+        elif as_cores:
+            spec = JobSpec(name=f"swf{job.number}", cores=job.processors,
+                           required_time_s=required, program="swf", size=job.number)
+            model.add("swf", job.number, ScalingCurve({1: job.run_s}, 0.0, floor_s=1.0))
         else:
             spec = JobSpec(
                 name=f"swf{job.number}",

@@ -112,7 +112,7 @@ def test_batch_file_error_lists_the_documented_fields(tmp_path):
         load_batch(batch)
     message = str(exc.value)
     assert "unknown field(s) node; known: name, job_class, nodes" in message
-    assert message.endswith("priority, submit_s")
+    assert message.endswith("priority, cores, cores_per_node, profile, submit_s")
     assert "declared_class" not in message
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .base import Decision, FreeNodes, Start, View, size_up_to_max
+from .base import Decision, FreeNodes, View, size_up_to_max, start_of
 
 __all__ = ["Backfilling"]
 
@@ -21,12 +21,12 @@ class Backfilling:
 
     def decide(self, view: View) -> list[Decision]:
         """Walk the queue once; start each job that fits in the nodes still free."""
-        pool = FreeNodes(view.free_nodes)
+        pool = FreeNodes(view.free_nodes, view.free_cores)
         decisions: list[Decision] = []
         for job in view.waiting:
-            size = size_up_to_max(job.spec, len(pool))
-            if size is not None:
-                decisions.append(Start(job.job_id, pool.take(size)))
+            fit = start_of(job, pool, size_up_to_max)
+            if fit is not None:
+                decisions.append(fit[0])
         return decisions
 
     def next_change_s(self, view: View) -> float:

@@ -27,6 +27,11 @@ Conventions all algorithms follow:
   is grown only on its own request (``RunningJob.requested``) and never shrunk
   (:mod:`.evolving`).
 * Decisions of one call are meant to be applied in order; they never use a node twice.
+* Cores (:mod:`scheduler.resources`): ``View.free_cores`` gives the free cores of every node
+  that has one (whole-free nodes and nodes that jobs asking for cores use part of).  A job
+  asking for cores (``spec.asks_cores``) is started with ``Start.cores``, one count a node;
+  :func:`start_of` places it (the shared queue passes use it).  A node request takes whole
+  nodes (``free_nodes``), as before.
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
 in :data:`scheduler.algorithms.registry`.
@@ -48,6 +53,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..jobs import JobClass, JobSpec
+from ..resources import nodes_for_cores
 
 __all__ = [
     "DEFAULT_COOLDOWN_S",
@@ -66,6 +72,7 @@ __all__ = [
     "next_change_s",
     "node_key",
     "sorted_nodes",
+    "start_of",
 ]
 
 #: Minimum time between two orders to the same job (seconds): the Java scheduler's 60 s.
@@ -130,6 +137,9 @@ class View:
         running: the running jobs (start order).
         waiting: the queued jobs, in submission order (the queue the algorithms walk).
         total_nodes: the cluster's size (nodes).
+        free_cores: ``(node, free cores)`` for every node with a free core, the scheduler's
+            node order; empty from a mechanism that counts no cores (each free node is then
+            one core).
     """
 
     now_s: float
@@ -137,14 +147,17 @@ class View:
     running: tuple[RunningJob, ...]
     waiting: tuple[WaitingJob, ...]
     total_nodes: int
+    free_cores: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class Start:
-    """Start a waiting job on these nodes (its first node hosts place 0)."""
+    """Start a waiting job on these nodes (its first node hosts place 0); ``cores``: the
+    cores it takes on each node (a job asking for cores), empty for whole nodes."""
 
     job_id: JobId
     nodes: tuple[str, ...]
+    cores: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -292,10 +305,15 @@ class FreeNodes:
 
     Args:
         nodes: the free node names (any order; sorted here with :func:`node_key`).
+        cores: ``(node, free cores)`` (:attr:`View.free_cores`); empty: each free node is
+            one core.
     """
 
-    def __init__(self, nodes: Iterable[str]) -> None:
+    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = ()) -> None:
         self._nodes = sorted_nodes(nodes)
+        self._given = cores
+        self._cores: dict[str, int] | None = None  # built when a job asks for cores
+        self._taken: list[str] = []  # whole nodes taken before it was built
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -305,7 +323,71 @@ class FreeNodes:
         if count > len(self._nodes):
             raise ValueError(f"asked for {count} nodes, {len(self._nodes)} free")
         taken, self._nodes = self._nodes[:count], self._nodes[count:]
+        if self._cores is not None:
+            for node in taken:
+                self._cores.pop(node, None)
+        else:
+            self._taken += taken
         return tuple(taken)
+
+    def free_cores(self) -> dict[str, int]:
+        """node -> its free cores now (each free node one core where the view gave none)."""
+        if self._cores is None:
+            cores = dict(self._given) or {n: 1 for n in self._nodes}
+            for node in self._taken:
+                cores.pop(node, None)
+            self._cores = cores
+        return self._cores
+
+    def place(self, spec: JobSpec,
+              size_of: SizeFn) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+        """Take the cores of a job asking for cores; return ``(nodes, cores a node)``, or
+        ``None`` when it does not fit now (nothing taken).
+
+        ``#CORES n``: :func:`scheduler.resources.nodes_for_cores` (by profile).
+        ``#CORES_PER_NODE c``: ``size_of(spec, nodes with c free cores)`` nodes among
+        them, the fullest first (best fit), then the lowest names.
+        """
+        cores = self.free_cores()
+        order = sorted_nodes(cores)
+        free = {n: c for n, c in cores.items() if c > 0}
+        if spec.cores is not None:
+            placed = nodes_for_cores(spec.cores, free, spec.profile, order)
+            if placed is None:
+                return None
+        else:
+            per_node = spec.cores_per_node or 1
+            fit = sorted((n for n in order if free.get(n, 0) >= per_node),
+                         key=lambda n: free[n])
+            size = size_of(spec, len(fit))
+            if size is None:
+                return None
+            chosen = set(fit[:size])
+            placed = tuple((n, per_node) for n in order if n in chosen)
+        whole = set(self._nodes)
+        for node, count in placed:
+            cores[node] -= count
+            if node in whole:
+                self._nodes.remove(node)
+        return tuple(n for n, _ in placed), tuple(c for _, c in placed)
+
+
+def start_of(job: WaitingJob, pool: FreeNodes, size_of: SizeFn) -> tuple[Start, int] | None:
+    """The Start of a waiting job if it fits in ``pool`` now (taken from it), with the node
+    count it starts on; ``None`` when it does not fit.
+
+    A node request takes ``size_of(spec, free nodes)`` whole nodes, lowest names first; a
+    job asking for cores is placed by :meth:`FreeNodes.place`.
+    """
+    if job.spec.asks_cores:
+        placed = pool.place(job.spec, size_of)
+        if placed is None:
+            return None
+        return Start(job.job_id, placed[0], placed[1]), len(placed[0])
+    size = size_of(job.spec, len(pool))
+    if size is None:
+        return None
+    return Start(job.job_id, pool.take(size)), size
 
 
 def fcfs_pass(
@@ -319,11 +401,11 @@ def fcfs_pass(
     decisions: list[Decision] = []
     started: list[tuple[WaitingJob, int]] = []
     for index, job in enumerate(waiting):
-        size = size_of(job.spec, len(pool))
-        if size is None:
+        fit = start_of(job, pool, size_of)
+        if fit is None:
             return decisions, started, index
-        decisions.append(Start(job.job_id, pool.take(size)))
-        started.append((job, size))
+        decisions.append(fit[0])
+        started.append((job, fit[1]))
     return decisions, started, len(waiting)
 
 
@@ -370,6 +452,13 @@ def easy_backfill(
     shadow_s, extra = reservation(head.spec.lo, len(pool), releases)
     decisions: list[Decision] = []
     for job in rest:
+        if job.spec.asks_cores:
+            # placed only when it ends by the shadow time: its cores never count as extra
+            if now_s + job.spec.required_time_s <= shadow_s:
+                fit = start_of(job, pool, size_of)
+                if fit is not None:
+                    decisions.append(fit[0])
+            continue
         size = size_of(job.spec, len(pool))
         if size is None:
             continue

@@ -9,7 +9,9 @@ simulator cannot accept a decision the real scheduler would refuse (or the other
 The rules:
 
 * ``Start``: the job is waiting; its nodes are distinct, all free, and their count is within
-  the job's ``[min, max]`` range (:attr:`~scheduler.jobs.JobSpec.lo` / ``hi``).
+  the job's ``[min, max]`` range (:attr:`~scheduler.jobs.JobSpec.lo` / ``hi``).  For a job
+  asking for cores, "free" is per core: each node has the cores the Start takes there
+  (``free_cores``), and the counts are the job's (:func:`scheduler.resources.start_counts`).
 * ``Shrink``: the job is running, malleable and takes orders now (it has announced
   ``APGAS-Ready`` and has no order in flight); ``1 <= count`` and it keeps at least its
   minimum.
@@ -23,9 +25,10 @@ rule of the mechanism: it is not checked here.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from ..jobs import JobClass, JobSpec
+from ..resources import start_counts
 from .base import Grow, Shrink, Start
 
 __all__ = ["decision_problem"]
@@ -40,6 +43,18 @@ def _nodes_problem(nodes: Sequence[str], free: Collection[str]) -> str | None:
     return None
 
 
+def _cores_problem(nodes: Sequence[str], counts: Sequence[int], free: Collection[str],
+                   free_cores: Mapping[str, int] | None) -> str | None:
+    if len(set(nodes)) != len(nodes):
+        return f"names a node twice: {list(nodes)}"
+    have = free_cores if free_cores is not None else {n: 1 for n in free}
+    short = [f"{n} ({have.get(n, 0)} free, {c} asked)" for n, c in zip(nodes, counts, strict=True)
+             if have.get(n, 0) < c]
+    if short:
+        return f"cores not free: {', '.join(short)}"
+    return None
+
+
 def decision_problem(
     decision: object,
     *,
@@ -48,6 +63,7 @@ def decision_problem(
     held: int = 0,
     takes_orders: bool = False,
     free: Collection[str] = (),
+    free_cores: Mapping[str, int] | None = None,
 ) -> str | None:
     """Why ``decision`` cannot be applied to the current state, or ``None`` when it can.
 
@@ -62,6 +78,8 @@ def decision_problem(
         takes_orders: the running job has announced ``APGAS-Ready`` and has no order in
             flight (the real server also requires its control connection to be up).
         free: the names of the free nodes (a set, for fast membership).
+        free_cores: node -> its free cores (a mechanism that counts cores); ``None``: each
+            free node is one core.
 
     Returns:
         A one-line reason (``"no such waiting job"``, ``"nodes not free: [...]"``,
@@ -75,7 +93,13 @@ def decision_problem(
         if spec is None or state != "waiting":
             return "no such waiting job"
         nodes = tuple(decision.nodes)
-        problem = _nodes_problem(nodes, free)
+        counts, problem = start_counts(spec, nodes, getattr(decision, "cores", ()))
+        if problem:
+            return problem
+        if counts:
+            problem = _cores_problem(nodes, counts, free, free_cores)
+        else:
+            problem = _nodes_problem(nodes, free)
         if problem:
             return problem
         if not spec.lo <= len(nodes) <= spec.hi:

@@ -22,7 +22,8 @@ class FCFS:
 
     def decide(self, view: View) -> list[Decision]:
         """Start the longest prefix of ``view.waiting`` that fits, lowest free nodes first."""
-        decisions, _, _ = fcfs_pass(view.waiting, FreeNodes(view.free_nodes), size_up_to_max)
+        pool = FreeNodes(view.free_nodes, view.free_cores)
+        decisions, _, _ = fcfs_pass(view.waiting, pool, size_up_to_max)
         return decisions
 
     def next_change_s(self, view: View) -> float:

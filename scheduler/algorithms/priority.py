@@ -172,11 +172,21 @@ class _PriorityBase:
         return now_s - last_event_s(job) >= self.rescale_gap_s
 
     def _plan(self, view: View) -> _Plan:
-        pool = FreeNodes(view.free_nodes)
+        pool = FreeNodes(view.free_nodes, view.free_cores)
         return _Plan(pool, max(0, len(pool) - self.keep_free),
                      sum(job.releasing for job in view.running), set())
 
-    def _start(self, plan: _Plan, job: WaitingJob, size: int) -> Start:
+    def _start(self, plan: _Plan, job: WaitingJob, size: int) -> Start | None:
+        """The job's Start on ``size`` nodes; a job asking for cores is placed on at most
+        ``size`` nodes by its cores (:meth:`~.base.FreeNodes.place`), ``None`` when its
+        cores are not free now."""
+        if job.spec.asks_cores:
+            whole = len(plan.pool)
+            placed = plan.pool.place(
+                job.spec, lambda spec, free: min(size, free) if min(size, free) >= spec.lo
+                else None)
+            plan.avail -= whole - len(plan.pool)
+            return None if placed is None else Start(job.job_id, *placed)
         plan.avail -= size
         return Start(job.job_id, plan.pool.take(size))
 
@@ -251,8 +261,9 @@ class _PriorityBase:
         decisions: list[Decision] = []
         for job in priority_order(view.waiting):
             size = self.start_size(job.spec, plan.avail, view.total_nodes)
-            if size is not None:
-                decisions.append(self._start(plan, job, size))
+            start = None if size is None else self._start(plan, job, size)
+            if start is not None:
+                decisions.append(start)
                 continue
             if self._wait_for_coming(plan, job, view.total_nodes):
                 continue
@@ -464,9 +475,11 @@ class ElasticPriorityEasy(_PriorityBase):
                     if size < job.spec.lo:
                         continue
                     extra -= size
-                decisions.append(self._start(plan, job, size))
-                started.append((job, size))
-                continue
+                start = self._start(plan, job, size)
+                if start is not None:
+                    decisions.append(start)
+                    started.append((job, len(start.nodes)))
+                    continue
             if head_found:
                 continue
             head_found = True
