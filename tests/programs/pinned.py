@@ -1,13 +1,16 @@
 """Where each place and each GLB worker thread may run (tests/test_pinning.py).
 
-    python pinned.py [--glb WORKERS]
+    python pinned.py [--glb WORKERS] [--malleable SECONDS]
 
 Prints one JSON line: for each place, its pid, the ``Cpus_allowed_list`` of its process read
 by place 0 from ``/proc/<pid>/status`` (the places share place 0's machine), and the lists of
 all the place's threads read by the place itself (``/proc/self/task/<tid>/status``).  With
 ``--glb W``: a GLB computation with W workers a place whose bag notes, at every ``process``
 call, the native id of the thread that runs it and that thread's ``Cpus_allowed_list``; the
-line then has ``workers``: place → {thread id: list}, and the count.
+line then has ``workers``: place → {thread id: list}, and the count.  With ``--malleable
+S``: a recording handler takes the orders of the configured communicator for S seconds;
+``grown`` then lists, for each place a grow added, its ``Cpus_allowed_list`` read when
+``post_grow`` ran, and ``calls`` the handler's calls.
 """
 
 import argparse
@@ -16,7 +19,14 @@ import os
 import threading
 import time
 
-from apgaspy import at, places, run
+from apgaspy import (
+    MalleableHandler,
+    at,
+    define_malleable_handler,
+    disable_malleable_handler,
+    places,
+    run,
+)
 from glb import Bag, LongSum, compute_dynamic
 
 SEEN: dict[int, str] = {}  # at each place: native thread id → its Cpus_allowed_list
@@ -76,10 +86,39 @@ def seen() -> dict[int, str]:
     return dict(SEEN)
 
 
+class Recorder(MalleableHandler):
+    """Releases the highest places; notes each grown place's cores."""
+
+    def __init__(self):
+        self.calls, self.grown = [], []
+
+    def pre_shrink(self, n):
+        self.calls.append(["pre_shrink", n])
+        return places()[-n:]
+
+    def post_shrink(self, n, removed):
+        self.calls.append(["post_shrink", n, [p.id for p in removed]])
+
+    def pre_grow(self, n):
+        self.calls.append(["pre_grow", n])
+
+    def post_grow(self, n, continued, added):
+        self.calls.append(["post_grow", n, [p.id for p in added]])
+        for p in added:
+            pid = at(p, os.getpid)
+            self.grown.append([p.id, allowed(f"/proc/{pid}/status")])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--glb", type=int, default=0, metavar="WORKERS")
+    parser.add_argument("--malleable", type=float, default=0.0, metavar="SECONDS")
     args = parser.parse_args()
+    if args.malleable:
+        handler = Recorder()
+        define_malleable_handler(handler)
+        time.sleep(args.malleable)
+        disable_malleable_handler()
     out: dict = {"places": {}}
     for p in places():
         info = at(p, me)
@@ -89,6 +128,8 @@ def main() -> None:
         res = compute_dynamic(Noting(0, 4000), LongSum, n=10, workers=args.glb)
         out["count"] = int(res.value)
         out["workers"] = {p.id: at(p, seen) for p in places()}
+    if args.malleable:
+        out["calls"], out["grown"] = handler.calls, handler.grown
     print(json.dumps(out), flush=True)
 
 
