@@ -51,8 +51,8 @@ _BOOK_LOCK = threading.Lock()
 
 def cores_map() -> dict[str, list[int]] | None:
     """The cores of each host: ``APGAS_CORES`` updated with ``APGAS_CORES_FILE``'s content
-    (read now: a grow calls this again); ``None`` when neither is set (no pinning).  A file
-    that does not exist (yet) adds nothing.
+    (read now: a grow calls this again; entries one a line or separated by ``;``); ``None``
+    when neither is set (no pinning).  A file that does not exist (yet) adds nothing.
 
     Raises:
         ConfigurationError: a value or the file's content does not parse, or the file cannot
@@ -73,7 +73,7 @@ def cores_map() -> dict[str, list[int]] | None:
             raise ConfigurationError(f"APGAS_CORES_FILE={path!r} cannot be read: "
                                      f"{exc.strerror or exc}") from None
         try:
-            out.update(parse_cores_env(text))
+            out.update(parse_cores_env(text.replace("\n", ";")))
         except ValueError as exc:
             raise ConfigurationError(f"APGAS_CORES_FILE={path!r}: {exc}") from None
     return out

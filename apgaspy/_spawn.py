@@ -52,7 +52,7 @@ from ._hosts import (
 )
 from ._keys import seal
 from ._membership import PlaceInfo
-from ._pinning import grow_cores
+from ._pinning import cores_map, grow_cores, host_key
 from ._runtime import Runtime
 
 __all__ = ["LaunchTraffic", "check_grow_hosts", "launch_groups", "spawn_places"]
@@ -202,9 +202,21 @@ def check_grow_hosts(rt: Runtime, hosts: Sequence[str], *, embedded: bool) -> di
 
     Raises:
         MalleabilityError: a host cannot run a place (see :func:`apgaspy._hosts.check_host`),
-            or it is another machine while running places listen on loopback addresses; the
-            first such host's error.
+            or it is another machine while running places listen on loopback addresses, or
+            the job is pinned and ``APGAS_CORES`` (and ``APGAS_CORES_FILE``) has no cores for
+            it; the first such host's error.
     """
+    try:
+        cores = cores_map()
+    except ConfigurationError as exc:
+        raise MalleabilityError(f"cannot grow: {exc}") from None
+    if cores is not None:
+        for host in dict.fromkeys(hosts):
+            if host_key(host, cores) is None:
+                raise MalleabilityError(
+                    f"cannot start a place on host {host!r}: the job is pinned and "
+                    f"APGAS_CORES{' and APGAS_CORES_FILE' if setting('CORES_FILE') else ''} "
+                    f"give it no cores (hosts named: {', '.join(cores) or 'none'})")
     values, refused = _check_hosts(rt, hosts, embedded)
     if refused:
         raise MalleabilityError(next(iter(refused.values())))
@@ -289,9 +301,7 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         try:
             cores = grow_cores(specs, [info.id for info in known])
         except ConfigurationError as exc:
-            error = MalleabilityError(f"could not start {len(specs)} place(s): {exc}")
-            error.places = {pid: (host, str(exc)) for pid, host in specs}  # type: ignore[attr-defined]
-            raise error from None
+            raise MalleabilityError(f"could not start {len(specs)} place(s): {exc}") from None
     spawning = _Spawning(rt, specs, mpi_hosts, cores or {})
     spawning.launch_all(announce)
     new = spawning.new_places(slots)

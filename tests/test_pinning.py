@@ -117,12 +117,15 @@ def test_grown_places_pin_to_the_cores_file_and_a_shrink_frees_them(tmp_path):
     env = env_for(1, APGAS_CORES=f"{HOST}={c0}", APGAS_CORES_FILE=str(cores_file),
                   APGAS_COMMUNICATOR="schedule",
                   APGAS_SCHEDULE="after 0.3 s grow 1 on localhost; after 1.5 s shrink 1; "
-                                 "after 2.5 s grow 1 on localhost")
+                                 "after 2.5 s grow 1 on localhost; after 3.5 s grow 1 on "
+                                 "127.0.1.7")
     r = run_program("pinned.py", 1, "spawn", "--malleable", "4.5", timeout=90, env=env)
     assert r.returncode == 0, r.stderr
     out = r.json_lines()[0]
+    # the last grow, to a host with no cores, is refused before the handler hears of it
     assert out["calls"] == [["pre_grow", 1], ["post_grow", 1, [1]], ["pre_shrink", 1],
                             ["post_shrink", 1, [1]], ["pre_grow", 1], ["post_grow", 1, [2]]]
+    assert "cannot start a place on host '127.0.1.7': the job is pinned" in r.stderr
     assert out["grown"] == [[1, str(c1)], [2, str(c1)]]  # place 1's core, freed, to place 2
     assert out["places"]["0"]["process"] == str(c0)
     assert sorted(out["places"]) == ["0", "2"]

@@ -136,7 +136,7 @@ def test_pin_cores_map_merges_the_file_and_reads_it_again(monkeypatch, tmp_path)
     monkeypatch.setenv("APGAS_CORES", "a=0-1;b=2")
     monkeypatch.setenv("APGAS_CORES_FILE", str(path))
     assert pinning.cores_map() == {"a": [0, 1], "b": [2]}  # no file yet: the variable's
-    path.write_text("b=3\nc=4-5\n".replace("\n", ";"))
+    path.write_text("b=3\nc=4-5\n")  # one entry a line
     assert pinning.cores_map() == {"a": [0, 1], "b": [3], "c": [4, 5]}
     path.write_text("c=oops")
     with pytest.raises(ConfigurationError, match="APGAS_CORES_FILE=.*cpulist item"):
