@@ -43,7 +43,8 @@ from ._exceptions import ConfigurationError, StartupError
 from ._hosts import resolve_host
 
 __all__ = ["BOOK", "CoreBook", "assign", "bind_place", "cores_map", "grow_cores", "host_key",
-           "pin_thread", "place_cores", "pinned_worker", "split", "start_pinning", "unbind"]
+           "pin_thread", "place_cores", "pinned_worker", "split", "start_pinning", "unbind",
+           "usable_cpus"]
 
 _SHARE: tuple[int, ...] | None = None  # this place's cores once bound (bind_place)
 _BOOK_LOCK = threading.Lock()
@@ -204,6 +205,35 @@ def _threads() -> list[int]:
         return [0]
 
 
+def usable_cpus() -> str:
+    """The cpulist of the CPUs this process's cpuset allows (cgroup v2's
+    ``cpuset.cpus.effective``, else v1's ``cpuset.effective_cpus``), else the online CPUs;
+    ``"?"`` where none can be read.  Not the affinity: a launcher's places inherit place 0's
+    share, and may still bind to any CPU of the cpuset."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        lines = []
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates.append(f"/sys/fs/cgroup{path}/cpuset.cpus.effective")
+        elif "cpuset" in controllers.split(","):
+            candidates.append(f"/sys/fs/cgroup/cpuset{path}/cpuset.effective_cpus")
+    candidates.append("/sys/devices/system/cpu/online")
+    for candidate in candidates:
+        try:
+            with open(os.path.normpath(candidate), encoding="ascii") as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    return "?"
+
+
 def bind_place(place_id: int, host: str, cores: Sequence[int]) -> None:
     """Bind this process, every thread it has and every thread it starts later, to ``cores``.
 
@@ -239,8 +269,7 @@ def bind_place(place_id: int, host: str, cores: Sequence[int]) -> None:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, allowed)
         cause = (f"cannot bind to cores {format_cpulist(cores)} (APGAS_CORES): {why}; the "
-                 f"cores must exist and be allowed to this process (it may run on "
-                 f"{format_cpulist(allowed) or '?'})")
+                 f"cores must exist and be in this process's cpuset (here: {usable_cpus()})")
         raise StartupError(f"place({place_id}) on host {host}: {cause}",
                            {place_id: (host, cause)}) from None
     _SHARE = tuple(cores)

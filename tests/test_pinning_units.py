@@ -158,6 +158,12 @@ def test_pin_a_startup_error_prints_one_line():
     assert text.startswith("StartupError: place(0) on host h: cannot bind to cores 999")
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs Linux")
+def test_pin_usable_cpus_covers_this_process_affinity():
+    usable = pinning.usable_cpus()
+    assert set(os.sched_getaffinity(0)) <= set(parse_cpulist(usable))
+
+
 # ---------------------------------------------------------------------- binding
 _BIND = textwrap.dedent("""
     import json, os, sys, threading
