@@ -228,3 +228,13 @@ def test_pin_a_refused_binding_names_the_place_host_and_cores():
     usable = sorted(os.sched_getaffinity(0))[0]
     out = _bind([usable, 999])
     assert "cannot bind to cores" in out["error"] and f"the kernel gave {usable}" in out["error"]
+
+
+def test_pin_glb_workers_0_means_the_cores_of_the_share(monkeypatch):
+    from glb._config import workers_per_place
+
+    monkeypatch.setattr(pinning, "_SHARE", (4, 5, 6))
+    assert workers_per_place(0) == 3
+    assert workers_per_place(2) == 2
+    monkeypatch.setattr(pinning, "_SHARE", None)
+    assert workers_per_place(0) == max(1, len(os.sched_getaffinity(0)))
