@@ -69,23 +69,28 @@ class LaunchOrder(NamedTuple):
     the ``env`` to set, and ``toward``, an address of place 0 the places bind toward
     (``None``: the same machine).  Sent as a plain tuple (the launcher's MPI process runs
     this file as a script and imports nothing of apgaspy).  The job secret is not in it: it
-    comes with the table, sealed to each place's public key (:mod:`apgaspy._keys`)."""
+    comes with the table, sealed to each place's public key (:mod:`apgaspy._keys`).
+    ``cores``: the cores each place of ``specs`` binds to (a list of CPU numbers each, in
+    ``specs``' order), or empty when the job is not pinned (:mod:`apgaspy._pinning`)."""
 
     specs: list[tuple[int, str]]
     prep: dict[str, Any]
     env: dict[str, str]
     toward: str | None
+    cores: tuple[list[int], ...] = ()
 
 
 class StartData(NamedTuple):
     """The spawn handshake, a launcher → one of its places: the place's id and host, and the
-    rest of its :class:`LaunchOrder`.  Sent as a plain tuple through the place's pipe."""
+    rest of its :class:`LaunchOrder` (``cores``: its own, or ``None``: not pinned).  Sent as
+    a plain tuple through the place's pipe."""
 
     place_id: int
     host: str
     prep: dict[str, Any]
     env: dict[str, str]
     toward: str | None
+    cores: list[int] | None = None
 
 
 class PlaceAnswer(NamedTuple):
@@ -93,12 +98,14 @@ class PlaceAnswer(NamedTuple):
     process id ``pid``, its machine's ``host`` name and ``public_key``, the one-time key
     (32 bytes) to which place 0 seals the job secret (:mod:`apgaspy._keys`).  Sent as a plain
     tuple (the launcher's list of answers has ``None`` for a place that died while it
-    started)."""
+    started).  ``error``: why the place cannot start (one line: its cores could not be bound),
+    else ``None``; a place that answers one exits."""
 
     endpoint: str
     pid: int
     host: str
     public_key: bytes
+    error: str | None = None
 ANCHOR_MARK = "apgaspy-anchor"
 """In the waiting anchor's argv, so tools (and tests) can tell it from the place."""
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -233,7 +240,9 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     from . import _interrupt as interrupts
     from ._hosts import choose_address
     from ._keys import KeyPair
+    from ._exceptions import StartupError
     from ._logging import configure_logging
+    from ._pinning import bind_place
     from ._runtime import Runtime, set_runtime
 
     _die_with_parent()
@@ -253,6 +262,15 @@ def _place(down: BinaryIO, up: BinaryIO, anchor: int) -> None:
     logger = logging.getLogger("apgaspy")
     logger.debug("place(%d): start data %.3f s after its launcher's script began", place_id,
                  time.monotonic() - _STARTED)
+    if start.cores is not None:  # before the runtime's threads start: they inherit the cores
+        try:
+            bind_place(place_id, start.host, start.cores)
+        except StartupError as exc:  # place 0 reports it for this place, in one line
+            cause = exc.places.get(place_id, (start.host, str(exc)))[1]
+            pickle.dump(tuple(PlaceAnswer("", os.getpid(), socket.gethostname(), b"",
+                                          cause)), up)
+            up.flush()
+            os._exit(1)
     rt = Runtime(place_id, None, choose_address(start.host, start.toward))
     pair = KeyPair()
     pickle.dump(tuple(PlaceAnswer(endpoint=rt.transport.endpoint, pid=os.getpid(),
@@ -356,11 +374,13 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
         order = LaunchOrder(*sleepy_recv(parent, 0, TAG))
     except (TypeError, ValueError):  # not a launch message: nothing can start
         order = LaunchOrder([], {}, {}, None)
+    _bind_anchor(order.cores)
     for i, down in enumerate(downs):  # every place first: they bind their sockets at once
         try:
             place_id, host = order.specs[i]
+            cores = order.cores[i] if order.cores else None
             pickle.dump(tuple(StartData(place_id, host, order.prep, order.env,
-                                        order.toward)), down)
+                                        order.toward, cores)), down)
             down.flush()
         except (IndexError, OSError):
             pass
@@ -387,6 +407,17 @@ def _anchor(children: list[int], downs: list[BinaryIO], ups: list[BinaryIO],
         except OSError:  # a place that died left its pipe broken: nothing more to say to it
             pass
     _become_waiter(children, alive)
+
+
+def _bind_anchor(cores: tuple[list[int], ...]) -> None:
+    """Keep the anchor (and the waiter it becomes) on the cores of its places, the job's
+    (best effort: a refusal is its places' to report)."""
+    union = {c for share in cores for c in share}
+    if union:
+        try:
+            os.sched_setaffinity(0, union)
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def _gnu_tail() -> str | None:

@@ -135,6 +135,16 @@ def _evolving_mode(raw: Any) -> str:
     return value
 
 
+def _cores_env(v: Any) -> str | None:
+    from ._cores import parse_cores_env
+
+    try:
+        parse_cores_env(v)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _percent(v: Any) -> str | None:
     return None if 0 <= v <= 100 else "must be a percentage in [0, 100]"
 
@@ -169,6 +179,13 @@ SETTINGS: dict[str, Setting] = {
                 "1: a launcher of several places imports the program's main module once, "
                 "before it forks them, so they share it and its loaded kernels (experimental; "
                 "default: each place imports it)"),
+        Setting("CORES", None, str, _cores_env,
+                "the cores the job holds on each host, 'host=cpulist;host=cpulist' (e.g. "
+                "'node1=0-3;node2=0-1,4'); each place binds to its share of its host's cores "
+                "(default: no pinning; docs/guides/pinning.md)"),
+        Setting("CORES_FILE", None, str, _any,
+                "a file in APGAS_CORES's format, read again at every grow (its hosts win over "
+                "APGAS_CORES's): where a scheduler writes a grown job's new cores"),
         Setting("SLURM", True, parse_bool, _any,
                 "inside a Slurm allocation, start places on its nodes (0: ignore Slurm)"),
         Setting("DEAD_PLACE_TIMEOUT", 1.0, float, _positive,

@@ -28,8 +28,11 @@ This module holds the session's life; the spawning itself, at the start and at e
 is :mod:`apgaspy._spawn`::
 
     start(places)
-      ├─ under mpiexec: _start_world   secret sealed to each rank, endpoints allgathered
-      └─ embedded:      _start_embedded → _spawn.spawn_places(every place but 0)
+      ├─ under mpiexec: _start_world   secret sealed to each rank, each rank bound to its
+      │                                cores (a pinned job), endpoints allgathered
+      └─ embedded:      _start_embedded place 0 bound to its cores (a pinned job, every
+                                       place's assigned at once: apgaspy._pinning),
+                                       → _spawn.spawn_places(every place but 0)
     _install(rt)        place 0: Malleability(rt, _Launcher) (a grow spawns through it)
     serve(rt)           an mpiexec rank other than 0: wait for place 0's shutdown
     stop(rt)            place 0: end every place (SIGKILL the local ones left when interrupted)
@@ -59,6 +62,7 @@ from ._hosts import (
 from ._keys import KeyPair, new_secret, seal
 from ._logging import configure_logging
 from ._membership import PlaceInfo
+from ._pinning import start_pinning
 from ._runtime import Runtime, current_runtime, set_runtime
 from ._spawn import address_of, announced, check_grow_hosts, mpi, remote_address, spawn_places
 from .elastic._malleability import Malleability
@@ -224,6 +228,16 @@ def _start_world(world: Any) -> Runtime:
         raise StartupError(limit if rank == 0 else f"start-up failed: {limit}")
     host = mpi().Get_processor_name()
     names = world.allgather(host)
+    # A pinned job: every rank assigns every rank's cores alike and binds its own, before its
+    # runtime's threads start; a failure anywhere fails every rank (collective).
+    try:
+        start_pinning(list(enumerate(names)), rank)
+        pinned = ""
+    except (ConfigurationError, StartupError) as exc:
+        pinned = str(exc)
+    pin_errors = [e for e in world.allgather(pinned) if e]
+    if pin_errors:
+        raise StartupError(pin_errors[0] if rank == 0 else f"start-up failed: {pin_errors[0]}")
     toward = remote_address([names[0], *names]) if len(set(names)) > 1 else None
     rt: Runtime | None = None
     error = None
@@ -321,6 +335,8 @@ def _start_embedded(places: int | None) -> Runtime:
         os.environ.setdefault("SLURM_OVERLAP", "1")  # spawned steps share the job's CPUs
     ensure_fd_limit(count)
     configure_logging(0)  # start-up's progress lines (INFO)
+    # A pinned job: every place's cores at once, place 0 bound before its threads start.
+    cores = start_pinning(list(enumerate(layout)), 0)
     rt = Runtime(0, new_secret(), choose_address(here, remote_address(layout)))
     me = PlaceInfo(0, rt.transport.endpoint, here, os.getpid(), "embedded", 0)
     announce = announced(count - 1, len(set(layout[1:])), after_s=0.0 if count > 64 else 2.0)
@@ -328,7 +344,7 @@ def _start_embedded(places: int | None) -> Runtime:
         try:
             others = spawn_places(rt, list(enumerate(layout))[1:], [me],
                                   slots=[i // per_host for i in range(1, count)],
-                                  announce=False, embedded=True)
+                                  announce=False, embedded=True, cores=cores or {})
         except MalleabilityError as exc:
             rt.close()
             raise StartupError(str(exc), getattr(exc, "places", None)) from exc.__cause__

@@ -12,7 +12,8 @@ runtime prints::
         1 / 0
     MultipleException: 1 task of a finish failed (1 failure in all)
 
-and a :class:`ConfigurationError` prints its message on one line.  The exit status stays 1
+and a :class:`ConfigurationError` or a :class:`StartupError` (whose message names every place
+that did not start, with its host and cause) prints its message on one line.  The exit status stays 1
 (Python's for an uncaught exception).  ``APGAS_DEBUG=1`` (docs/reference/settings.md) gives
 the full traceback instead, and any other exception goes to the hook that was there before.
 A program that catches the error itself sees the same exception object as before: the hook
@@ -30,7 +31,7 @@ import traceback
 from types import TracebackType
 
 from ._config import setting
-from ._exceptions import ConfigurationError, MultipleException, RemoteTraceback
+from ._exceptions import ConfigurationError, MultipleException, RemoteTraceback, StartupError
 
 __all__ = ["ORIGIN_NOTE", "excepthook", "first_failure", "install", "short_report"]
 
@@ -91,9 +92,9 @@ def _last_frames(exc: BaseException) -> list[str]:
 def short_report(exc: BaseException) -> str | None:
     """The short form of an uncaught ``exc`` (module docstring), or ``None`` for an
     exception that is printed as usual (not a :class:`MultipleException` nor a
-    :class:`ConfigurationError`)."""
-    if isinstance(exc, ConfigurationError):
-        return f"ConfigurationError: {exc} (APGAS_DEBUG=1 shows the traceback)"
+    :class:`ConfigurationError` nor a :class:`StartupError`)."""
+    if isinstance(exc, (ConfigurationError, StartupError)):
+        return f"{type(exc).__name__}: {exc} (APGAS_DEBUG=1 shows the traceback)"
     if not isinstance(exc, MultipleException):
         return None
     all_leaves = leaves(exc)

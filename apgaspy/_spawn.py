@@ -6,6 +6,7 @@ it) start places here::
 
     spawn_places(rt, specs, known)
       ├─ check_grow_hosts        each host once, in parallel (apgaspy._hosts.check_host)
+      ├─ grow_cores              a pinned job: each new place's cores (apgaspy._pinning)
       ├─ _Spawning.launch_all    one thread per launch group (launch_groups), at most
       │    └─ launch_group       APGAS_SPAWN_CONCURRENCY spawns in flight:
       │                          MPI_Comm_spawn(_child.py) → LaunchOrder → PlaceAnswer each
@@ -40,7 +41,7 @@ from ._child import TAG as _TAG
 from ._child import LaunchOrder, PlaceAnswer
 from ._child import sleepy_recv as _sleepy_recv
 from ._config import setting
-from ._exceptions import ApgasError, MalleabilityError
+from ._exceptions import ApgasError, ConfigurationError, MalleabilityError
 from ._hosts import (
     check_host,
     is_local_host,
@@ -51,6 +52,7 @@ from ._hosts import (
 )
 from ._keys import seal
 from ._membership import PlaceInfo
+from ._pinning import cores_map, grow_cores, host_key
 from ._runtime import Runtime
 
 __all__ = ["LaunchTraffic", "check_grow_hosts", "launch_groups", "spawn_places"]
@@ -200,9 +202,21 @@ def check_grow_hosts(rt: Runtime, hosts: Sequence[str], *, embedded: bool) -> di
 
     Raises:
         MalleabilityError: a host cannot run a place (see :func:`apgaspy._hosts.check_host`),
-            or it is another machine while running places listen on loopback addresses; the
-            first such host's error.
+            or it is another machine while running places listen on loopback addresses, or
+            the job is pinned and ``APGAS_CORES`` (and ``APGAS_CORES_FILE``) has no cores for
+            it; the first such host's error.
     """
+    try:
+        cores = cores_map()
+    except ConfigurationError as exc:
+        raise MalleabilityError(f"cannot grow: {exc}") from None
+    if cores is not None:
+        for host in dict.fromkeys(hosts):
+            if host_key(host, cores) is None:
+                raise MalleabilityError(
+                    f"cannot start a place on host {host!r}: the job is pinned and "
+                    f"APGAS_CORES{' and APGAS_CORES_FILE' if setting('CORES_FILE') else ''} "
+                    f"give it no cores (hosts named: {', '.join(cores) or 'none'})")
     values, refused = _check_hosts(rt, hosts, embedded)
     if refused:
         raise MalleabilityError(next(iter(refused.values())))
@@ -249,7 +263,8 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
                  known: Sequence[PlaceInfo],
                  slots: Sequence[int] | None = None,
                  mpi_hosts: dict[str, str] | None = None,
-                 announce: bool = True, *, embedded: bool) -> list[PlaceInfo]:
+                 announce: bool = True, *, embedded: bool,
+                 cores: dict[int, list[int]] | None = None) -> list[PlaceInfo]:
     """Start one place per ``(id, host)`` of ``specs``, all at once; return their infos.
 
     Every new place learns the table ``known`` + the new places.  The places are not added to
@@ -262,11 +277,17 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
             (default: :func:`check_grow_hosts` now).
         announce: log at INFO what is starting when it takes more than 2 s.
         embedded: as for :func:`check_grow_hosts`.
+        cores: place id → the cores it binds to (the start's assignment,
+            :func:`apgaspy._pinning.start_pinning`); default: a pinned job's cores for a grow
+            (:func:`apgaspy._pinning.grow_cores`: the hosts' cores the places ``known`` do
+            not hold), none when the job is not pinned.
 
     Raises:
-        MalleabilityError: a host cannot run a place, or a spawn failed or timed out (nothing
-            is left running in that case: the places that did start are told to exit); its
-            ``places`` attribute maps each failed place to ``(host, cause)``.
+        MalleabilityError: a host cannot run a place, a pinned job has no cores for a place
+            (before anything starts), or a spawn failed or timed out, a place's cores could
+            not be bound included (nothing is left running in that case: the places that
+            did start are told to exit); its ``places`` attribute maps each failed place to
+            ``(host, cause)``.
     """
     if not specs:
         return []
@@ -276,7 +297,12 @@ def spawn_places(rt: Runtime, specs: Sequence[tuple[int, str]],
         if refused:
             _raise_failed(len(specs), {pid: (host, refused[host]) for pid, host in specs
                                        if host in refused})
-    spawning = _Spawning(rt, specs, mpi_hosts)
+    if cores is None:
+        try:
+            cores = grow_cores(specs, [info.id for info in known])
+        except ConfigurationError as exc:
+            raise MalleabilityError(f"could not start {len(specs)} place(s): {exc}") from None
+    spawning = _Spawning(rt, specs, mpi_hosts, cores or {})
     spawning.launch_all(announce)
     new = spawning.new_places(slots)
     spawning.send_tables(known, new)
@@ -290,10 +316,11 @@ class _Spawning:
     places that failed (``failed``: place id → ``(host, cause)``)."""
 
     def __init__(self, rt: Runtime, specs: Sequence[tuple[int, str]],
-                 mpi_hosts: dict[str, str]) -> None:
+                 mpi_hosts: dict[str, str], cores: dict[int, list[int]]) -> None:
         self.rt = rt
         self.specs = specs
         self.mpi_hosts = mpi_hosts
+        self.cores = cores  # place id → its cores (empty: not pinned)
         self.prep = multiprocessing.spawn.get_preparation_data("apgaspy-place")
         self.prep.pop("authkey", None)
         self.env = _child_env()
@@ -351,17 +378,21 @@ class _Spawning:
             spawned = time.monotonic() - self.began
             returned = time.time()
             far = None if self.mpi_hosts[host] == "localhost" else self.toward
-            inter.send(tuple(LaunchOrder(specs=group, prep=self.prep, env=self.env, toward=far)),
-                       dest=0, tag=_TAG)
+            cores = tuple(self.cores[pid] for pid, _ in group) if self.cores else ()
+            inter.send(tuple(LaunchOrder(specs=group, prep=self.prep, env=self.env, toward=far,
+                                         cores=cores)), dest=0, tag=_TAG)
             answers = _sleepy_recv(inter, 0, _TAG)
             log.debug("launcher of %d place(s) on %s: MPI_Comm_spawn returned after %.3f s, "
                       "its places answered after %.3f s (wall clock: spawn=%.6f "
                       "spawned=%.6f answered=%.6f)", len(group), host, spawned,
                       time.monotonic() - self.began, called, returned, time.time())
             for (pid, _), answer in zip(group, answers, strict=True):
-                self.results[pid] = (inter, None if answer is None else PlaceAnswer(*answer))
-                if answer is None:
+                told = None if answer is None else PlaceAnswer(*answer)
+                self.results[pid] = (inter, told)
+                if told is None:
                     self.failed[pid] = (host, "its process died while starting (see its stderr)")
+                elif told.error:  # it could not start (its cores) and has exited
+                    self.failed[pid] = (host, told.error)
         except BaseException as exc:  # noqa: BLE001 - reported by spawn_places
             for pid, _ in group:
                 self.failed[pid] = (host, f"{type(exc).__name__}: {exc}")

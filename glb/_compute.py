@@ -85,7 +85,8 @@ def _params(bag_class: type | None, n: int | None, w: int | None, l: int | None,
     n_value = glb_setting("N", n) or default_n or _X10_DEFAULT_N
     return Params(int(n_value), int(glb_setting("W", w) or 1), int(glb_setting("L", l) or 2),
                   glb_setting("Z", z), bool(glb_setting("RESILIENT", resilient)),
-                  float(glb_setting("BACKUP_INTERVAL")), workers_per_place(workers))
+                  float(glb_setting("BACKUP_INTERVAL")), workers_per_place(workers),
+                  bool(glb_setting("PIN_WORKERS")))
 
 
 def _make_workers(params: Params, result_factory: Callable[[], Fold],

@@ -21,7 +21,11 @@ BACKUP_INTERVAL 1.0     seconds between two backups of a place's bag and partial
 WORKERS        1        worker threads per place, each with its own bag (``glb._worker``);
                         more than 1 pays off with compiled kernels that release the GIL;
                         0: the cores of place 0's host divided by ``APGAS_PLACES_PER_HOST``
-                        (a host as one place: ``APGAS_PLACES_PER_HOST=1``, ``GLB_WORKERS=0``)
+                        (a host as one place: ``APGAS_PLACES_PER_HOST=1``, ``GLB_WORKERS=0``);
+                        in a pinned job (``APGAS_CORES``), 0: the cores of place 0's share
+PIN_WORKERS    1        in a pinned job, worker i's thread runs on core i mod len(share) of
+                        its place's cores (docs/guides/pinning.md); 0: the workers run on
+                        the whole share, as the place does
 =============  =======  ===================================================================
 """
 
@@ -69,6 +73,9 @@ GLB_SETTINGS: dict[str, Setting] = {
                 "seconds between backups of a place's work in a resilient computation"),
         Setting("WORKERS", 1, int, _non_negative,
                 "worker threads per place, each with its own bag (0: cores per place)"),
+        Setting("PIN_WORKERS", True, parse_bool, _any,
+                "in a pinned job (APGAS_CORES), each worker thread on one core of its "
+                "place's share (0: on the whole share)"),
     ]
 }
 
@@ -79,7 +86,7 @@ def glb_setting(name: str, value: Any = None) -> Any:
     Args:
         name: ``"N"``, ``"W"``, ``"L"``, ``"Z"``, ``"WORKERS"`` (ints or ``None``),
             ``"REPLY_TIMEOUT"`` or ``"BACKUP_INTERVAL"`` (floats, seconds), ``"RESILIENT"``
-            (a bool).
+            or ``"PIN_WORKERS"`` (bools).
         value: an explicit value (a keyword argument of the caller), or ``None`` for the
             ``GLB_<name>`` environment variable, else the default.
 
@@ -96,7 +103,8 @@ def glb_setting(name: str, value: Any = None) -> Any:
 def workers_per_place(value: int | None = None) -> int:
     """The workers of each place, W: ``value``, else ``GLB_WORKERS``, else 1; 0 means this
     host's cores (those the process may run on) divided by ``APGAS_PLACES_PER_HOST``, at
-    least 1, so that a host's places and their workers use its cores once.
+    least 1, so that a host's places and their workers use its cores once; in a pinned job
+    (``APGAS_CORES``), 0 means the cores of this place's share.
 
     Raises:
         ConfigurationError: a malformed or negative value.
@@ -104,10 +112,14 @@ def workers_per_place(value: int | None = None) -> int:
     import os
 
     from apgaspy.config import setting as runtime_setting
+    from apgaspy.pinning import place_cores
 
     w = int(glb_setting("WORKERS", value))
     if w > 0:
         return w
+    share = place_cores()
+    if share:
+        return len(share)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

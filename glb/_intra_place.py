@@ -25,6 +25,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from apgaspy.pinning import pin_thread
+
 from ._accounting import account_thread, process_accounted
 from ._bag import Bag
 from ._fold import Fold
@@ -127,6 +129,8 @@ class IntraPlace:
         n = ws.work_units or params.n
         cpu, delay = time.thread_time(), thread_run_delay_s()
         error: BaseException | None = None
+        if params.pin_workers:  # a pinned job: on core index mod len(share) of the place's
+            pin_thread(index)   # cores (a thread of its own, which ends with the work)
         try:
             while True:
                 last = None

@@ -19,6 +19,8 @@ class Params:
         resilient: recover the work of places that die (``glb._store``).
         backup_interval: seconds between two backups of a place to place 0 (resilient only).
         workers: worker threads per place, each with its own bag (≥ 1).
+        pin_workers: in a pinned job (``APGAS_CORES``), worker i's thread runs on core
+            i mod len(share) of its place's share (:func:`apgaspy.pinning.pinned_worker`).
     """
 
     n: int
@@ -28,3 +30,4 @@ class Params:
     resilient: bool = False
     backup_interval: float = 1.0
     workers: int = 1
+    pin_workers: bool = True

@@ -65,6 +65,7 @@ its statistics :mod:`glb._accounting`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -82,6 +83,7 @@ from apgaspy import (
     immediate_async_at,
 )
 from apgaspy.elastic import set_load_source
+from apgaspy.pinning import pinned_worker
 
 from ._accounting import Accounting, account_thread, process_accounted
 from ._bag import Bag
@@ -218,8 +220,12 @@ class Worker(IntraPlace):
         Accounts the CPU time of the calling thread and its wait for a CPU
         (``stats.worker_cpu_s``, ``stats.run_delay_s``) over the loop."""
         cpu, delay = time.thread_time(), thread_run_delay_s()
+        # A pinned job: worker 0 (a thread of the place's pool) on the share's first core
+        # while it works, on the whole share again afterwards.
+        pinned = pinned_worker(0) if self.params.pin_workers else contextlib.nullcontext()
         try:
-            self._loop()
+            with pinned:
+                self._loop()
         except BaseException as exc:
             self._fail(exc)
             raise
