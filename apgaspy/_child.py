@@ -584,11 +584,13 @@ def _place_function() -> Any:
     if __name__ != "__main__":
         return _place
     # Importing the package's module and loading all of apgaspy (its __init__ loads its
-    # names lazily): in the forker, before it forks, so the places skip the imports.
-    import apgaspy
+    # names lazily): in the forker, before it forks, so the places skip the imports.  By
+    # importlib: this runs as the launcher's script, outside the package's import graph.
+    import importlib
+
     from apgaspy import _child as package
 
-    apgaspy._load_all()
+    importlib.import_module("apgaspy")._load_all()
 
     # The package's module has its own clock readings, taken at its import: give it the
     # script's, so the places' start stamps count from the launcher's start.

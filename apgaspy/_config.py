@@ -136,7 +136,7 @@ def _evolving_mode(raw: Any) -> str:
 
 
 def _cores_env(v: Any) -> str | None:
-    from ._cores import parse_cores_env
+    from .wire.cores import parse_cores_env
 
     try:
         parse_cores_env(v)

@@ -49,7 +49,7 @@ OTHER_NAMES: dict[str, str] = {
        for name in ("MAX_CONNECTIONS", "MAX_CONNECTIONS_PER_PEER", "CONNECTION_IDLE",
                     "MAX_LINES_PER_CONNECTION", "MAX_LINE_BYTES")},
     "APGAS_CORES": "a job's CPUs on each host, host=cpulist;... (set by scheduler.launch, "
-                   "format apgaspy._cores)",
+                   "format apgaspy.wire.cores)",
     "APGAS_CORES_FILE": "a job's cores file, host cpulist a line, rewritten at each resize "
                         "(set by scheduler.launch)",
     "APGAS_MACHINE_LABEL": "the machine label of benchmark results (benchmarks._results)",

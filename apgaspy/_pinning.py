@@ -1,6 +1,6 @@
 """Pinning: each place bound to its share of the cores its job holds on its host.
 
-``APGAS_CORES`` (``host=cpulist;...``, :mod:`apgaspy._cores`; a scheduler sets it for each
+``APGAS_CORES`` (``host=cpulist;...``, :mod:`apgaspy.wire.cores`; a scheduler sets it for each
 job, or a user by hand) names the cores of each host; ``APGAS_CORES_FILE`` names a file of
 the same format, read again at every grow (a scheduler that gives a growing job a new host
 writes its cores there; its entries win over the variable's).  Neither set: no pinning.
@@ -38,7 +38,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ._config import setting
-from ._cores import format_cpulist, parse_cores_env
+from .wire.cores import format_cpulist, parse_cores_env
 from ._exceptions import ConfigurationError, StartupError
 from ._hosts import resolve_host
 

@@ -11,7 +11,7 @@ with :func:`pinned_worker`; a scheduler writes the variable with :func:`format_c
         work()                         # (None: the place is not pinned)
 """
 
-from ._cores import format_cores_env, format_cpulist, parse_cores_env, parse_cpulist
+from .wire.cores import format_cores_env, format_cpulist, parse_cores_env, parse_cpulist
 from ._pinning import pin_thread, place_cores, pinned_worker
 
 __all__ = ["format_cores_env", "format_cpulist", "parse_cores_env", "parse_cpulist",

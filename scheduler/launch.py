@@ -30,7 +30,7 @@ Cores and shapes (:mod:`scheduler.resources`): where the nodes have a core count
 (``--cores-per-node``, ssh hosts, Slurm), a job is also given its shape: ``APGAS_PLACES_PER_HOST``
 and ``GLB_WORKERS`` (:func:`scheduler.resources.shape` of its profile, the cores it holds on
 its first host and the server's shape policy), ``APGAS_CORES`` (``host=cpulist;…``, the CPUs it
-holds on each host, :mod:`apgaspy._cores`) and ``APGAS_CORES_FILE``: the owner-only file
+holds on each host, :mod:`apgaspy.wire.cores`) and ``APGAS_CORES_FILE``: the owner-only file
 ``job-<id>.cores``, one ``host cpulist`` a line, rewritten before a grow order is sent and
 after a shrink, so that a malleable job learns the cores of a host a grow brings (the order
 names hosts only).  The node file keeps one host a line, as the Java jobs read it.  They
@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from apgaspy.wire.auth import KEY_ENV, KEY_FILE_ENV, new_key, write_key_file
-from apgaspy._cores import format_cores_env, format_cpulist
+from apgaspy.wire.cores import format_cores_env, format_cpulist
 from apgaspy.wire.protocol import job_environment
 
 from .jobs import JobClass

@@ -1,10 +1,10 @@
-"""apgaspy._cores: Linux CPU lists and the ``APGAS_CORES`` variable, both ways."""
+"""apgaspy.wire.cores: Linux CPU lists and the ``APGAS_CORES`` variable, both ways."""
 
 from __future__ import annotations
 
 import pytest
 
-from apgaspy._cores import format_cores_env, format_cpulist, parse_cores_env, parse_cpulist
+from apgaspy.wire.cores import format_cores_env, format_cpulist, parse_cores_env, parse_cpulist
 
 
 @pytest.mark.parametrize(("text", "cpus"), [

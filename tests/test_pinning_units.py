@@ -14,7 +14,7 @@ import pytest
 from apgaspy import ConfigurationError, StartupError
 from apgaspy import _pinning as pinning
 from apgaspy._config import setting
-from apgaspy._cores import format_cores_env, format_cpulist, parse_cores_env, parse_cpulist
+from apgaspy.wire.cores import format_cores_env, format_cpulist, parse_cores_env, parse_cpulist
 from apgaspy._report import short_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -28,7 +28,7 @@ import pytest
 from conftest import ROOT, wait_until
 from test_scheduler_real import Serve, kill_all, read_events
 
-from apgaspy._cores import format_cores_env, format_cpulist, parse_cores_env
+from apgaspy.wire.cores import format_cores_env, format_cpulist, parse_cores_env
 from scheduler import JobSpec, make
 from scheduler.jobs import BatchEntry
 from scheduler.model import RuntimeModel, ScalingCurve

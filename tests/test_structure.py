@@ -34,8 +34,6 @@ TYPE_ONLY_BACK_EDGES: frozenset[tuple[str, str]] = frozenset()
 #: apgaspy's control messages: the private records and codec are what it measures.
 PRIVATE_IMPORTERS: dict[str, str] = {
     "benchmarks.control_messages": "measures apgaspy._messages against the former string names",
-    "scheduler.launch": "writes APGAS_CORES with apgaspy._cores, the format's one home, which "
-                        "the runtime reads with (a leaf: the standard library only)",
 }
 
 

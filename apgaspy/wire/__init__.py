@@ -14,6 +14,8 @@ line of the protocol takes its text from here, on both sides of the wire::
 * :mod:`apgaspy.wire.auth`: a job's line key, and signing and checking lines with it
   (docs/reference/security.md).
 * :mod:`apgaspy.wire.framing`: reading the protocol's lines off a connection.
+* :mod:`apgaspy.wire.cores`: the cores a scheduler gives a job on each host
+  (``APGAS_CORES``, Linux CPU lists), which the runtime pins its places to.
 
 Their errors are each a :class:`WireError` (a line that does not parse:
 :class:`OrderError`; does not authenticate: :class:`LineAuthError`; does not arrive:

@@ -24,7 +24,7 @@ from apgaspy import (
     places,
     run,
 )
-from apgaspy._cores import parse_cpulist
+from apgaspy.wire.cores import parse_cpulist
 
 SHAPE_VARS = ("APGAS_PLACES_PER_HOST", "GLB_WORKERS", "APGAS_CORES", "NODES", "ELASTIC")
 

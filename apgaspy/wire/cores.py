@@ -1,4 +1,5 @@
-"""Core lists: Linux's cpulist text and the ``APGAS_CORES`` value (pure, no I/O).
+"""Core lists: Linux's cpulist text and the ``APGAS_CORES`` value (pure, no I/O); part of
+the wire protocol between a scheduler and its jobs.
 
 A *cpulist* is the format of ``/sys/devices/system/cpu/online``, of ``taskset -c`` and of
 ``Cpus_allowed_list`` in ``/proc/<pid>/status`` (the kernel's ``Documentation/admin-guide/
