@@ -6,13 +6,10 @@ order) is the docstring of :mod:`benchmarks.kernels.bc`, which re-exports these 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from ._bc_numpy import _Plan
 
 __all__ = [
     "A",
@@ -171,7 +168,7 @@ class Graph:
         self.offsets.flags.writeable = False
         self.targets.flags.writeable = False
         self.recipe: tuple[int, int] | None = None  # set by rmat_graph only
-        self._plan: _Plan | None = None
+        self._plan: Any = None  # the kernel's plan (_bc_numpy._Plan), built on first use
 
     @classmethod
     def from_edges(cls, num_vertices: int, src: npt.ArrayLike, dst: npt.ArrayLike) -> Graph:
