@@ -544,7 +544,7 @@ def measure(quick: bool, rounds: int, runs: int, backends: list[str], cpu: int |
 def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
     """What the UTS kernel could reach if it did nothing but its numpy SHA-1 passes.
 
-    Times one pass of the lane-parallel SHA-1 (``benchmarks.kernels.uts``) over ``LANES``
+    Times one pass of the lane-parallel SHA-1 (``benchmarks.kernels._uts_numpy``) over ``LANES``
     child messages that need only their child count (rounds 76-79 skipped, the cheapest
     pass), counts the numpy calls in a pass, times one such call alone on ``LANES`` uint32
     lanes, and turns the best pass into nodes per second for the seed 19, d = 11 tree: it
@@ -566,14 +566,14 @@ def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
         Java GLB kernel's earlier figure on this machine, ``JAVA_UTS_NODES_PER_S``, would
         need).
     """
-    from .kernels import uts
+    from .kernels import _uts_numpy, uts
 
     lanes = uts.LANES
-    sha = uts._Sha1Lanes(lanes)
+    sha = _uts_numpy._Sha1Lanes(lanes)
     for i in range(6):
         sha.w[i][:lanes] = np.arange(lanes, dtype=np.uint32) * np.uint32(2654435761 + i)
     names = ("_xor", "_and", "_or", "_add", "_shl", "_shr")
-    saved = {name: getattr(uts, name) for name in names}
+    saved = {name: getattr(_uts_numpy, name) for name in names}
     calls = 0
 
     def counting(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -585,11 +585,11 @@ def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
 
     try:
         for name in names:
-            setattr(uts, name, counting(saved[name]))
+            setattr(_uts_numpy, name, counting(saved[name]))
         sha.compress(lanes, 0, uts._CHILD_TEMPLATE)
     finally:
         for name in names:
-            setattr(uts, name, saved[name])
+            setattr(_uts_numpy, name, saved[name])
     best_pass = best_call = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
@@ -602,7 +602,7 @@ def uts_hash_bound(repeats: int = 30) -> dict[str, Any]:
         np.bitwise_xor(a, b, out)
         best_call = min(best_call, time.perf_counter() - t)
     hashed, nodes = UTS_D10_NODES, UTS_D11_NODES
-    steps, _ = uts._round_plan(uts._CHILD_TEMPLATE)
+    steps, _ = _uts_numpy._round_plan(uts._CHILD_TEMPLATE)
     schedule = sum(len(xors) + 3 for t, xors, _ in steps if xors and t < 76)
     per_call = best_pass / calls
     return {"lanes": lanes, "ufunc_calls_per_pass": calls, "best_pass_s": best_pass,

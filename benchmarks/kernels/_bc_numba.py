@@ -1,7 +1,7 @@
 """The compiled (numba) betweenness kernel of :mod:`benchmarks.kernels.bc`.
 
 Imported only when the backend is numba (:func:`benchmarks.kernels.backend`).  It computes
-what the numpy kernel of ``bc.py`` computes with the same floating-point operations in the
+what the numpy kernel of ``_bc_numpy.py`` computes with the same floating-point operations in the
 same order, so the two give bit-identical betweenness (``bc.py``'s docstring, "Summation
 order").  Its layout differs:
 
