@@ -31,7 +31,7 @@ Cores and shapes (:mod:`scheduler.resources`): where the nodes have a core count
 and ``GLB_WORKERS`` (:func:`scheduler.resources.shape` of its profile, the cores it holds on
 its first host and the server's shape policy), ``APGAS_CORES`` (``host=cpulist;…``, the CPUs it
 holds on each host, :mod:`apgaspy.wire.cores`) and ``APGAS_CORES_FILE``: the owner-only file
-``job-<id>.cores``, one ``host cpulist`` a line, rewritten before a grow order is sent and
+``job-<id>.cores``, one ``host=cpulist`` a line, rewritten before a grow order is sent and
 after a shrink, so that a malleable job learns the cores of a host a grow brings (the order
 names hosts only).  The node file keeps one host a line, as the Java jobs read it.  They
 override the same variables of ``job_env``.  Without a core count (each node one slot) a job
@@ -121,11 +121,11 @@ def shape_env(state: ServerState, job: ServerJob) -> dict[str, str]:
 
 
 def write_cores_file(state: ServerState, job: ServerJob) -> Path:
-    """Write the job's ``job-<id>.cores`` (``host cpulist`` a line, its hosts in order;
-    owner-only) and return its path.  Raises ``OSError``."""
+    """Write the job's ``job-<id>.cores`` (``host=cpulist`` a line, its hosts in order, as the
+    runtime reads ``APGAS_CORES_FILE``; owner-only) and return its path.  Raises ``OSError``."""
     path = state.run_dir / f"job-{job.job_id}.cores"
     cpus = state.ledger.cpus_of(job.job_id, job.nodes)
-    write_private(path, "".join(f"{h} {format_cpulist(c)}\n" for h, c in cpus.items()),
+    write_private(path, "".join(f"{h}={format_cpulist(c)}\n" for h, c in cpus.items()),
                   encoding="ascii")
     return path
 

@@ -215,7 +215,7 @@ def test_a_malleable_job_keeps_its_shape_when_grown_and_shrunk(tmp_path, monkeyp
         assert grown["cores"] == {N1: cpus_of(0, [0, 1], 2), N2: cpus_of(1, [0, 1], 2)}
         assert shrunk["places"] == {N1: 2}
         # rewritten once the job's reply named the host it gave back (after its post_shrink)
-        assert cores_after_shrink == f"{N1} {format_cpulist(cpus_of(0, [0, 1], 2))}\n"
+        assert cores_after_shrink == f"{N1}={format_cpulist(cpus_of(0, [0, 1], 2))}\n"
         st = server.status()
         assert job_of(st, job)["state"] == "done" and job_of(st, rigid)["state"] == "done"
         assert _events(server, "start", rigid)[0]["nodes"] == [N2]

@@ -24,7 +24,7 @@ from apgaspy import (
     places,
     run,
 )
-from apgaspy.wire.cores import parse_cpulist
+from apgaspy.wire.cores import parse_cores_env
 
 SHAPE_VARS = ("APGAS_PLACES_PER_HOST", "GLB_WORKERS", "APGAS_CORES", "NODES", "ELASTIC")
 
@@ -56,7 +56,7 @@ def cores_file():
     if not path:
         return None
     with open(path, encoding="ascii") as fh:
-        return {h: parse_cpulist(c) for h, c in (line.split() for line in fh if line.strip())}
+        return parse_cores_env(";".join(line.strip() for line in fh))
 
 
 class Shape(MalleableHandler):
