@@ -33,7 +33,7 @@ def test_the_batch_is_sized_from_the_rate():
 @pytest.mark.timeout(150)
 def test_the_demo_shows_a_shrink_and_a_grow_with_exact_answers(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "scheduler", "demo", "--job-seconds", "2", "--cooldown", "2",
+        [sys.executable, "-m", "scheduler", "demo", "--job-seconds", "1.5", "--cooldown", "2",
          "--interval", "1", "--port", "0", "--no-plots", "--quiet", "--json",
          "--out", str(tmp_path / "demo")],
         cwd=ROOT, env=env_for(None, APGAS_KERNELS="numpy"), capture_output=True, text=True,
