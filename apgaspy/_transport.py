@@ -222,7 +222,10 @@ class Transport:
             payload = head + _LEN.pack(len(m)) + m
         else:
             pack = _LEN.pack
-            payload = head + b"".join([part for m in messages for part in (pack(len(m)), m)])
+            parts = [head]
+            for m in messages:
+                parts += (pack(len(m)), m)
+            payload = b"".join(parts)  # one copy of the messages (head + join made two)
         return blake2b(payload, key=self._key, salt=box.salt,
                        digest_size=_MAC_SIZE).digest() + payload
 
@@ -349,7 +352,7 @@ class Transport:
     def _batches(self, frames: list[bytes]) -> list[list[bytes]]:
         """``frames`` cut into batches that each fit in ``max_message_bytes``."""
         limit = self._max_bytes - _HEAD
-        size = sum(len(f) for f in frames) + 4 * len(frames)
+        size = sum(map(len, frames)) + 4 * len(frames)
         if size <= limit:
             return [frames]
         out: list[list[bytes]] = [[]]
