@@ -74,7 +74,29 @@ from .algorithms.decisions import decision_problem
 from .jobs import JobClass, JobSpec
 from .records import JobRecord
 
-__all__ = ["JobState", "check_decision", "decision_refusal"]
+__all__ = ["JobState", "LoadSample", "check_decision", "decision_refusal"]
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """One load sample a running job reported (its ``APGAS-Load`` line,
+    docs/reference/protocol.md), as the scheduler keeps it (the last one only).
+
+    Attributes:
+        duty: the job's duty cycle over the window, in [0, 1]: CPU seconds of all its places
+            / (window wall seconds x cores it holds), the share of wall time its cores
+            compute rather than wait (Xie 2026, sparse-domain multiplexing).
+        bytes_per_s: bytes sent between its places per second over the window (>= 0).
+        gil: the GIL share GLB measured over its workers, in [0, 1], or ``None`` (no GLB).
+        rss_bytes: resident memory of all its places (bytes), or ``None`` (not measured).
+        at: when the scheduler received it (s on the scheduler's clock).
+    """
+
+    duty: float
+    bytes_per_s: float
+    gil: float | None
+    rss_bytes: int | None
+    at: float
 
 
 @dataclass(eq=False, kw_only=True)
@@ -105,6 +127,8 @@ class JobState:
             grow has ended).
         start_cores: ``(node, core indices)`` it took at its start, a job asking for cores
             (set by the caller from its :class:`~scheduler.resources.CoreLedger`).
+        load: the last :class:`LoadSample` the running job reported, or ``None`` (none
+            yet, or the job does not measure its load).
     """
 
     if TYPE_CHECKING:  # declared by each subclass, in its constructor's order
@@ -132,6 +156,7 @@ class JobState:
     releases: int = 0
     granted: tuple[str, ...] = ()
     start_cores: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    load: LoadSample | None = None
 
     # ------------------------------------------------------------------ what it answers
 
@@ -139,6 +164,12 @@ class JobState:
     def evolving(self) -> bool:
         """The job is evolving (it asks for nodes and gives them back by itself)."""
         return self.spec.job_class is JobClass.EVOLVING
+
+    @property
+    def duty_cycle(self) -> float | None:
+        """The job's last reported duty cycle in [0, 1] (:attr:`LoadSample.duty`), or
+        ``None`` while it has reported none."""
+        return self.load.duty if self.load is not None else None
 
     @property
     def takes_orders(self) -> bool:
