@@ -224,6 +224,9 @@ class JobSpec:
             its node count or range; ``None`` with ``cores``: whole nodes.
         profile: ``"cpu"`` (default), ``"memory"`` or ``"network"``
             (:func:`scheduler.resources.shape`).
+        profile_declared: the job said its profile (``#PROFILE``, or ``profile`` in a
+            batch entry or a submitted job); one that did not is shaped by the profile its
+            load reports give (docs/guides/scheduler.md).
 
     Raises:
         ValueError: a count below 1, ``min_nodes > max_nodes``, a rigid job without a node
@@ -249,6 +252,7 @@ class JobSpec:
     cores: int | None = None
     cores_per_node: int | None = None
     profile: str = "cpu"
+    profile_declared: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         self._check_cores()
@@ -618,6 +622,7 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
             cores=values.get("cores"),
             cores_per_node=values.get("cores_per_node"),
             profile=values.get("profile", "cpu"),
+            profile_declared="profile" in values,
             **kwargs,
         )
     except ValueError as exc:
@@ -683,6 +688,7 @@ def _entry_from_mapping(raw: Mapping[str, Any], *, from_csv: bool) -> BatchEntry
         if key == "command" and isinstance(value, str):
             value = tuple(shlex.split(value))
         kwargs[key] = value
+    kwargs.setdefault("profile_declared", "profile" in kwargs)
     submit = raw.get("submit_s", 0.0)
     if submit is None or (from_csv and str(submit).strip() == ""):
         submit = 0.0

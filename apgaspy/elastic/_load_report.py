@@ -237,12 +237,18 @@ class LoadReporter:
             self._thread.join(timeout=self.interval + 5)
 
     def _sample(self) -> dict[int, PlaceUsage] | None:
-        from . import orders_held
-
-        with orders_held() as held:  # no place leaves while it is asked
-            if not held:
-                return None
+        """Every place's usage, holding orders off (as :func:`apgaspy.elastic.orders_held`:
+        no place leaves while it is asked); ``None`` while an order is under way."""
+        rt = current_runtime()
+        m = rt.malleability if rt is not None else None
+        if m is None:
             return gather(place_usage, timeout_s=min(self.interval, 2.0))
+        if not m.order_lock.acquire(blocking=False):
+            return None
+        try:
+            return gather(place_usage, timeout_s=min(self.interval, 2.0))
+        finally:
+            m.order_lock.release()
 
     def _cores(self, usage: Mapping[int, PlaceUsage]) -> int:
         from .._pinning import cores_map

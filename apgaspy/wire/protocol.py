@@ -176,8 +176,9 @@ MESSAGES: tuple[Message, ...] = (
             "none (the Java scheduler answers `undefined Message`)", "apgaspy"),
     Message(f"{LOAD};<duty>;<bytes_per_s>;<gil or ->;<rss_bytes or ->", "job",
             "every APGAS_LOAD_INTERVAL seconds (5; 0: never) while the job's communicator "
-            "runs: its duty cycle over the last window (CPU seconds of all its places / "
-            "(wall seconds x cores it holds), 3 decimals, in [0, 1]), bytes its places sent "
+            "runs: its duty cycle over the last window (seconds its places computed, CPU and "
+            "waiting for a CPU, / (wall seconds x cores it holds), 3 decimals, in [0, 1]), "
+            "bytes its places sent "
             "each other per second, GLB's GIL share in [0, 1] and the resident memory of its "
             "places in bytes (`-`: not measured); socket communicator only",
             "none; the scheduler keeps the last one as the job's load and measured profile "
