@@ -43,6 +43,8 @@ from .base import (
     releases_of,
     size_malleable_at_min,
 )
+from .cores import counts_cores
+from .easy import backfill_in_cores
 
 __all__ = ["MalleableMinAgree"]
 
@@ -91,7 +93,10 @@ class MalleableMinAgree:
                     if need <= 0:
                         break
                 return decisions
-            if len(pool) > 0:
+            if pool.has_room() and counts_cores(view, view.waiting):
+                decisions += backfill_in_cores(view, head_index, pool, self.size_of,
+                                               decisions, started)
+            elif len(pool) > 0:
                 decisions += easy_backfill(
                     now,
                     head,
