@@ -343,6 +343,24 @@ class FreeNodes:
             self._cores = cores
         return self._cores
 
+    def whole(self) -> tuple[str, ...]:
+        """The wholly free nodes still in the pool, lowest names first."""
+        return tuple(self._nodes)
+
+    def take_cores(self, node: str, count: int) -> None:
+        """Take ``count`` free cores of ``node`` (kept for a job that starts later); a
+        wholly free node leaves :meth:`whole`.
+
+        Raises:
+            ValueError: ``node`` has fewer free cores.
+        """
+        cores = self.free_cores()
+        if cores.get(node, 0) < count:
+            raise ValueError(f"{node} has {cores.get(node, 0)} free cores, {count} asked")
+        cores[node] -= count
+        if node in self._nodes:
+            self._nodes.remove(node)
+
     def has_room(self) -> bool:
         """Whether a whole node or a core is still free."""
         return bool(self._nodes) or any(c > 0 for c in self.free_cores().values())

@@ -55,8 +55,8 @@ from .base import (
     start_of,
 )
 
-__all__ = ["core_releases", "core_reservation", "counts_cores", "easy_backfill_cores",
-           "head_fits", "held_cores"]
+__all__ = ["coming_cores", "core_releases", "core_reservation", "counts_cores",
+           "easy_backfill_cores", "head_fits", "held_cores", "plan_shrinks"]
 
 #: ``(time_s, ((node, cores), …))``: cores given back at a time.
 Release = tuple[float, tuple[tuple[str, int], ...]]
@@ -110,18 +110,93 @@ def core_releases(now_s: float, running: Iterable[RunningJob],
 
 
 def head_fits(spec: JobSpec, free: Mapping[str, int], sizes: Mapping[str, int],
-              order: Sequence[str]) -> bool:
-    """Whether a job of ``spec`` could start at its minimum on the free cores ``free``
-    (node -> count): ``lo`` wholly free nodes for a node request, an equal share
-    (:func:`scheduler.resources.nodes_for_cores`) for ``#CORES n``, ``lo`` nodes with ``c``
-    free cores for ``#CORES_PER_NODE c`` (the rule of :meth:`.base.FreeNodes.place`)."""
+              order: Sequence[str], count: int | None = None) -> bool:
+    """Whether a job of ``spec`` could start on ``count`` nodes (default: its minimum) on
+    the free cores ``free`` (node -> count): ``count`` wholly free nodes for a node request,
+    an equal share (:func:`scheduler.resources.nodes_for_cores`) for ``#CORES n`` (any
+    node count), ``count`` nodes with ``c`` free cores for ``#CORES_PER_NODE c`` (the rule
+    of :meth:`.base.FreeNodes.place`)."""
+    need = spec.lo if count is None else count
     if spec.cores is not None:
         room = {n: c for n, c in free.items() if c > 0}
         return nodes_for_cores(spec.cores, room, spec.profile, order) is not None
     if spec.cores_per_node is not None:
         per_node = spec.cores_per_node
-        return sum(1 for c in free.values() if c >= per_node) >= spec.lo
-    return sum(1 for n, c in free.items() if c >= sizes.get(n, 1)) >= spec.lo
+        return sum(1 for c in free.values() if c >= per_node) >= need
+    return sum(1 for n, c in free.items() if c >= sizes.get(n, 1)) >= need
+
+
+def coming_cores(running: Iterable[RunningJob], sizes: Mapping[str, int]) -> dict[str, int]:
+    """node -> the cores that shrinks in flight will give back (each job's last
+    ``releasing`` nodes, module docstring)."""
+    out: dict[str, int] = {}
+    for job in running:
+        if job.releasing:
+            for node, count in held_cores(job, sizes)[-job.releasing:]:
+                out[node] = out.get(node, 0) + count
+    return out
+
+
+def plan_shrinks(spec: JobSpec, free: Mapping[str, int],
+                 donors: Sequence[tuple[RunningJob, int]], sizes: Mapping[str, int],
+                 aim: int) -> list[tuple[RunningJob, int]] | None:
+    """The shrinks that make room for a job of ``spec``, counted in cores.
+
+    Each donor gives back its nodes from its most recently added (the runtime's rule), one
+    node at a time, at most its given count, donors in their order, until the job fits at
+    ``aim`` nodes (:func:`head_fits`) or the donors are spent.  Then a donor whose shrink
+    turned out not to be needed (its nodes' other cores are held by another job, so they
+    made no room) is spared, the last shrunk first: no job is preempted for nothing.
+
+    Args:
+        spec: the job to make room for.
+        free: node -> its free cores now (with the cores coming from shrinks in flight).
+        donors: ``(running job, nodes it may give back)``, in the order they are shrunk.
+        sizes: node -> its cores.
+        aim: the node count to aim at (the job's usable maximum).
+
+    Returns:
+        ``(donor, count)`` for the donors shrunk (count > 0), or ``None`` when even every
+        donor shrunk to its minimum leaves no room for the job's minimum.
+    """
+    order = sorted_nodes(sizes)
+    avail = dict(free)
+    steps: list[tuple[int, list[tuple[str, int]]]] = []
+    for i, (job, most) in enumerate(donors):
+        held = held_cores(job, sizes)
+        steps += [(i, [pair]) for pair in reversed(held[len(held) - most:])] if most else []
+    for _, given in steps:
+        for node, count in given:
+            avail[node] = avail.get(node, 0) + count
+    if not head_fits(spec, avail, sizes, order):
+        return None
+    counts = [0] * len(donors)
+
+    def room(taken: Sequence[int]) -> dict[str, int]:
+        out = dict(free)
+        for i, (job, _) in enumerate(donors):
+            if taken[i]:
+                held = held_cores(job, sizes)
+                for node, count in held[len(held) - taken[i]:]:
+                    out[node] = out.get(node, 0) + count
+        return out
+
+    for i, _ in steps:
+        avail = room(counts)
+        if head_fits(spec, avail, sizes, order, aim) and head_fits(spec, avail, sizes, order):
+            break
+        counts[i] += 1
+    # a donor whose nodes did not help (another job holds the rest of them) is spared,
+    # the last shrunk (highest ranked) first
+    enough = head_fits(spec, room(counts), sizes, order, aim)
+    for i in reversed(range(len(donors))):
+        if counts[i]:
+            trial = counts[:i] + [0] + counts[i + 1:]
+            avail = room(trial)
+            if head_fits(spec, avail, sizes, order) and (
+                    not enough or head_fits(spec, avail, sizes, order, aim)):
+                counts = trial
+    return [(job, c) for (job, _), c in zip(donors, counts, strict=True) if c > 0]
 
 
 def core_reservation(spec: JobSpec, free: Mapping[str, int], releases: Iterable[Release],
