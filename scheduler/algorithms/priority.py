@@ -304,7 +304,8 @@ class _PriorityBase:
         """:meth:`_shrinks` counted in cores (:func:`.cores.plan_shrinks`): the donors give
         back their last nodes, one at a time, until the job fits at its usable maximum;
         the free and coming cores where it will go are kept for it."""
-        assert plan.sizes is not None
+        assert plan.sizes is not None and plan.coming_cores is not None
+        coming = plan.coming_cores
         total = view.total_nodes
         planned = plan_shrinks(job.spec, plan.merged(),
                                [(r, len(r.nodes) - r.spec.lo) for r in donors], plan.sizes,
@@ -316,7 +317,7 @@ class _PriorityBase:
             decisions.append(Shrink(r.job_id, count))
             plan.used.add(r.job_id)
             for node, cores in _last_cores(r, count, plan.sizes):
-                plan.coming_cores[node] = plan.coming_cores.get(node, 0) + cores  # type: ignore[index]
+                coming[node] = coming.get(node, 0) + cores
         self._keep(plan, job.spec, total)
         plan.avail = 0
         return decisions
