@@ -247,11 +247,19 @@ def easy_backfill_cores(now_s: float, head: WaitingJob, rest: Sequence[WaitingJo
             left[node] = left.get(node, 0) - count
         return head_fits(head.spec, left, sizes, order)
 
+    left = sum(pool.free_cores().values())
     for job in rest:
+        spec = job.spec
+        if left <= 0:
+            break
+        if (spec.cores or (spec.cores_per_node or 0) * spec.lo) > left \
+                or (not spec.asks_cores and len(pool) < spec.lo):
+            continue  # too large for what is free: no placement to try
         if now_s + job.spec.required_time_s <= shadow_s:
             fit = start_of(job, pool, size_of)
             if fit is not None:
                 decisions.append(fit[0])
+                left = sum(pool.free_cores().values())
             continue
         taken = pool.place_within(job.spec, size_of, keeps_head)
         if taken is None:
@@ -260,4 +268,5 @@ def easy_backfill_cores(now_s: float, head: WaitingJob, rest: Sequence[WaitingJo
         decisions.append(Start(job.job_id, nodes, counts))
         for node, count in zip(nodes, counts or [sizes.get(n, 1) for n in nodes], strict=True):
             at_shadow[node] = at_shadow.get(node, 0) - count
+            left -= count
     return decisions

@@ -305,6 +305,8 @@ class _PriorityBase:
         back their last nodes, one at a time, until the job fits at its usable maximum;
         the free and coming cores where it will go are kept for it."""
         assert plan.sizes is not None and plan.coming_cores is not None
+        if not donors:
+            return None  # the job did not fit, and nothing can be shrunk for it
         coming = plan.coming_cores
         total = view.total_nodes
         planned = plan_shrinks(job.spec, plan.merged(),
