@@ -124,6 +124,19 @@ def test_a_high_priority_core_job_starts_on_shared_cores_without_preempting():
                    "C": (10.0, ("n1", "n2"), (("n1", (2, 3)), ("n2", (2, 3))), 0)}
 
 
+def test_a_high_priority_core_job_takes_the_cores_a_shrink_frees():
+    # M (malleable, 4 cores a node, 1-2 nodes) holds both nodes whole.  C (4 cores, packed,
+    # priority 5) comes at 10: M gives back its last node, n2 (a shrink of one node takes
+    # 0.005 s in the default cost model), and C starts on n2's 4 cores at 10.005.
+    got = _run("elastic-priority",
+               [("M", 100, 0, dict(job_class="malleable", min_nodes=1, max_nodes=2,
+                                   cores_per_node=4, priority=1)),
+                ("C", 30, 10, dict(cores=4, profile="network", priority=5))],
+               rescale_gap_s=0)
+    assert got["C"] == (pytest.approx(10.005), ("n2",), (("n2", (0, 1, 2, 3)),), 0)
+    assert got["M"][1:] == (("n1", "n2"), (("n1", (0, 1, 2, 3)), ("n2", (0, 1, 2, 3))), 1)
+
+
 def _donors(releasing=0):
     malleable = {"job_class": "malleable", "min_nodes": 1, "max_nodes": 2}
     low = RunningJob(1, JobSpec(name="L", cores_per_node=1, priority=1, **malleable),
@@ -149,6 +162,16 @@ def test_shrinks_are_counted_in_cores_and_spare_a_donor_that_makes_no_room():
     view = View(100.0, (), (low, at_min, rigid), (head,), 3,
                 (("n1", 1), ("n2", 1), ("n3", 4)), SIZES)
     assert ElasticPriority(rescale_gap_s=0).decide(view) == [Start(4, ("n3",), (4,))]
+
+
+def test_the_malleable_policy_shrinks_for_its_head_in_cores():
+    # minAgree shrinks the donor with the largest surplus first (L and K tie at one node:
+    # L, the earlier).  L's node makes no room (R holds half of n2), K's does: only K.
+    low, mid, rigid = _donors()
+    head = WaitingJob(4, JobSpec(name="C", nodes=1, cores_per_node=4), 50.0)
+    view = View(100.0, (), (low, mid, rigid), (head,), 3,
+                (("n1", 1), ("n2", 1), ("n3", 2)), SIZES)
+    assert make("malleable", cooldown_s=0).decide(view) == [Shrink(2, 1)]
 
 
 def test_cores_coming_from_a_shrink_in_flight_are_kept_for_the_job():

@@ -31,7 +31,8 @@ Conventions all algorithms follow:
   that has one (whole-free nodes and nodes that jobs asking for cores use part of).  A job
   asking for cores (``spec.asks_cores``) is started with ``Start.cores``, one count a node;
   :func:`start_of` places it (the shared queue passes use it).  A node request takes whole
-  nodes (``free_nodes``), as before.
+  nodes (``free_nodes``), as before.  ``View.node_cores`` gives every node's size, from
+  which the policies that reserve or shrink count cores (:mod:`.cores`).
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
 in :data:`scheduler.algorithms.registry`.

@@ -42,6 +42,16 @@ docs/guides/priorities.md: nodes freed by a shrink made for a queued job reach t
 (they are counted as coming, ``RunningJob.releasing``, and kept for it) instead of a
 higher-priority running job; and a job whose rescale gap ends while nodes are free grows
 then, not only at the next completion (``next_change_s`` reports the gap's end).
+
+Cores (:mod:`.cores`): where the view counts cores (``View.node_cores``) and a job asks for
+cores, a core job's start size is taken from the nodes with room for its share, shared
+nodes included (``#CORES n`` is placed by its cores alone), and no placement takes more
+whole nodes than may be handed out (``keep_free``).  Shrinks for a job that does not fit
+are planned core by core (:func:`.cores.plan_shrinks`): each donor gives back its last
+nodes with its cores there, in the order above and down to its minimum node count, until
+the job fits at its usable maximum; a donor whose nodes made no room is spared.  The cores
+that shrinks in flight give back, and the free cores where the waiting job will go, are
+kept for it; the EASY variant's reservation is counted in cores too.
 """
 
 from __future__ import annotations
