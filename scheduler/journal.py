@@ -15,9 +15,13 @@ Tables:
   unknown keys are dropped when a row is read back.  An evolving job's counters
   (``requested``: a request pending, 0 or 1; ``requests``, ``requests_served``,
   ``releases``; docs/guides/evolving-scheduling.md) are columns too, written with the request,
-  the grant and the release, so ``status`` and ``history`` show them after a restart.  A
-  journal written before these columns existed gets them (as 0) when a scheduler opens it;
-  read only, their value is 0.
+  the grant and the release, so ``status`` and ``history`` show them after a restart.  The
+  cores a job asking for cores holds (``cores``: JSON ``{node: [core indices]}``, the
+  :class:`~scheduler.resources.CoreLedger`'s) are written with its start, every grow and
+  every shrink, so a restarted scheduler re-adopts it on the same cores
+  (:mod:`scheduler.recovery`); ``{}`` for a node job.  A journal written before these
+  columns existed gets them (as 0, ``{}``) when a scheduler opens it; read only, their
+  value is 0 (``{}``).
 * ``meta``: key/value pairs (``port``: the notification port jobs were told).
 
 A lock file ``lock`` beside it is held with ``fcntl.flock`` for the scheduler's life
@@ -85,7 +89,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     requested INTEGER NOT NULL DEFAULT 0,  -- evolving: a request pending (0 or 1)
     requests INTEGER NOT NULL DEFAULT 0,   -- evolving: request lines taken
     requests_served INTEGER NOT NULL DEFAULT 0,  -- evolving: requests granted
-    releases INTEGER NOT NULL DEFAULT 0    -- evolving: nodes given back
+    releases INTEGER NOT NULL DEFAULT 0,   -- evolving: nodes given back
+    cores TEXT NOT NULL DEFAULT '{}'       -- JSON {node: [core indices]} held now (core jobs)
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -95,11 +100,11 @@ _COLUMNS = ("id", "spec", "argv", "state", "user", "submit_wall", "due_wall", "q
             "start_wall", "end_wall", "nodes", "allotment", "elastic", "ready", "reachable",
             "order_kind", "shrinks", "grows", "address", "pid", "pid_start", "returncode",
             "ending", "reason", "files", "rm", "requested", "requests", "requests_served",
-            "releases")
+            "releases", "cores")
 #: Columns added after the first journals: (name, SQL type and default), added on open.
 _ADDED = (("requested", "INTEGER NOT NULL DEFAULT 0"), ("requests", "INTEGER NOT NULL DEFAULT 0"),
           ("requests_served", "INTEGER NOT NULL DEFAULT 0"),
-          ("releases", "INTEGER NOT NULL DEFAULT 0"))
+          ("releases", "INTEGER NOT NULL DEFAULT 0"), ("cores", "TEXT NOT NULL DEFAULT '{}'"))
 _UPSERT = (f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' for _ in _COLUMNS)})")
 
@@ -169,11 +174,12 @@ class JobRow:
     requests: int = 0
     requests_served: int = 0
     releases: int = 0
+    cores: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values, JSON columns encoded, in ``_COLUMNS`` order."""
         d = {c: getattr(self, c) for c in _COLUMNS}  # not asdict: it deep-copies
-        for key in ("argv", "nodes", "allotment", "files", "rm"):
+        for key in ("argv", "nodes", "allotment", "files", "rm", "cores"):
             d[key] = json.dumps(d[key])
         for key in ("elastic", "ready", "reachable"):
             d[key] = int(d[key])
@@ -184,8 +190,9 @@ class JobRow:
         """Decode one database row (a column the file lacks keeps its default)."""
         keys = set(row.keys())
         d = {c: row[c] for c in _COLUMNS if c in keys}
-        for key in ("argv", "nodes", "allotment", "files", "rm"):
-            d[key] = json.loads(d[key])
+        for key in ("argv", "nodes", "allotment", "files", "rm", "cores"):
+            if key in d:
+                d[key] = json.loads(d[key])
         for key in ("elastic", "ready", "reachable"):
             d[key] = bool(d[key])
         return cls(**d)

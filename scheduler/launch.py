@@ -190,17 +190,20 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float,
             with contextlib.suppress(OSError):
                 old.unlink()
         argv = wrapped(job.argv, str(job.pid_file), str(job.status_file))
+    job.start_cores = state.ledger.acquire(job.job_id, nodes,
+                                           [counts[n] for n in nodes] if counts else ())
     if state.journal is not None:
-        # Journaled before the launch: a crash from here on finds the nodes taken.
+        # Journaled before the launch, with its cores: a crash from here on finds the
+        # nodes and cores taken.
         job.state, job.start_s = "starting", now
         ok = state.persist(job)
         job.state, job.start_s = "waiting", math.nan
         if not ok:  # not started: it keeps its place, the algorithm tries again later
+            state.ledger.release(job.job_id, nodes)
+            job.start_cores = ()
             job.nodes = []
             state.queue.insert(place, job.job_id)
             return
-    job.start_cores = state.ledger.acquire(job.job_id, nodes,
-                                           [counts[n] for n in nodes] if counts else ())
     try:
         job.address = state.nodes.address(nodes[0])
         launch = JobLaunch(job.job_id, argv, state.cwd, job.stdout, job.stderr)

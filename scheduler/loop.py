@@ -81,7 +81,9 @@ class MainLoop:
         cores = s.ledger.free_counts()
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
                     len(s.all_nodes),
-                    tuple((n, cores[n]) for n in sorted(cores, key=node_key)))
+                    tuple((n, cores[n]) for n in sorted(cores, key=node_key)),
+                    () if s.graph.slots else
+                    tuple((n, s.graph.size(n)) for n in sorted(s.all_nodes, key=node_key)))
 
     def _schedule(self, now: float) -> None:
         s = self.state

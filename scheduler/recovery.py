@@ -8,7 +8,10 @@ server's state before its main loop starts:
 * ``starting`` and ``running`` jobs on logical nodes or ssh hosts are looked for: their first
   process by the pid and start time the journal recorded (or, for a job caught between
   journal and launch, by the pid its launcher wrapper wrote and its command line, which names
-  the job's status file).  A job found is *adopted*: it keeps its nodes, its process tree is
+  the job's status file).  A job found is *adopted*: it keeps its nodes (a job asking for
+  cores: exactly the cores of each node its row names, :meth:`CoreLedger.adopt
+  <scheduler.resources.CoreLedger.adopt>`; from a journal that recorded none, its share of
+  each node, the lowest free cores, after every exact one), its process tree is
   followed again, its end is seen by polling (:class:`scheduler.procs.AdoptedProcess`) and
   its exit status read from the file its wrapper writes.  A job not found has ended while the
   scheduler was down: ``done``/``failed`` by its status file, else ``failed`` with the reason
@@ -51,6 +54,7 @@ from apgaspy.wire.auth import ReplayGuard, load_key
 from .journal import JobRow, spec_from_json
 from .launch import drop_key_file, end_job, set_final_state
 from .procs import AdoptedProcess, ProcessTree, read_status
+from .resources import start_counts
 from .state import ENDED_STATES, ServerJob, ServerState
 
 __all__ = ["recover"]
@@ -140,6 +144,43 @@ def _read_key(state: ServerState, job: ServerJob) -> None:
     job.notify_guard = ReplayGuard(floor=time.time_ns())
 
 
+def _hold_cores(state: ServerState, job: ServerJob, row: JobRow) -> bool:
+    """An adopted job takes what it held: the exact cores its row names (``row.cores``),
+    or its whole nodes (a node job).  Returns ``False`` for a job asking for cores whose row
+    names none (a journal written before cores were recorded): it is placed after every
+    exact one (:func:`_hold_counts`)."""
+    if row.cores:
+        try:
+            state.ledger.adopt(job.job_id, row.cores)
+        except (ValueError, KeyError) as exc:
+            state.event("cores_unknown", job.job_id, cores=row.cores,
+                        error=f"{exc}; it holds its whole nodes instead")
+            state.free.difference_update(job.nodes)
+            return True
+        job.start_cores = tuple((n, tuple(c)) for n, c in row.cores.items())
+        return True
+    if job.spec.asks_cores:
+        return False
+    state.free.difference_update(job.nodes)
+    return True
+
+
+def _hold_counts(state: ServerState, job: ServerJob) -> None:
+    """A core job adopted from a row without cores takes its share of each node
+    (:func:`~scheduler.resources.start_counts`), the lowest free cores; where they are not
+    free, or the share is unknown, its whole nodes."""
+    counts, problem = start_counts(job.spec, job.nodes, ())
+    if problem is None and counts:
+        try:
+            job.start_cores = state.ledger.acquire(job.job_id, job.nodes, counts)
+            return
+        except ValueError as exc:
+            problem = str(exc)
+    state.event("cores_unknown", job.job_id,
+                error=f"{problem or 'no share'}; it holds its whole nodes instead")
+    state.free.difference_update(job.nodes)
+
+
 def _ended_unseen(state: ServerState, job: ServerJob, row: JobRow, now: float) -> None:
     """The job ended while the scheduler was down: final state from its status file."""
     code = read_status(row.files.get("status"))
@@ -173,6 +214,7 @@ def recover(state: ServerState) -> dict[str, Any]:
     changed: list[ServerJob] = []
     to_end: list[ServerJob] = []
     queued: list[ServerJob] = []
+    unplaced: list[ServerJob] = []  # adopted core jobs whose row names no cores
     with state.lock:
         now = state.now()
         state.next_id = max(state.next_id, journal.max_id() + 1)
@@ -227,7 +269,8 @@ def recover(state: ServerState) -> dict[str, Any]:
                         # is not resized again
                         job.reachable = False
                     _read_key(state, job)
-                    state.free.difference_update(job.nodes)
+                    if not _hold_cores(state, job, row):
+                        unplaced.append(job)
                     if job.ending:
                         to_end.append(job)
                     changed.append(job)
@@ -256,6 +299,8 @@ def recover(state: ServerState) -> dict[str, Any]:
                     counts["ended"] += 1
                     state.event("ended_unseen", job.job_id, state=job.state,
                                 returncode=job.returncode, reason=job.reason)
+        for job in unplaced:  # after every exact one: these take the lowest free cores
+            _hold_counts(state, job)
         state.pending.sort()
         queued.sort(key=lambda j: (j.queue_seq if j.queue_seq is not None else math.inf,
                                    j.job_id))

@@ -458,6 +458,31 @@ class CoreLedger:
         mine[node] = tuple(sorted(mine.get(node, ()) + chosen))
         return chosen
 
+    def adopt(self, job: object, held: Mapping[str, Sequence[int]]) -> None:
+        """``job`` takes exactly the cores ``held`` (node -> core indices), as a restarted
+        scheduler re-adopts a running job from its journal (:mod:`scheduler.recovery`).
+
+        Raises:
+            ValueError: a core is not free (another job holds it, or the node has no such
+                core); nothing is taken then.
+        """
+        for node, cores in held.items():
+            size = self.graph.size(node)
+            free = range(size) if node in self.whole else self.partial.get(node, [])
+            busy = [c for c in cores if c not in free]
+            if busy or len(set(cores)) != len(cores):
+                raise ValueError(f"cores {list(cores)} of {node} are not free "
+                                 f"(taken: {busy or 'twice'})")
+        for node, cores in held.items():
+            if node in self.whole:
+                self.whole.discard(node)
+                self.partial[node] = list(range(self.graph.size(node)))
+            free_list = self.partial[node]
+            for core in cores:
+                free_list.remove(core)
+            mine = self.held.setdefault(job, {})
+            mine[node] = tuple(sorted(mine.get(node, ()) + tuple(cores)))
+
     def give(self, job: object, node: str) -> bool:
         """``job`` gives back its cores of ``node``; returns whether ``node`` is now wholly
         free (it is then in ``whole``).  A node the job holds no core of: ``False``."""

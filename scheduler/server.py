@@ -345,12 +345,21 @@ class Server:
 
     # -------------------------------------------------------------------------- status
 
+    def _cores(self, job: Any) -> dict[str, Any]:
+        """``{"cores": {node: [core indices]}}`` of a job holding cores (``{}`` for a node
+        job, or where each node is one slot)."""
+        held = self._state.ledger.cores_of(job.job_id)
+        if not held or self._state.graph.slots:
+            return {}
+        return {"cores": {n: list(c) for n, c in held.items()}}
+
     def status(self) -> dict[str, Any]:
         """The cluster as JSON data: ``now_s``, ``algorithm``, ``nodes`` (each ``name`` and
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
         allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``, ``shape`` (the
         shape policy, null where each node is one slot; each node then also has ``cores``
         and ``free_cores``; a node core jobs share names one of them as ``job``),
+        a job holding cores has ``cores``, node -> its core indices there;
         ``refused_lines`` (notification lines refused: failed authentication or a stranger's
         address), ``refused_load_lines`` (``APGAS-Load`` lines refused: the job is not
         running, or the line is malformed or out of range), ``dropped_lines`` (lines for an
@@ -379,7 +388,8 @@ class Server:
                           for n in sorted(s.all_nodes, key=node_key)],
                 "shape": None if s.graph.slots else s.shape,
                 "free": len(s.free),
-                "jobs": [{**j.info(now), **s.rm_info(j)} for j in s.jobs.values()],
+                "jobs": [{**j.info(now), **s.rm_info(j), **self._cores(j)}
+                         for j in s.jobs.values()],
                 "refused": [list(r) for r in s.refused],
                 "refused_lines": s.line_refusals.total,
                 "dropped_lines": s.line_drops.total,

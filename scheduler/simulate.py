@@ -286,6 +286,8 @@ class Simulator:
         self._sizes = self._ledger.graph.sizes()
         self._free_view: tuple[str, ...] | None = None
         self._cores_view: tuple[tuple[str, int], ...] = ()
+        self._sizes_view: tuple[tuple[str, int], ...] = () if cfg.cores_per_node is None \
+            else tuple((n, self._sizes[n]) for n in sorted_nodes(self._sizes))
         self._waiting: dict[int, WaitingJob] = {}
         self._running: dict[int, _Job] = {}
         self._running_view: dict[int, RunningJob] = {}
@@ -445,6 +447,7 @@ class Simulator:
             tuple(self._waiting.values()),
             self.config.total_nodes,
             self._cores_view,
+            self._sizes_view,
         )
 
     def _width(self, job: _Job, nodes: int) -> int:

@@ -380,7 +380,8 @@ class ServerState:
             pid=pid, pid_start=job.pid_start if pid is not None else None,
             returncode=job.returncode, ending=job.ending, reason=job.reason, files=files,
             rm=self.rm_info(job), requested=job.requested, requests=job.requests,
-            requests_served=job.requests_served, releases=job.releases)
+            requests_served=job.requests_served, releases=job.releases,
+            cores={n: list(c) for n, c in self.ledger.cores_of(job.job_id).items()})
 
     def persist(self, *jobs: ServerJob) -> bool:
         """Write the jobs' rows to the journal (one transaction); nothing without one.

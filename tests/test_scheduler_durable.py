@@ -443,6 +443,43 @@ def test_kill_during_a_grow(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_kill_with_two_core_jobs_on_one_node(tmp_path):
+    """One logical node of 4 cores holds two ``#CORES`` jobs (1 and 2 cores) when the
+    scheduler is killed.  The restarted scheduler adopts both on exactly the cores they had
+    (the journal records them), and a third job asking for 1 core gets the one core left,
+    at once."""
+    args = ("--nodes", "1", "--cores-per-node", "4")
+    serve = Serve(tmp_path, *args)
+    second = None
+    try:
+        ids = [serve.ask(op="submit", job={"name": f"c{n}", "command": ["sleep", "40"],
+                                           "cores": n})["jobs"][0] for n in (1, 2)]
+
+        def held(server: Serve) -> dict[int, Any]:
+            jobs = {j["id"]: j for j in server.ask(op="status")["jobs"]}
+            return {i: (jobs[i]["state"], jobs[i].get("cores")) for i in jobs}
+
+        wait_until(lambda: all(st == "running" for st, _ in held(serve).values()), 20,
+                   "both starts")
+        before = held(serve)
+        assert before == {ids[0]: ("running", {"127.0.1.1": [0]}),
+                          ids[1]: ("running", {"127.0.1.1": [1, 2]})}
+        serve.crash()
+        second = Serve(tmp_path, *args)
+        assert held(second) == before
+        st = second.ask(op="status")
+        assert all(j["adopted"] for j in st["jobs"])
+        (node,) = st["nodes"]
+        assert (node["cores"], node["free_cores"], node["job"] in ids) == (4, 1, True)
+        third = second.ask(op="submit", job={"name": "c3", "command": ["sleep", "40"],
+                                             "cores": 1})["jobs"][0]
+        wait_until(lambda: held(second)[third][0] == "running", 20, "the third start")
+        assert held(second) == {**before, third: ("running", {"127.0.1.1": [3]})}
+    finally:
+        stop_all(serve, second)
+
+
+@pytest.mark.timeout(60)
 def test_kill_between_the_journal_and_the_launch(tmp_path):
     """A start is journaled ``starting`` with its nodes before the launch and ``running`` with
     its pid after; a kill between the two leaves the row as this test makes it (the window

@@ -31,7 +31,8 @@ Conventions all algorithms follow:
   that has one (whole-free nodes and nodes that jobs asking for cores use part of).  A job
   asking for cores (``spec.asks_cores``) is started with ``Start.cores``, one count a node;
   :func:`start_of` places it (the shared queue passes use it).  A node request takes whole
-  nodes (``free_nodes``), as before.
+  nodes (``free_nodes``), as before.  ``View.node_cores`` gives every node's size, from
+  which the policies that reserve or shrink count cores (:mod:`.cores`).
 
 A new algorithm is one module defining a class with ``name`` and ``decide``, plus one line
 in :data:`scheduler.algorithms.registry`.
@@ -140,6 +141,9 @@ class View:
         free_cores: ``(node, free cores)`` for every node with a free core, the scheduler's
             node order; empty from a mechanism that counts no cores (each free node is then
             one core).
+        node_cores: ``(node, its cores)`` for every node of the cluster, the scheduler's node
+            order; empty from a mechanism that counts no cores.  EASY's reservation counts
+            in cores with it (:mod:`.cores`): what a running job gives back at its end.
     """
 
     now_s: float
@@ -148,6 +152,7 @@ class View:
     waiting: tuple[WaitingJob, ...]
     total_nodes: int
     free_cores: tuple[tuple[str, int], ...] = ()
+    node_cores: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -339,37 +344,115 @@ class FreeNodes:
             self._cores = cores
         return self._cores
 
-    def place(self, spec: JobSpec,
-              size_of: SizeFn) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
-        """Take the cores of a job asking for cores; return ``(nodes, cores a node)``, or
-        ``None`` when it does not fit now (nothing taken).
+    def whole(self) -> tuple[str, ...]:
+        """The wholly free nodes still in the pool, lowest names first."""
+        return tuple(self._nodes)
 
-        ``#CORES n``: :func:`scheduler.resources.nodes_for_cores` (by profile).
-        ``#CORES_PER_NODE c``: ``size_of(spec, nodes with c free cores)`` nodes among
-        them, the fullest first (best fit), then the lowest names.
+    def take_cores(self, node: str, count: int) -> None:
+        """Take ``count`` free cores of ``node`` (kept for a job that starts later); a
+        wholly free node leaves :meth:`whole`.
+
+        Raises:
+            ValueError: ``node`` has fewer free cores.
         """
         cores = self.free_cores()
+        if cores.get(node, 0) < count:
+            raise ValueError(f"{node} has {cores.get(node, 0)} free cores, {count} asked")
+        cores[node] -= count
+        if node in self._nodes:
+            self._nodes.remove(node)
+
+    def has_room(self) -> bool:
+        """Whether a whole node or a core is still free."""
+        return bool(self._nodes) or any(c > 0 for c in self.free_cores().values())
+
+    def placement(self, spec: JobSpec, size_of: SizeFn) -> tuple[tuple[str, int], ...] | None:
+        """Where a job would go now, nothing taken: ``((node, cores), …)`` in node order, or
+        ``None`` when it does not fit.
+
+        A node request: ``size_of(spec, free nodes)`` whole nodes, lowest names first, each
+        with all its cores.  ``#CORES n``: :func:`scheduler.resources.nodes_for_cores` (by
+        profile).  ``#CORES_PER_NODE c``: ``size_of(spec, nodes with c free cores)`` nodes
+        among them, the fullest first (best fit), then the lowest names.
+        """
+        cores = self.free_cores()
+        if not spec.asks_cores:
+            size = size_of(spec, len(self._nodes))
+            if size is None:
+                return None
+            return tuple((n, cores.get(n, 1)) for n in self._nodes[:size])
         order = sorted_nodes(cores)
         free = {n: c for n, c in cores.items() if c > 0}
         if spec.cores is not None:
-            placed = nodes_for_cores(spec.cores, free, spec.profile, order)
-            if placed is None:
-                return None
-        else:
-            per_node = spec.cores_per_node or 1
-            fit = sorted((n for n in order if free.get(n, 0) >= per_node),
-                         key=lambda n: free[n])
-            size = size_of(spec, len(fit))
-            if size is None:
-                return None
-            chosen = set(fit[:size])
-            placed = tuple((n, per_node) for n in order if n in chosen)
+            return nodes_for_cores(spec.cores, free, spec.profile, order)
+        per_node = spec.cores_per_node or 1
+        fit = sorted((n for n in order if free.get(n, 0) >= per_node), key=lambda n: free[n])
+        size = size_of(spec, len(fit))
+        if size is None:
+            return None
+        chosen = set(fit[:size])
+        return tuple((n, per_node) for n in order if n in chosen)
+
+    def _commit(self, spec: JobSpec,
+                placed: tuple[tuple[str, int], ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """Take ``placed`` (:meth:`placement`'s answer) out of the pool."""
+        if not spec.asks_cores:
+            return self.take(len(placed)), ()
+        cores = self.free_cores()
         whole = set(self._nodes)
         for node, count in placed:
             cores[node] -= count
             if node in whole:
                 self._nodes.remove(node)
         return tuple(n for n, _ in placed), tuple(c for _, c in placed)
+
+    def place(self, spec: JobSpec,
+              size_of: SizeFn) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+        """Take the cores of a job asking for cores; return ``(nodes, cores a node)``, or
+        ``None`` when it does not fit now (nothing taken).  Where: :meth:`placement`."""
+        placed = self.placement(spec, size_of)
+        return None if placed is None else self._commit(spec, placed)
+
+    def place_within(self, spec: JobSpec, size_of: SizeFn,
+                     accept: Callable[[tuple[tuple[str, int], ...]], bool]
+                     ) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+        """Take the largest start of a job (whole nodes or cores) whose placement
+        ``accept`` approves; ``(nodes, cores a node)`` (cores empty for whole nodes), or
+        ``None`` (nothing taken).
+
+        A job with a node range is tried at its :meth:`placement` size, then at fewer
+        nodes (a binary search: a smaller start is a prefix of a larger one, so once
+        ``accept`` refuses a size it refuses every larger one, as long as ``accept`` only
+        asks that enough cores remain).  A ``#CORES`` job is tried once.
+        """
+        placed = self.placement(spec, size_of)
+        if placed is None:
+            return None
+        if not accept(placed):
+            if spec.cores is not None or len(placed) <= spec.lo:
+                return None
+            lo, hi, best = spec.lo, len(placed) - 1, None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                capped = self.placement(spec, _capped(size_of, mid))
+                if capped is not None and accept(capped):
+                    best, lo = capped, mid + 1
+                else:
+                    hi = mid - 1
+            if best is None:
+                return None
+            placed = best
+        return self._commit(spec, placed)
+
+
+def _capped(size_of: SizeFn, most: int) -> SizeFn:
+    """``size_of`` with at most ``most`` nodes (``None`` below the job's minimum)."""
+    def size(spec: JobSpec, free: int) -> int | None:
+        got = size_of(spec, free)
+        if got is None or min(got, most) < spec.lo:
+            return None
+        return min(got, most)
+    return size
 
 
 def start_of(job: WaitingJob, pool: FreeNodes, size_of: SizeFn) -> tuple[Start, int] | None:

@@ -70,6 +70,8 @@ from .base import (
     reservation,
     size_up_to_max,
 )
+from .cores import counts_cores
+from .easy import backfill_in_cores
 from .malleable import MalleableMinAgree
 
 __all__ = ["EvolvingEasy", "EvolvingEasyMalleable", "EvolvingElastic", "EvolvingReserve",
@@ -123,6 +125,12 @@ def _easy(
     """EASY backfilling of ``view.waiting`` from ``pool``, ``running`` standing for the
     running jobs (with the nodes granted in this call)."""
     decisions, started, head_index = fcfs_pass(view.waiting, pool, size_of)
+    if head_index < len(view.waiting) and counts_cores(view, view.waiting) \
+            and pool.has_room():
+        # counted in cores (:mod:`.cores`), the granted nodes held as the running jobs'
+        seen = dataclasses.replace(view, running=tuple(running))
+        return decisions + backfill_in_cores(seen, head_index, pool, size_of, decisions,
+                                             started)
     if head_index < len(view.waiting) and len(pool) > 0:
         head = view.waiting[head_index]
         releases = releases_of(view.now_s, running, started)

@@ -21,6 +21,11 @@ One call does, in order:
 Nodes that shrink orders still in flight will release (``RunningJob.releasing``) count as
 free for the head: while they cover its need, the call only starts jobs (step 1).
 
+Where jobs hold cores (:mod:`.cores`), steps 2 and 3 count cores: the head's need is met when
+it fits (:func:`.cores.head_fits`) in the free cores plus those that shrinks in flight give
+back, a shrink gives back a donor's last nodes with its cores on them, and a donor whose
+nodes make no room for the head is not shrunk (:func:`.cores.plan_shrinks`).
+
 Only malleable jobs that announced ``APGAS-Ready`` and whose last order is at least
 ``cooldown_s`` old are ordered (Java: 60 s).  Unlike the Java strategy, which starts every
 job with up to its maximum and grows the largest possible expansion first, this follows
@@ -34,8 +39,10 @@ from .base import (
     Decision,
     FreeNodes,
     Grow,
+    RunningJob,
     Shrink,
     View,
+    WaitingJob,
     can_order,
     easy_backfill,
     expected_ends_after,
@@ -43,6 +50,8 @@ from .base import (
     releases_of,
     size_malleable_at_min,
 )
+from .cores import coming_cores, counts_cores, head_fits, plan_shrinks
+from .easy import backfill_in_cores
 
 __all__ = ["MalleableMinAgree"]
 
@@ -74,7 +83,15 @@ class MalleableMinAgree:
         order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
         orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]
 
-        if head_index < len(view.waiting):
+        if head_index < len(view.waiting) and counts_cores(view, view.waiting):
+            head = view.waiting[head_index]
+            shrinks = _shrinks_in_cores(view, head, pool, orderable, order_index)
+            if shrinks is not None:
+                return decisions + shrinks
+            if pool.has_room():
+                decisions += backfill_in_cores(view, head_index, pool, self.size_of,
+                                               decisions, started)
+        elif head_index < len(view.waiting):
             head = view.waiting[head_index]
             need = head.spec.lo - len(pool) - sum(job.releasing for job in view.running)
             if need <= 0:
@@ -128,3 +145,27 @@ class MalleableMinAgree:
                 if now < end < wake:
                     wake = end
         return wake
+
+
+def _shrinks_in_cores(view: View, head: WaitingJob, pool: FreeNodes,
+                      orderable: list[RunningJob], order_index: dict[object, int]
+                      ) -> list[Decision] | None:
+    """Step 2 counted in cores (module docstring): ``[]`` when shrinks in flight already
+    make room for the head (it waits for them), the shrinks to order, or ``None`` when the
+    donors cannot make room (then EASY backfilling and grows follow)."""
+    sizes = dict(view.node_cores)
+    room = {n: c for n, c in pool.free_cores().items() if c > 0}
+    for node, count in coming_cores(view.running, sizes).items():
+        room[node] = room.get(node, 0) + count
+    if any(job.releasing for job in view.running) and head_fits(head.spec, room, sizes,
+                                                                 list(sizes)):
+        return []
+    donors = sorted(
+        (job for job in orderable if len(job.nodes) > job.spec.lo),
+        key=lambda job: (-(len(job.nodes) - job.spec.lo), order_index[job.job_id]),
+    )
+    planned = plan_shrinks(head.spec, room, [(j, len(j.nodes) - j.spec.lo) for j in donors],
+                           sizes, head.spec.lo)
+    if not planned:
+        return None
+    return [Shrink(job.job_id, count) for job, count in planned]

@@ -42,18 +42,29 @@ docs/guides/priorities.md: nodes freed by a shrink made for a queued job reach t
 (they are counted as coming, ``RunningJob.releasing``, and kept for it) instead of a
 higher-priority running job; and a job whose rescale gap ends while nodes are free grows
 then, not only at the next completion (``next_change_s`` reports the gap's end).
+
+Cores (:mod:`.cores`): where the view counts cores (``View.node_cores``) and a job asks for
+cores, a core job's start size is taken from the nodes with room for its share, shared
+nodes included (``#CORES n`` is placed by its cores alone), and no placement takes more
+whole nodes than may be handed out (``keep_free``).  Shrinks for a job that does not fit
+are planned core by core (:func:`.cores.plan_shrinks`): each donor gives back its last
+nodes with its cores there, in the order above and down to its minimum node count, until
+the job fits at its usable maximum; a donor whose nodes made no room is spared.  The cores
+that shrinks in flight give back, and the free cores where the waiting job will go, are
+kept for it; the EASY variant's reservation is counted in cores too.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..jobs import JobClass, JobSpec
 from .base import (
     Decision,
     FreeNodes,
+    SizeFn,
     Grow,
     JobId,
     RunningJob,
@@ -64,6 +75,15 @@ from .base import (
     expected_ends_after,
     releases_of,
     reservation,
+)
+from .cores import (
+    coming_cores,
+    core_releases,
+    core_reservation,
+    counts_cores,
+    head_fits,
+    held_cores,
+    plan_shrinks,
 )
 
 __all__ = [
@@ -136,12 +156,36 @@ def last_event_s(job: RunningJob) -> float:
 
 @dataclass
 class _Plan:
-    """One call's bookkeeping: free nodes, nodes coming from shrinks in flight, jobs used."""
+    """One call's bookkeeping: free nodes, nodes coming from shrinks in flight, jobs used;
+    where jobs hold cores (:mod:`.cores`), the nodes' sizes and the cores coming."""
 
     pool: FreeNodes
     avail: int  # free nodes that may be handed out (keep_free excluded)
     coming: int  # nodes that shrinks in flight will free and no queued job has claimed yet
     used: set[object]  # running jobs already given a decision in this call
+    sizes: dict[str, int] | None = None  # node -> its cores, when counted in cores
+    coming_cores: dict[str, int] | None = None  # node -> cores shrinks in flight will free
+
+    def merged(self) -> dict[str, int]:
+        """node -> its free cores now plus those coming (counted in cores only)."""
+        out = {n: c for n, c in self.pool.free_cores().items() if c > 0}
+        for node, count in (self.coming_cores or {}).items():
+            out[node] = out.get(node, 0) + count
+        return out
+
+
+def _last_cores(job: RunningJob, count: int, sizes: dict[str, int]) -> list[tuple[str, int]]:
+    """``(node, cores)`` of the ``count`` nodes a shrink of ``job`` gives back: its most
+    recently added (the runtime's rule)."""
+    return held_cores(job, sizes)[-count:] if count > 0 else []
+
+
+def _sized(most: int) -> SizeFn:
+    """A start size rule: ``min(free, most)`` nodes when that reaches the job's minimum."""
+    def size(spec: JobSpec, free: int) -> int | None:
+        got = min(free, most)
+        return got if got >= spec.lo else None
+    return size
 
 
 class _PriorityBase:
@@ -173,25 +217,73 @@ class _PriorityBase:
 
     def _plan(self, view: View) -> _Plan:
         pool = FreeNodes(view.free_nodes, view.free_cores)
-        return _Plan(pool, max(0, len(pool) - self.keep_free),
+        plan = _Plan(pool, max(0, len(pool) - self.keep_free),
                      sum(job.releasing for job in view.running), set())
+        if counts_cores(view, view.waiting):
+            plan.sizes = dict(view.node_cores)
+            plan.coming_cores = coming_cores(view.running, plan.sizes)
+        return plan
 
-    def _start(self, plan: _Plan, job: WaitingJob, size: int) -> Start | None:
+    def _room(self, plan: _Plan, spec: JobSpec) -> int:
+        """The node count a job's start size is taken from: the free nodes that may be
+        handed out; for ``#CORES_PER_NODE c`` the nodes with ``c`` free cores, for
+        ``#CORES`` its node range's top (its cores decide where it goes)."""
+        if spec.cores is not None:
+            return spec.hi
+        if spec.cores_per_node is not None:
+            return sum(1 for c in plan.pool.free_cores().values() if c >= spec.cores_per_node)
+        return plan.avail
+
+    def _start(self, plan: _Plan, job: WaitingJob, size: int,
+               accept: Callable[[tuple[tuple[str, int], ...]], bool] | None = None
+               ) -> Start | None:
         """The job's Start on ``size`` nodes; a job asking for cores is placed on at most
-        ``size`` nodes by its cores (:meth:`~.base.FreeNodes.place`), ``None`` when its
-        cores are not free now."""
-        if job.spec.asks_cores:
-            whole = len(plan.pool)
-            placed = plan.pool.place(
-                job.spec, lambda spec, free: min(size, free) if min(size, free) >= spec.lo
-                else None)
-            plan.avail -= whole - len(plan.pool)
-            return None if placed is None else Start(job.job_id, *placed)
+        ``size`` nodes by its cores (:meth:`~.base.FreeNodes.place_within`), taking no more
+        whole nodes than may be handed out; ``accept`` (the EASY head's check) may refuse
+        a placement.  ``None`` when nothing acceptable is free now."""
+        if job.spec.asks_cores or accept is not None:
+            whole = set(plan.pool.whole())
+            avail = plan.avail
+
+            def ok(placed: tuple[tuple[str, int], ...]) -> bool:
+                if sum(1 for n, _ in placed if n in whole) > avail:
+                    return False
+                return accept is None or accept(placed)
+
+            taken = plan.pool.place_within(job.spec, _sized(size), ok)
+            if taken is None:
+                return None
+            plan.avail -= sum(1 for n in taken[0] if n in whole)
+            return Start(job.job_id, *taken)
         plan.avail -= size
         return Start(job.job_id, plan.pool.take(size))
 
+    def _keep(self, plan: _Plan, spec: JobSpec, total: int) -> bool:
+        """Counted in cores: keep for a job that waits the free and coming cores where it
+        will go (its placement on them, aiming at its usable maximum); ``False`` (nothing
+        kept) when it does not fit in them."""
+        assert plan.sizes is not None and plan.coming_cores is not None
+        merged = plan.merged()
+        whole = [n for n, c in merged.items() if c >= plan.sizes.get(n, 1)]
+        placed = FreeNodes(whole, merged.items()).placement(spec, _sized(self._cap(spec, total)))
+        if placed is None:
+            return False
+        here = plan.pool.free_cores()
+        for node, count in placed:
+            coming = min(count, plan.coming_cores.get(node, 0))
+            if coming:
+                plan.coming_cores[node] -= coming
+            rest = min(count - coming, here.get(node, 0))
+            if rest:
+                was_whole = node in plan.pool.whole()
+                plan.pool.take_cores(node, rest)
+                plan.avail -= 1 if was_whole and plan.avail > 0 else 0
+        return True
+
     def _wait_for_coming(self, plan: _Plan, job: WaitingJob, total: int) -> bool:
         """The job waits for nodes that shrinks in flight will free: keep them for it."""
+        if plan.coming_cores is not None:
+            return any(plan.coming_cores.values()) and self._keep(plan, job.spec, total)
         if plan.coming <= 0 or plan.avail + plan.coming < job.spec.lo:
             return False
         want = self._cap(job.spec, total)
@@ -213,15 +305,43 @@ class _PriorityBase:
                   and len(r.nodes) > r.spec.lo and self.outside_gap(r, now)]
         donors.sort(key=lambda r: (r.spec.priority, -r.start_s))
         surplus = sum(len(r.nodes) - r.spec.lo for r in donors)
-        if plan.avail + surplus < job.spec.lo:
+        if plan.sizes is None and plan.avail + surplus < job.spec.lo:
             return None
         return self._shrinks(view, plan, job, donors)
 
+    def _shrinks_in_cores(self, view: View, plan: _Plan, job: WaitingJob,
+                          donors: list[RunningJob]) -> list[Decision] | None:
+        """:meth:`_shrinks` counted in cores (:func:`.cores.plan_shrinks`): the donors give
+        back their last nodes, one at a time, until the job fits at its usable maximum;
+        the free and coming cores where it will go are kept for it."""
+        assert plan.sizes is not None and plan.coming_cores is not None
+        if not donors:
+            return None  # the job did not fit, and nothing can be shrunk for it
+        coming = plan.coming_cores
+        total = view.total_nodes
+        planned = plan_shrinks(job.spec, plan.merged(),
+                               [(r, len(r.nodes) - r.spec.lo) for r in donors], plan.sizes,
+                               self._cap(job.spec, total))
+        if planned is None:
+            return None
+        decisions: list[Decision] = []
+        for r, count in planned:
+            decisions.append(Shrink(r.job_id, count))
+            plan.used.add(r.job_id)
+            for node, cores in _last_cores(r, count, plan.sizes):
+                coming[node] = coming.get(node, 0) + cores
+        self._keep(plan, job.spec, total)
+        plan.avail = 0
+        return decisions
+
     def _shrinks(self, view: View, plan: _Plan, job: WaitingJob,
-                 donors: list[RunningJob]) -> list[Decision]:
+                 donors: list[RunningJob]) -> list[Decision] | None:
         """Shrink ``donors`` in their order, each at most to its minimum, until the nodes free
         now and those released reach ``job``'s usable maximum; what is free now is kept for
-        ``job`` too (``plan.avail`` becomes 0)."""
+        ``job`` too (``plan.avail`` becomes 0).  Counted in cores where jobs hold cores
+        (:meth:`_shrinks_in_cores`; ``None`` when the donors cannot make room)."""
+        if plan.sizes is not None:
+            return self._shrinks_in_cores(view, plan, job, donors)
         need = self._cap(job.spec, view.total_nodes) - plan.avail
         decisions: list[Decision] = []
         for r in donors:
@@ -260,7 +380,7 @@ class _PriorityBase:
         plan = self._plan(view)
         decisions: list[Decision] = []
         for job in priority_order(view.waiting):
-            size = self.start_size(job.spec, plan.avail, view.total_nodes)
+            size = self.start_size(job.spec, self._room(plan, job.spec), view.total_nodes)
             start = None if size is None else self._start(plan, job, size)
             if start is not None:
                 decisions.append(start)
@@ -455,8 +575,19 @@ class ElasticPriorityEasy(_PriorityBase):
         walk.sort(key=lambda item: item[:4])
         decisions: list[Decision] = []
         started: list[tuple[WaitingJob, int]] = []
+        begun: list[tuple[Start, float]] = []
         shadow_s, extra = math.inf, 0
+        at_shadow: dict[str, int] = {}  # counted in cores: node -> cores free at the shadow
+        head: WaitingJob | None = None
         head_found = False
+
+        def keeps_head(placed: tuple[tuple[str, int], ...]) -> bool:
+            assert head is not None and plan.sizes is not None
+            left = dict(at_shadow)
+            for node, count in placed:
+                left[node] = left.get(node, 0) - count
+            return head_fits(head.spec, left, plan.sizes, list(plan.sizes))
+
         for _, kind, _, _, job in walk:
             if kind == 1:
                 assert isinstance(job, RunningJob)
@@ -468,21 +599,32 @@ class ElasticPriorityEasy(_PriorityBase):
                 decisions.append(Grow(job.job_id, plan.pool.take(count)))
                 continue
             assert isinstance(job, WaitingJob)
-            size = self.start_size(job.spec, plan.avail, total)
+            size = self.start_size(job.spec, self._room(plan, job.spec), total)
             if size is not None:
+                accept = None
                 if head_found and now + job.spec.required_time_s > shadow_s:
-                    size = min(size, extra)  # backfill only on nodes the head won't need
-                    if size < job.spec.lo:
-                        continue
-                    extra -= size
-                start = self._start(plan, job, size)
+                    if plan.sizes is not None:
+                        accept = keeps_head  # backfill only on cores the head won't need
+                    else:
+                        size = min(size, extra)  # backfill only on nodes the head won't need
+                        if size < job.spec.lo:
+                            continue
+                        extra -= size
+                start = self._start(plan, job, size, accept)
                 if start is not None:
                     decisions.append(start)
                     started.append((job, len(start.nodes)))
+                    begun.append((start, job.spec.required_time_s))
+                    if accept is not None:
+                        assert plan.sizes is not None
+                        for node, count in zip(start.nodes, start.cores or [
+                                plan.sizes.get(n, 1) for n in start.nodes], strict=True):
+                            at_shadow[node] = at_shadow.get(node, 0) - count
                     continue
             if head_found:
                 continue
             head_found = True
+            head = job
             if self._wait_for_coming(plan, job, total):
                 shadow_s, extra = now, 0
                 continue
@@ -490,6 +632,11 @@ class ElasticPriorityEasy(_PriorityBase):
             if shrinks is not None:
                 decisions += shrinks
                 shadow_s, extra = now, 0
+                continue
+            if plan.sizes is not None:
+                shadow_s, at_shadow = core_reservation(
+                    job.spec, plan.pool.free_cores(),
+                    core_releases(now, view.running, begun, plan.sizes), plan.sizes)
                 continue
             releases = releases_of(now, view.running, started)
             shadow_s, extra = reservation(job.spec.lo, plan.avail, releases)
@@ -506,7 +653,8 @@ class ElasticPriorityEasy(_PriorityBase):
                   if r.job_id not in plan.used and held[r.job_id] < rank - self.shrink_margin
                   and len(r.nodes) > r.spec.lo and self.outside_gap(r, now)]
         donors.sort(key=lambda r: (held[r.job_id], -r.start_s))
-        if plan.avail + sum(len(r.nodes) - r.spec.lo for r in donors) < job.spec.lo:
+        if plan.sizes is None and \
+                plan.avail + sum(len(r.nodes) - r.spec.lo for r in donors) < job.spec.lo:
             return None
         return self._shrinks(view, plan, job, donors)
 
