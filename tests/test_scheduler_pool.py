@@ -97,6 +97,28 @@ def test_named_shrink_text():
         parse_order("shrink 2 h1")
 
 
+def test_a_named_shrink_picks_the_places_of_exactly_those_hosts():
+    """The runtime's side: every place of each named host (two places a host here); a host
+    the job holds no place on, place 0's host, or a count that does not match refuse."""
+    from apgaspy import MalleabilityError, Place
+    from apgaspy._membership import PlaceInfo
+    from apgaspy.elastic._malleability import Malleability
+
+    slots: dict[int, list[PlaceInfo]] = {}
+    for pid, (host, slot) in enumerate([("a", 0), ("a", 0), ("b", 1), ("b", 1), ("c", 2),
+                                        ("c", 2)]):
+        slots.setdefault(slot, []).append(PlaceInfo(pid, "tcp://x:1", host, 100 + pid,
+                                                    "world", slot))
+    assert Malleability._named(("c",), 1, slots, 0) == [Place(4), Place(5)]
+    assert Malleability._named(("c", "b"), 2, slots, 0) == [Place(4), Place(5), Place(2),
+                                                            Place(3)]
+    assert Malleability._named((), 1, slots, 0) is None  # a plain shrink: the handler chooses
+    for hosts, n, why in ((("d",), 1, "holds no place on 'd'"), (("a",), 1, "place 0's host"),
+                          (("b",), 2, "names 1")):
+        with pytest.raises(MalleabilityError, match=why):
+            Malleability._named(hosts, n, slots, 0)
+
+
 # ------------------------------------------------------------------------- real processes
 
 
