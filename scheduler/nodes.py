@@ -246,6 +246,26 @@ class LocalNodes:
         #: One line to say at start when the nodes share CPUs, or None.
         self.note = note
 
+    @classmethod
+    def named(cls, names: Sequence[str], cores_per_node: int | str | None = None) -> LocalNodes:
+        """Logical nodes given by name (``127.0.1.k``: a child scheduler's, from the
+        ``NODE_FILE`` its parent gave it, :mod:`scheduler.child`), their CPUs as if the
+        first ``max k`` had been made.
+
+        Raises:
+            ValueError: no name, a name that is not a logical node's, or one twice.
+        """
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"LocalNodes.named: distinct logical node names, got {names!r}")
+        for name in names:
+            _local_index(name)
+        nodes = cls(1, cores_per_node)
+        nodes._names = tuple(names)
+        if nodes.graph is not None and nodes.cores_per_node is not None:
+            nodes.graph = ResourceGraph(
+                {n: local_cpus(_local_index(n) - 1, nodes.cores_per_node) for n in names})
+        return nodes
+
     def __repr__(self) -> str:
         return f"LocalNodes({len(self._names)})"
 

@@ -117,6 +117,8 @@ class Server:
             core) or ``"granularity"`` (a place a core).  The nodes' cores come from the
             backend's ``graph`` (``LocalNodes(n, cores_per_node=C)``, ssh hosts, Slurm);
             a backend without one hands out whole nodes, a slot each, and gives jobs no shape.
+        parent: the server is a child scheduler (``serve --parent``, :mod:`scheduler.child`):
+            a job larger than its nodes is queued (its parent may grant more), not refused.
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, or an
@@ -151,6 +153,7 @@ class Server:
         plain_lines: Iterable[str] = (),
         limits: ListenerLimits | None = None,
         shape: str = "scale",
+        parent: bool = False,
     ) -> None:
         if shape not in SHAPES:
             raise ValueError(f"shape is {' or '.join(SHAPES)}, got {shape!r}")
@@ -177,6 +180,7 @@ class Server:
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
             journal=journal, plain_lines=tuple(plain_lines),
             graph=getattr(nodes, "graph", None), shape=shape)
+        self._state.parent = parent
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes

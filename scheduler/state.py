@@ -287,6 +287,8 @@ class ServerState:
         self.ledger = CoreLedger(self.graph, self.free)
         #: The pool's changes (:mod:`scheduler.pool`): nodes added, draining, gone.
         self.pool = PoolBook()
+        #: A child scheduler (:mod:`scheduler.child`): its parent may grant more nodes.
+        self.parent = False
         #: The shape policy of jobs (``serve --shape``): ``scale`` or ``granularity``.
         self.shape = shape
         self.jobs: dict[int, ServerJob] = {}

@@ -25,6 +25,7 @@ from conftest import ROOT, alive, descendants, wait_gone, wait_until
 
 from apgaspy.wire.protocol import Order, OrderError, format_order, parse_order
 from scheduler import JobSpec, make
+from scheduler.control_client import request
 from scheduler.nodes import LocalNodes
 from scheduler.pool_book import PoolBook
 from scheduler.server import PoolError, Server, free_nodes_of, job_of
@@ -235,3 +236,52 @@ def test_a_malleable_glb_job_is_shrunk_off_a_removed_node(tmp_path):
         server.shutdown()
     if pid is not None:
         assert wait_gone([pid, *descendants(pid)], 10) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_child_scheduler_asks_its_parent_for_a_node_and_gives_it_back(tmp_path):
+    """A parent on 3 logical nodes (``evolving-elastic``: an evolving job starts at its
+    minimum) runs a child scheduler (``serve
+    --parent``, an evolving job started on 1 node).  A rigid N-Queens job of 2 nodes
+    submitted to the child makes the child ask the parent (``Evolving;Request;1``); the
+    parent's grant becomes the child's second node, the job runs there with the exact count,
+    and the idle node goes back (``Evolving;Release``)."""
+    parent = Server(LocalNodes(3), make("evolving-elastic", cooldown_s=0), port=0,
+                    run_dir=tmp_path / "run", interval_s=0.5, grace_s=1.0, cwd=str(ROOT))
+    parent.start()
+    control = tmp_path / "child.sock"
+    try:
+        child = parent.submit(JobSpec(
+            name="child", job_class="evolving", min_nodes=1, max_nodes=3, required_time_s=120,
+            command=(PY, "-m", "scheduler", "serve", "--parent", "--control", str(control),
+                     "--run-dir", str(tmp_path / "child-run"), "--interval", "0.5",
+                     "--grace", "1", "--algorithm", "easy", "--quiet")))
+
+        def events(kind: str) -> list[dict]:
+            return [e for e in parent.events if e["event"] == kind and e["job"] == child]
+
+        wait_until(lambda: events("ready") and control.exists(), 30, "the child scheduler")
+        assert job_of(parent.status(), child)["nodes"] == ["127.0.1.1"]
+        reply = request(control, {"op": "submit", "job": {
+            "name": "nq10", "command": [PY, "-m", "benchmarks.nqueens", "-n", "10", "--json"],
+            "nodes": 2, "required_time_s": 60}})
+        nq = reply["jobs"][0]
+        wait_until(lambda: job_of(request(control, {"op": "status"}), nq)["state"]
+                   not in ("waiting", "running"), 60, "the child's job")
+        job = job_of(request(control, {"op": "status"}), nq)
+        assert job["state"] == "done" and job["nodes"] == [], job
+        out = next(json.loads(line) for line in Path(job["stdout"]).read_text().splitlines()
+                   if line.startswith("{") and '"benchmark"' in line)
+        assert out["result"] == 724 and out["correct"] is True
+        assert events("evolving_request") and events("evolving_grant")[0]["nodes"] == \
+            ["127.0.1.2"]
+        wait_until(lambda: events("evolving_release"), 20, "the node given back")
+        assert events("evolving_release")[0]["node"] == "127.0.1.2"
+        assert job_of(parent.status(), child)["nodes"] == ["127.0.1.1"]
+        request(control, {"op": "shutdown"})
+        wait_until(lambda: job_of(parent.status(), child)["state"] != "running", 30,
+                   "the child's end")
+        assert job_of(parent.status(), child)["state"] == "done"
+    finally:
+        parent.shutdown()
+    assert parent.leftover_pids() == []
