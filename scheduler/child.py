@@ -84,7 +84,9 @@ class ParentLink:
         self.comm = SocketMalleableCommunicator()  # reads the parent's variables
         self.comm.malleability = self
         self.comm.evolving = True  # it asks and gives back by itself
-        self.granted: list[str] = []
+        #: Nodes the parent granted (a restarted child: the pool's added nodes).
+        self.granted: list[str] = [n for n in server.status()["pool"]["added"]
+                                   if n not in self.first]
         self.asked = False
         self.releasing: set[str] = set()
         self._stop = threading.Event()

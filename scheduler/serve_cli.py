@@ -17,7 +17,9 @@ and the scheduler listens on 127.0.0.1; hosts (``--hosts``) are reached by ssh a
 scheduler listens on ``--listen`` (default: the address that routes to the first host).
 With ``--slurm`` the nodes are those of a Slurm partition (``--nodes N``: its first N in
 Slurm's order; default all), every job is a Slurm job on the nodes the scheduler chose, and
-a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).
+a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).  With
+``--parent`` it runs as an evolving job of another scheduler, on the nodes of the
+``NODE_FILE`` that one gave it, and asks it for more (:mod:`scheduler.child`).
 Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
 ``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
 running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken,
@@ -388,16 +390,6 @@ def run(args: argparse.Namespace) -> int:
         _close(nodes)
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    try:
-        path = server.serve_control(control, group=args.control_group)
-    except KeyError:
-        print(f"error: --control-group: no group {args.control_group!r}", file=sys.stderr)
-        server.detach()  # the jobs it adopted run on, still journaled
-        return 1
-    except OSError as exc:
-        print(f"error: control socket: {exc}", file=sys.stderr)
-        server.detach()
-        return 1
     link = None
     if getattr(args, "parent", False):
         try:
@@ -409,6 +401,16 @@ def run(args: argparse.Namespace) -> int:
             return 1
         finally:
             scrub_parent_env()  # the child's jobs see their own scheduler only
+    try:
+        path = server.serve_control(control, group=args.control_group)
+    except KeyError:
+        print(f"error: --control-group: no group {args.control_group!r}", file=sys.stderr)
+        server.detach()  # the jobs it adopted run on, still journaled
+        return 1
+    except OSError as exc:
+        print(f"error: control socket: {exc}", file=sys.stderr)
+        server.detach()
+        return 1
     if not args.quiet:
         print(f"control socket {path}", file=sys.stderr, flush=True)
 

@@ -9,7 +9,9 @@ drain and remove while jobs run, the named shrink that moves a job off a node, t
   changed; a removal of a node a rigid job holds waits for the job, survives a restart of
   the scheduler (the journal) with the added node, and ends once the job has;
 * a malleable GLB job (UTS) on a node being removed is shrunk off it by a named shrink,
-  its processes there are gone, the node leaves, the answer is exact.
+  its processes there are gone, the node leaves, the answer is exact;
+* a child scheduler (``serve --parent``) asks its parent for the node a job of its own
+  needs, runs the job there (exact answer) and gives the node back.
 """
 
 from __future__ import annotations
@@ -241,8 +243,7 @@ def test_a_malleable_glb_job_is_shrunk_off_a_removed_node(tmp_path):
 @pytest.mark.timeout(120)
 def test_a_child_scheduler_asks_its_parent_for_a_node_and_gives_it_back(tmp_path):
     """A parent on 3 logical nodes (``evolving-elastic``: an evolving job starts at its
-    minimum) runs a child scheduler (``serve
-    --parent``, an evolving job started on 1 node).  A rigid N-Queens job of 2 nodes
+    minimum) runs a child scheduler (``serve --parent``, an evolving job started on 1 node).  A rigid N-Queens job of 2 nodes
     submitted to the child makes the child ask the parent (``Evolving;Request;1``); the
     parent's grant becomes the child's second node, the job runs there with the exact count,
     and the idle node goes back (``Evolving;Release``)."""
