@@ -38,7 +38,9 @@ class PoolBook:
         drained: nodes a drain emptied: held out of the pool until added again.
         gone: nodes removed, in the order they left.
         added: nodes added while the scheduler ran -> their CPUs (None: a slot).
-        changes: ``{"t", "change", "nodes"}`` records, the latest :data:`_KEPT_CHANGES`.
+        changes: ``{"t", "change", "nodes", ...}`` records (``t``: server seconds; the
+            server adds ``wall``, seconds since the epoch, and ``force``), the latest
+            :data:`_KEPT_CHANGES`.
     """
 
     draining: dict[str, str] = field(default_factory=dict)
