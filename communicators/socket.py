@@ -352,7 +352,9 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         log.info("order from %s: %s", peer, text.strip())
         start = time.perf_counter_ns()
         reply = _OnceReply(conn, self._reply)
-        if order.kind == "shrink" and self.evolving:
+        if order.kind == "shrink" and self.evolving and not order.hosts:
+            # a named shrink (a node being drained) is carried out: the scheduler takes
+            # those nodes back whatever the job would choose
             why = ("this job is evolving (ELASTIC=evolving): it gives hosts back by itself, "
                    "shrink orders are ignored")
             log.warning("order %r ignored: %s", text.strip(), why)
@@ -366,7 +368,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
                 timer.daemon = True
                 timer.start()
                 try:
-                    self.shrink(order.n, on_released=reply.send)
+                    self.shrink(order.n, on_released=reply.send, hosts=order.hosts)
                 finally:
                     timer.cancel()
                 if reply.late:

@@ -69,11 +69,22 @@ class GLBHandler(MalleableHandler):
         notify_scheduler(timing_message(glb_phase_time(phase), n, time.perf_counter_ns() - t0))
 
     def pre_shrink(self, n: int) -> list[Place]:
+        return self._leave(lambda current: current[-n:], n)  # never place 0 (the runtime's)
+
+    def pre_release(self, chosen: list[Place]) -> list[Place]:
+        """Release exactly ``chosen`` (an evolving job's own release, or a named shrink when
+        the scheduler drains their nodes), their work handed over as in a shrink."""
+        ids = {p.id for p in chosen}
+        return self._leave(lambda current: [p for p in current if p.id in ids], len(chosen))
+
+    def _leave(self, choose: Callable[[list[Place]], list[Place]], n: int) -> list[Place]:
+        """The shrink side of an order of ``n`` places: ``choose`` picks the leaving ones
+        from the current places (inside the phase a resilient store guards)."""
         t0 = time.perf_counter_ns()
         self._order_began = time.time()
         with self.phase:
             current = places()
-            leaving = current[-n:]  # the runtime never asks for place 0
+            leaving = choose(current)
             continuing = [p.id for p in current if p not in leaving]
             # continuing places stop choosing the leaving ones as victims or lifelines
             broadcast([p for p in continuing if p != 0], on_members, continuing, False,

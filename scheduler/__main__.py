@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import client_cli, demo, serve_cli, simulate_cli
+from . import client_cli, demo, node_cli, serve_cli, simulate_cli
 
 __all__ = ["COMMANDS", "Command", "build_parser", "describe_error", "main"]
 
@@ -46,6 +46,7 @@ COMMANDS: dict[str, Command] = {
                       client_cli.run_status),
     "cancel": Command(client_cli.CANCEL_HELP, client_cli.add_cancel_arguments,
                       client_cli.run_cancel),
+    "node": Command(node_cli.HELP, node_cli.add_arguments, node_cli.run),
     "shutdown": Command(client_cli.SHUTDOWN_HELP, client_cli.add_shutdown_arguments,
                         client_cli.run_shutdown),
     "history": Command(client_cli.HISTORY_HELP, client_cli.add_history_arguments,

@@ -7,6 +7,7 @@ derives from the built-in error a caller that does not know this package would c
 
     SchedulerError
     ├── JobScriptError, BatchFileError, SubmissionError ......... ValueError
+    ├── PoolError ............................................... ValueError
     ├── InvalidDecisionError, SimulationError, OrderFailedError . RuntimeError
     ├── ControlError ─── UntrustedServerError ................... RuntimeError
     └── SlurmError, JournalLockedError, UnsafePathError ......... OSError
@@ -18,7 +19,7 @@ the like are these classes).
 from __future__ import annotations
 
 __all__ = ["BatchFileError", "ControlError", "InvalidDecisionError", "JobScriptError",
-           "JournalLockedError", "OrderFailedError", "SchedulerError", "SimulationError",
+           "JournalLockedError", "OrderFailedError", "PoolError", "SchedulerError", "SimulationError",
            "SlurmError", "SubmissionError", "UnsafePathError", "UntrustedServerError"]
 
 
@@ -70,6 +71,16 @@ class SubmissionError(SchedulerError, ValueError):
     when the job can never fit the cluster (``JobSpec.fits``), has no command, or its script
     does not parse; and by :meth:`~scheduler.server.Server.cancel` for an unknown or ended
     job.  The message says why.
+    """
+
+
+class PoolError(SchedulerError, ValueError):
+    """A change of the node pool is refused (``node add|remove|drain``).
+
+    Raised by :func:`scheduler.pool.change_nodes` (and ``Server.node_add`` and friends) for
+    an unknown node, one named twice over, a node that is gone already, a removal that
+    would leave no node or too few for a queued job, a node backend that cannot add nodes,
+    or a host that cannot be reached.  Nothing has changed then; the message is one line.
     """
 
 

@@ -230,12 +230,14 @@ def _profile(j: dict[str, Any]) -> str:
 def format_status(st: dict[str, Any]) -> str:
     """The status as a readable table: the nodes and their jobs, then the jobs."""
     names = {j["id"]: j["name"] for j in st["jobs"]}
-    lines = [f"{st['algorithm']} scheduler, {len(st['nodes'])} nodes ({st['free']} free), "
+    serving = [n for n in st["nodes"] if n.get("state") != "gone"]
+    lines = [f"{st['algorithm']} scheduler, {len(serving)} nodes ({st['free']} free), "
              f"up {st['now_s']:.1f} s, notifications on {st['listen']}:{st['port']}",
              ""]
-    lines += format_table(("NODE", "JOB"), [
-        (node["name"], "-" if node["job"] is None else f"{node['job']} {names[node['job']]}")
-        for node in st["nodes"]], "<<")
+    lines += format_table(("NODE", "STATE", "JOB"), [
+        (node["name"], node.get("state", "-"),
+         "-" if node["job"] is None else f"{node['job']} {names[node['job']]}")
+        for node in st["nodes"]], "<<<")
     rows = []
     for j in st["jobs"]:
         rng = f"{j['min_nodes']}-{j['max_nodes']}" if j["min_nodes"] != j["max_nodes"] \
@@ -260,6 +262,8 @@ def format_status(st: dict[str, Any]) -> str:
     elif any(j["class"] == "evolving" for j in st["jobs"]):
         lines.append("ORDERS: -shrinks/+grows the scheduler ordered (*: one in flight); "
                      "ASKED: +requests (granted)/-nodes given back by an evolving job")
+    for change in (st.get("pool") or {}).get("changes", [])[-5:]:
+        lines.append(f"pool: {change['t']:.1f} s {change['change']} {' '.join(change['nodes'])}")
     for name, reason in st.get("refused", []):
         lines.append(f"refused: {name}: {reason}")
     counts = [(st.get(key) or 0, what) for key, what in _PORT_COUNTS]

@@ -10,6 +10,7 @@ Requests (one JSON object a line; replies likewise, ``{"ok": true, ...}`` or
     {"op": "submit", "job": {JobSpec fields, "submit_s"?}}
     {"op": "status"}
     {"op": "cancel", "job": ID}
+    {"op": "node", "action": "add"|"drain"|"remove", "names": [NAME...], "force"?, "count"?}
     {"op": "shutdown"}                        replies once everything has ended
     {"op": "ping"}
 
@@ -46,7 +47,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._exceptions import SubmissionError
+from ._exceptions import PoolError, SubmissionError
 from .control_client import control_dir
 from .jobs import JobSpec
 from .private import UnsafePathError, describe, peer_uid
@@ -98,6 +99,18 @@ class ControlledServer(Protocol):
         """End every job and stop; return the ids of the jobs it ended."""
         ...
 
+    def node_add(self, names: list[str], *, count: int = 1) -> dict[str, Any]:
+        """Add nodes (:func:`scheduler.pool.change_nodes`)."""
+        ...
+
+    def node_drain(self, names: list[str], *, force: bool = False) -> dict[str, Any]:
+        """Drain nodes."""
+        ...
+
+    def node_remove(self, names: list[str], *, force: bool = False) -> dict[str, Any]:
+        """Remove nodes."""
+        ...
+
 
 def handle_request(server: ControlledServer, request: Mapping[str, Any], *,
                    user: int | None = None) -> dict[str, Any]:
@@ -118,6 +131,8 @@ def handle_request(server: ControlledServer, request: Mapping[str, Any], *,
                 return {"ok": False, "error": f"a job id is a number, got {raw!r}"}
             before = server.cancel(job_id, user=user)
             return {"ok": True, "job": job_id, "was": before}
+        if op == "node":
+            return _node(server, request, user)
         if op == "shutdown":
             if user is not None and user not in (0, os.getuid()):
                 return {"ok": False, "error": "only root or the scheduler's owner may shut "
@@ -127,9 +142,32 @@ def handle_request(server: ControlledServer, request: Mapping[str, Any], *,
         if op == "ping":
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}: use submit, status, cancel, "
-                                      "shutdown or ping"}
-    except SubmissionError as exc:
+                                      "node, shutdown or ping"}
+    except (SubmissionError, PoolError) as exc:
         return {"ok": False, "error": str(exc)}
+
+
+def _node(server: ControlledServer, request: Mapping[str, Any],
+          user: int | None) -> dict[str, Any]:
+    """``{"op": "node", ...}``: the pool changes (:mod:`scheduler.pool`), the owner's or
+    root's only.  Raises :class:`PoolError` for a refusal."""
+    if user is not None and user not in (0, os.getuid()):
+        return {"ok": False, "error": "only root or the scheduler's owner may change its nodes"}
+    action = request.get("action")
+    names = request.get("names") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return {"ok": False, "error": f"names is a list of node names, got {names!r}"}
+    force = bool(request.get("force", False))
+    if action == "add":
+        count = request.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int):
+            return {"ok": False, "error": f"count is a whole number, got {count!r}"}
+        return {"ok": True, **server.node_add(names, count=count)}
+    if action == "drain":
+        return {"ok": True, **server.node_drain(names, force=force)}
+    if action == "remove":
+        return {"ok": True, **server.node_remove(names, force=force)}
+    return {"ok": False, "error": f"unknown node action {action!r}: use add, drain or remove"}
 
 
 def _submit(server: ControlledServer, request: Mapping[str, Any],

@@ -4,7 +4,8 @@
 
     every 0.1 s at most (sooner when woken):
         admit due submissions; refresh the process trees (every 0.5 s); reap ended jobs;
-        end overrunning ones, SIGKILL after the grace;
+        end overrunning ones, SIGKILL after the grace; move jobs off draining nodes and let
+        empty ones go (:func:`scheduler.pool.settle`);
         every ``interval_s`` and after any change:
             View(now_s, free, running, waiting) ─► algorithm.decide(view) ─► apply:
                 Start  → :func:`scheduler.launch.start_job`
@@ -28,6 +29,7 @@ from .algorithms.base import node_key
 from .job_state import decision_refusal
 from .launch import police, reap, scan, start_job
 from .orders import order_grow, order_shrink
+from .pool import settle
 from .state import ServerState
 from .submission import admit_due
 
@@ -61,6 +63,7 @@ class MainLoop:
                     last_scan = now
                 reap(s, now)
                 police(s, now)
+                settle(s, now)  # drains: before the policy sees the free nodes
                 if s.dirty or now >= next_tick:
                     s.dirty = False
                     if now >= next_tick:

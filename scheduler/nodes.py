@@ -37,6 +37,13 @@ Each backend may carry ``graph``, its nodes' cores (:class:`scheduler.resources.
 given by ``cores_per_node``: a count, or ``"auto"`` (logical nodes: this machine's CPUs; ssh
 hosts: ``nproc`` on each host at start, :func:`ssh_nproc`; Slurm: each node's ``CPUTot``).
 ``None`` (the default) leaves ``graph`` ``None``: each node one slot, as before.
+
+Logical nodes and ssh hosts may also change while the scheduler runs (``python -m scheduler
+node add|remove|drain``, :mod:`scheduler.pool`): ``add_node(name)`` checks a new node and
+returns its CPUs (a logical node: the next free loopback address, its CPUs mapped as
+:mod:`scheduler.resources` documents; an ssh host: reached and its ``nproc`` read, as at
+start), ``forget_node(name)`` drops one that left.  A backend without them (Slurm, whose
+nodes are the partition's) refuses ``node add``.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from typing import Any, Protocol, runtime_checkable
 from apgaspy.wire.auth import KEY_ENV
 
 from .private import open_private
-from .resources import ResourceGraph, local_graph
+from .resources import ResourceGraph, local_cpus, local_graph
 
 __all__ = ["JobLaunch", "LocalNodes", "NodeBackend", "ResourceManager", "SshHosts",
            "cores_option", "python_bin_dir", "ssh_nproc"]
@@ -231,11 +238,33 @@ class LocalNodes:
         self._names = tuple(f"127.0.1.{k}" for k in range(1, n + 1))
         if cores_per_node == "auto":
             cores_per_node = os.cpu_count() or 1
+        #: Cores of each node (a count), or None: a slot a node.
+        self.cores_per_node: int | None = cores_per_node  # type: ignore[assignment]
         graph, note = local_graph(self._names, cores_per_node)  # type: ignore[arg-type]
         #: The nodes' cores, or None (a slot a node).
         self.graph: ResourceGraph | None = None if graph.slots else graph
         #: One line to say at start when the nodes share CPUs, or None.
         self.note = note
+
+    @classmethod
+    def named(cls, names: Sequence[str], cores_per_node: int | str | None = None) -> LocalNodes:
+        """Logical nodes given by name (``127.0.1.k``: a child scheduler's, from the
+        ``NODE_FILE`` its parent gave it, :mod:`scheduler.child`), their CPUs as if the
+        first ``max k`` had been made.
+
+        Raises:
+            ValueError: no name, a name that is not a logical node's, or one twice.
+        """
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"LocalNodes.named: distinct logical node names, got {names!r}")
+        for name in names:
+            _local_index(name)
+        nodes = cls(1, cores_per_node)
+        nodes._names = tuple(names)
+        if nodes.graph is not None and nodes.cores_per_node is not None:
+            nodes.graph = ResourceGraph(
+                {n: local_cpus(_local_index(n) - 1, nodes.cores_per_node) for n in names})
+        return nodes
 
     def __repr__(self) -> str:
         return f"LocalNodes({len(self._names)})"
@@ -252,6 +281,33 @@ class LocalNodes:
         """The name itself (the names are addresses)."""
         return name
 
+    def add_node(self, name: str | None = None) -> tuple[str, tuple[int, ...] | None]:
+        """Add a logical node: ``name`` (``127.0.1.k``, 1 ≤ k ≤ 254, not in use) or, for
+        None, the lowest free one; returns ``(name, its CPUs)`` (core ``j`` of node ``k-1``
+        is CPU ``((k-1)*C + j) mod os.cpu_count()``; None without a core count).
+
+        Raises:
+            ValueError: not a logical node's name, one in use, or no free address left.
+        """
+        if name is None:
+            used = set(self._names)
+            free = [f"127.0.1.{k}" for k in range(1, MAX_LOCAL_NODES + 1)
+                    if f"127.0.1.{k}" not in used]
+            if not free:
+                raise ValueError(f"all {MAX_LOCAL_NODES} logical nodes are in use")
+            name = free[0]
+        k = _local_index(name)
+        if name in self._names:
+            raise ValueError(f"{name} is a node already")
+        self._names = (*self._names, name)
+        cpus = (None if self.cores_per_node is None
+                else local_cpus(k - 1, self.cores_per_node))
+        return name, cpus
+
+    def forget_node(self, name: str) -> None:
+        """Drop ``name`` (it left the pool); unknown names are ignored."""
+        self._names = tuple(n for n in self._names if n != name)
+
     def launch(self, job: JobLaunch, nodes: Sequence[str],
                env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         """Start ``job.argv`` here, in its own session (see :class:`NodeBackend`)."""
@@ -259,6 +315,16 @@ class LocalNodes:
         full.update(env)
         full["PATH"] = f"{python_bin_dir()}{os.pathsep}{full.get('PATH', '')}"
         return _popen(job.argv, job, full)
+
+
+def _local_index(name: str) -> int:
+    """k of a logical node's name ``127.0.1.k``.  Raises ``ValueError`` for anything else."""
+    prefix, _, last = name.rpartition(".")
+    if prefix != "127.0.1" or not last.isdigit() or not 1 <= int(last) <= MAX_LOCAL_NODES \
+            or str(int(last)) != last:
+        raise ValueError(f"{name!r} is not a logical node's name (127.0.1.1 ... "
+                         f"127.0.1.{MAX_LOCAL_NODES})")
+    return int(last)
 
 
 class SshHosts:
@@ -298,6 +364,8 @@ class SshHosts:
         #: The hosts' cores (``cores_per_node``: a count, or ``"auto"``: ``nproc`` on each
         #: host, :func:`ssh_nproc`), or None: a slot a host.
         self.graph: ResourceGraph | None = None
+        #: The ``cores_per_node`` given (a count, ``"auto"`` or None), for added hosts.
+        self.cores_per_node = cores_per_node
         if cores_per_node == "auto":
             self.graph = ResourceGraph.counted({h: ssh_nproc(self.ssh, h) for h in hosts})
         elif cores_per_node is not None:
@@ -309,6 +377,32 @@ class SshHosts:
     def names(self) -> tuple[str, ...]:
         """The hosts as given."""
         return self._names
+
+    def add_node(self, name: str | None = None) -> tuple[str, tuple[int, ...] | None]:
+        """Add host ``name``: it must resolve and answer ``nproc`` over ssh (as at start,
+        :func:`ssh_nproc`); returns ``(name, its cores 0…C-1)`` (C: ``nproc`` with ``auto``,
+        else the count given), or ``(name, None)`` without a core count.
+
+        Raises:
+            ValueError: no name, or a host already in the pool.
+            OSError: the host does not resolve, or ssh or ``nproc`` fails there.
+        """
+        if not name or not name.strip():
+            raise ValueError("name the ssh host to add")
+        name = name.strip()
+        if name in self._names:
+            raise ValueError(f"{name} is a host already")
+        self.address(name)
+        count = ssh_nproc(self.ssh, name)  # reachable, and what it offers
+        self._names = (*self._names, name)
+        if self.cores_per_node is None:
+            return name, None
+        return name, tuple(range(count if self.cores_per_node == "auto"
+                                 else int(self.cores_per_node)))
+
+    def forget_node(self, name: str) -> None:
+        """Drop ``name`` (it left the pool); unknown names are ignored."""
+        self._names = tuple(n for n in self._names if n != name)
 
     def scheduler_address(self) -> str:
         """``listen``, else the source address of a route to the first host.

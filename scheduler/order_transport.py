@@ -84,8 +84,11 @@ def _order_bytes(order: Order, sign: Callable[[str], str] | None) -> bytes:
 def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
                 line_timeout_s: float = SHRINK_LINE_TIMEOUT_S,
                 connect_timeout_s: float = 10.0,
-                sign: Callable[[str], str] | None = None) -> list[str]:
+                sign: Callable[[str], str] | None = None,
+                hosts: Sequence[str] = ()) -> list[str]:
     """Order the job at ``address`` (host, port) to release ``n`` hosts; return their names.
+    ``hosts``: the ``n`` hosts wanted back (apgaspy's named shrink, for a drained node), or
+    empty (the job chooses).
 
     Reads ``n`` reply lines, each within ``line_timeout_s`` seconds (Java: 20 s).  ``sign``
     (a keyed job's): turns the Java order line into the authenticated one.
@@ -95,7 +98,7 @@ def send_shrink(address: tuple[str, int], n: int, *, source: str | None = None,
     """
     with _connect(address, source, connect_timeout_s) as sock:
         try:
-            sock.sendall(_order_bytes(Order("shrink", n), sign))
+            sock.sendall(_order_bytes(Order("shrink", n, tuple(hosts)), sign))
         except OSError as exc:
             raise OrderFailedError(f"cannot send the order: {exc}") from None
         reader = _ReplyReader(sock)

@@ -37,12 +37,16 @@ from .state import ServerJob, ServerState
 __all__ = ["order_grow", "order_shrink"]
 
 
-def order_shrink(state: ServerState, job: ServerJob, count: int, now: float) -> None:
-    """Order ``job`` to give back ``count`` nodes (the reply names them)."""
+def order_shrink(state: ServerState, job: ServerJob, count: int, now: float,
+                 hosts: list[str] | None = None) -> None:
+    """Order ``job`` to give back ``count`` nodes (the reply names them); ``hosts``: the
+    nodes wanted back (a drain, :mod:`scheduler.pool`), named in the order to a job with a
+    key (apgaspy), a plain ``shrink <n>`` to a keyless (Java) one."""
     before = job.last_order_s
     job.order_shrink(now, count)
-    _send_order(state, job, "shrink", _shrink_exchange, count, before,
-                count=count, nodes=list(job.nodes))
+    named = list(hosts or []) if job.key is not None else []
+    _send_order(state, job, "shrink", _shrink_exchange, (count, named), before,
+                count=count, nodes=list(job.nodes), **({"wanted": hosts} if hosts else {}))
 
 
 def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float) -> bool:
@@ -90,11 +94,13 @@ def _send_order(state: ServerState, job: ServerJob, kind: str,
 
 
 def _shrink_exchange(state: ServerState, job: ServerJob, seq: int, address: tuple[str, int],
-                     count: int) -> None:
+                     order: tuple[int, list[str]]) -> None:
+    count, named = order
     t0 = time.monotonic()
     try:
         names = send_shrink(address, count, source=state.listen,
-                            line_timeout_s=state.shrink_line_timeout_s, sign=job.signer())
+                            line_timeout_s=state.shrink_line_timeout_s, sign=job.signer(),
+                            hosts=named)
         error = None
     except OrderFailedError as exc:
         names, error = [], str(exc)

@@ -54,7 +54,10 @@ __all__ = [
     "ProfileThresholds",
     "ResourceGraph",
     "cores_refusal",
+    "local_cpus",
     "local_graph",
+    "with_node",
+    "without_node",
     "machine_sockets",
     "nodes_for_cores",
     "measured_profile",
@@ -233,6 +236,35 @@ class ResourceGraph:
         return sum(len(c) for c in self.cpus.values())
 
 
+def local_cpus(k: int, cores_per_node: int, cpu_count: int | None = None) -> tuple[int, ...]:
+    """The CPUs of logical node ``k`` (0-based: 127.0.1.(k+1)) with ``cores_per_node`` cores:
+    core ``j`` is CPU ``(k*C + j) mod cpu_count`` (module docstring); also for a node added
+    while the scheduler runs (:mod:`scheduler.pool`)."""
+    count = cpu_count or os.cpu_count() or 1
+    return tuple((k * cores_per_node + j) % count for j in range(cores_per_node))
+
+
+def with_node(graph: ResourceGraph, name: str, cpus: Sequence[int] | None) -> ResourceGraph:
+    """``graph`` with node ``name`` added (``cpus``: its CPUs, or None: one slot, for a
+    slot graph) or, when ``name`` is there already, left as it is.  Sockets of the new node
+    come from :func:`machine_sockets` when every CPU is known there."""
+    if name in graph.cpus:
+        return graph
+    own = (0,) if graph.slots or cpus is None else tuple(cpus)
+    socks = dict(graph.sockets)
+    if not graph.slots:
+        socket_of = machine_sockets()
+        if own and all(c in socket_of for c in own):
+            socks[name] = tuple(socket_of[c] for c in own)
+    return ResourceGraph({**graph.cpus, name: own}, socks, graph.slots)
+
+
+def without_node(graph: ResourceGraph, name: str) -> ResourceGraph:
+    """``graph`` without node ``name`` (a node that left the pool)."""
+    return ResourceGraph({n: c for n, c in graph.cpus.items() if n != name},
+                         {n: s for n, s in graph.sockets.items() if n != name}, graph.slots)
+
+
 def local_graph(names: Sequence[str], cores_per_node: int | None,
                 cpu_count: int | None = None,
                 sockets: Mapping[int, int] | None = None) -> tuple[ResourceGraph, str | None]:
@@ -258,8 +290,7 @@ def local_graph(names: Sequence[str], cores_per_node: int | None,
         raise ValueError(f"--cores-per-node is at least 1, got {cores_per_node}")
     count = cpu_count or os.cpu_count() or 1
     socket_of = machine_sockets() if sockets is None else sockets
-    cpus = {name: tuple((k * cores_per_node + j) % count for j in range(cores_per_node))
-            for k, name in enumerate(names)}
+    cpus = {name: local_cpus(k, cores_per_node, count) for k, name in enumerate(names)}
     socks = {name: tuple(socket_of[c] for c in cs) for name, cs in cpus.items()
              if all(c in socket_of for c in cs)}
     wanted = len(names) * cores_per_node
@@ -429,11 +460,14 @@ class CoreLedger:
         self.partial: dict[str, list[int]] = {}
         #: job id -> node -> the core indices it holds there (core jobs only).
         self.held: dict[object, dict[str, tuple[int, ...]]] = {}
+        #: Nodes being drained (:mod:`scheduler.pool`): their free cores are not offered.
+        self.closed: set[str] = set()
 
     def free_counts(self) -> dict[str, int]:
-        """node -> its free cores (whole-free and partly used nodes with a free core)."""
-        out = {n: self.graph.size(n) for n in self.whole}
-        out.update({n: len(c) for n, c in self.partial.items() if c})
+        """node -> its free cores (whole-free and partly used nodes with a free core), the
+        ``closed`` ones left out."""
+        out = {n: self.graph.size(n) for n in self.whole if n not in self.closed}
+        out.update({n: len(c) for n, c in self.partial.items() if c and n not in self.closed})
         return out
 
     def take(self, job: object, node: str, count: int) -> tuple[int, ...]:

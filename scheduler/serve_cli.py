@@ -17,7 +17,9 @@ and the scheduler listens on 127.0.0.1; hosts (``--hosts``) are reached by ssh a
 scheduler listens on ``--listen`` (default: the address that routes to the first host).
 With ``--slurm`` the nodes are those of a Slurm partition (``--nodes N``: its first N in
 Slurm's order; default all), every job is a Slurm job on the nodes the scheduler chose, and
-a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).
+a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).  With
+``--parent`` it runs as an evolving job of another scheduler, on the nodes of the
+``NODE_FILE`` that one gave it, and asks it for more (:mod:`scheduler.child`).
 Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
 ``--log``.  It runs until ``python -m scheduler shutdown``, SIGINT or SIGTERM, then ends every
 running job and exits 0.  Exit status 1 when it cannot start (port or control socket taken,
@@ -56,6 +58,7 @@ from apgaspy.config import describe, unknown_variables
 
 from ._argtypes import port, positive_int, positive_seconds, seconds
 from .algorithms import make, registry
+from .child import ParentLink, scrub_parent_env
 from .control_client import control_path
 from .control_server import prepare_control_path
 from .notification_listener import ListenerLimits
@@ -101,6 +104,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with --slurm: how many of the partition's nodes to use (default all)")
     where.add_argument("--hosts", type=_hosts, default=None,
                        help="comma-separated hosts reached by ssh (h1,h2,...)")
+    where.add_argument("--parent", action="store_true",
+                       help="run as an evolving job of a parent scheduler: the nodes are "
+                            "NODE_FILE's; jobs it cannot place make it ask the parent for "
+                            "nodes, and idle granted nodes go back (scheduler.child); the "
+                            "default --port is then a free one")
     where.add_argument("--slurm", action="store_true",
                        help="use the nodes of a Slurm partition: each job is a Slurm job, "
                             "resized with the job")
@@ -213,7 +221,32 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
     if args.hosts:
         return SshHosts(args.hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty,
                         cores_per_node=args.cores_per_node)
+    if getattr(args, "parent", False):
+        if args.nodes is not None:
+            raise ValueError("--parent takes its nodes from NODE_FILE, not --nodes")
+        hosts = parent_hosts()
+        if all(h.startswith("127.0.1.") for h in hosts):
+            return LocalNodes.named(hosts, cores_per_node=args.cores_per_node)
+        return SshHosts(hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty,
+                        cores_per_node=args.cores_per_node)
     return LocalNodes(args.nodes or 4, cores_per_node=args.cores_per_node)
+
+
+def parent_hosts() -> list[str]:
+    """The hosts of the ``NODE_FILE`` a parent scheduler gave this process, first first.
+
+    Raises:
+        ValueError: no ``NODE_FILE``, or no host in it.
+        OSError: it cannot be read.
+    """
+    path = os.environ.get("NODE_FILE", "").strip()
+    if not path:
+        raise ValueError("--parent needs NODE_FILE (run it as a job of a parent scheduler)")
+    hosts = [h.strip() for h in Path(path).read_text(encoding="ascii").splitlines()
+             if h.strip()]
+    if not hosts:
+        raise ValueError(f"--parent: NODE_FILE {path} names no host")
+    return list(dict.fromkeys(hosts))
 
 
 def format_event(ev: dict[str, Any]) -> str | None:
@@ -346,7 +379,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = Server(
             nodes, make(args.algorithm, cooldown_s=args.cooldown, **priority_options(args)),
-            port=args.port,
+            port=0 if getattr(args, "parent", False) and args.port == DEFAULT_PORT
+            else args.port, parent=getattr(args, "parent", False),
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
             state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
@@ -357,6 +391,17 @@ def run(args: argparse.Namespace) -> int:
         _close(nodes)
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    link = None
+    if getattr(args, "parent", False):
+        try:
+            link = ParentLink(server, nodes.names())
+            link.start()
+        except Exception as exc:  # noqa: BLE001 - a bad parent link stops the child at once
+            print(f"error: --parent: {exc}", file=sys.stderr)
+            server.shutdown()
+            return 1
+        finally:
+            scrub_parent_env()  # the child's jobs see their own scheduler only
     try:
         path = server.serve_control(control, group=args.control_group)
     except KeyError:
@@ -377,4 +422,6 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     while not server.wait(0.5):
         pass
+    if link is not None:
+        link.stop()
     return 0

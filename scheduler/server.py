@@ -49,8 +49,8 @@ from typing import Any
 
 from apgaspy.wire.protocol import DEFAULT_PORT, SHRINK_LINE_TIMEOUT_S
 
-from . import submission
-from ._exceptions import SubmissionError
+from . import pool, submission
+from ._exceptions import PoolError, SubmissionError
 from .algorithms import Algorithm
 from .algorithms.base import node_key
 from .control_server import ControlServer, handle_request
@@ -71,6 +71,7 @@ from .state import ENDED_STATES, RESIZING_ALGORITHMS, ServerState
 __all__ = [
     "DEFAULT_PORT",
     "ENDED_STATES",
+    "PoolError",
     "RESIZING_ALGORITHMS",
     "Server",
     "SubmissionError",
@@ -116,6 +117,8 @@ class Server:
             core) or ``"granularity"`` (a place a core).  The nodes' cores come from the
             backend's ``graph`` (``LocalNodes(n, cores_per_node=C)``, ssh hosts, Slurm);
             a backend without one hands out whole nodes, a slot each, and gives jobs no shape.
+        parent: the server is a child scheduler (``serve --parent``, :mod:`scheduler.child`):
+            a job larger than its nodes is queued (its parent may grant more), not refused.
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, or an
@@ -150,6 +153,7 @@ class Server:
         plain_lines: Iterable[str] = (),
         limits: ListenerLimits | None = None,
         shape: str = "scale",
+        parent: bool = False,
     ) -> None:
         if shape not in SHAPES:
             raise ValueError(f"shape is {' or '.join(SHAPES)}, got {shape!r}")
@@ -176,6 +180,7 @@ class Server:
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
             journal=journal, plain_lines=tuple(plain_lines),
             graph=getattr(nodes, "graph", None), shape=shape)
+        self._state.parent = parent
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes
@@ -269,7 +274,8 @@ class Server:
         if s.journal is not None:
             t0 = time.perf_counter()
             moved_port = old is not None and int(old) != s.port
-            counts = recover(s)
+            pooled = pool.restore(s)  # added nodes first: adopted jobs may hold them
+            counts = {**recover(s), **pooled}
             if moved_port:
                 with s.lock:
                     for job in s.jobs.values():
@@ -343,6 +349,37 @@ class Server:
         """
         return submission.cancel(self._state, job_id, user=user)
 
+    # ------------------------------------------------------------------------------ nodes
+
+    def node_add(self, names: Iterable[str] = (), *, count: int = 1) -> dict[str, Any]:
+        """Add nodes to the pool while jobs run (:func:`scheduler.pool.change_nodes`):
+        ``names`` (ssh hosts; logical nodes ``127.0.1.k``; a draining or drained node serves
+        again), or ``count`` new logical nodes.  Returns ``{"action", "nodes"}``.
+
+        Raises:
+            PoolError: a node in the pool already, a host that cannot be reached, a backend
+                that cannot add nodes (Slurm); nothing changed.
+        """
+        return pool.change_nodes(self._state, "add", list(names), count=count)
+
+    def node_drain(self, names: Iterable[str], *, force: bool = False) -> dict[str, Any]:
+        """Drain nodes: no new job there, malleable and evolving jobs shrunk off them,
+        rigid ones waited for (``force``: ended); they stay, held out, until added again.
+
+        Raises:
+            PoolError: an unknown or gone node, one held out already, or a drain that
+                would leave no node or too few for a queued job; nothing changed.
+        """
+        return pool.change_nodes(self._state, "drain", list(names), force=force)
+
+    def node_remove(self, names: Iterable[str], *, force: bool = False) -> dict[str, Any]:
+        """Remove nodes: drained as :meth:`node_drain`, then gone from the pool.
+
+        Raises:
+            PoolError: as :meth:`node_drain`.
+        """
+        return pool.change_nodes(self._state, "remove", list(names), force=force)
+
     # -------------------------------------------------------------------------- status
 
     def _cores(self, job: Any) -> dict[str, Any]:
@@ -356,7 +393,10 @@ class Server:
     def status(self) -> dict[str, Any]:
         """The cluster as JSON data: ``now_s``, ``algorithm``, ``nodes`` (each ``name`` and
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
-        allotment), ``listen``, ``port``, ``run_dir``, ``log``, ``refused``, ``shape`` (the
+        allotment), ``pool`` (the pool's latest ``changes`` and the nodes ``draining``,
+        ``drained``, ``gone`` and ``added``: :mod:`scheduler.pool`; each node also has its
+        ``state``: free, busy, draining, drained or gone, the gone ones listed last),
+        ``listen``, ``port``, ``run_dir``, ``log``, ``refused``, ``shape`` (the
         shape policy, null where each node is one slot; each node then also has ``cores``
         and ``free_cores``; a node core jobs share names one of them as ``job``),
         a job holding cores has ``cores``, node -> its core indices there;
@@ -371,9 +411,6 @@ class Server:
         listener = self._listener
         with s.lock:
             now = s.now()
-            owner = {n: j.job_id for j in s.jobs.values() if j.state == "running"
-                     for n in j.nodes}
-            free_cores = s.ledger.free_counts()
             return {
                 "now_s": round(now, 3),
                 "algorithm": s.algorithm_name,
@@ -382,10 +419,12 @@ class Server:
                 "run_dir": str(s.run_dir),
                 "log": str(s.event.path) if s.event.path else None,
                 "journal": str(s.journal.path) if s.journal is not None else None,
-                "nodes": [{"name": n, "job": owner.get(n),
-                           **({} if s.graph.slots else
-                              {"cores": s.graph.size(n), "free_cores": free_cores.get(n, 0)})}
-                          for n in sorted(s.all_nodes, key=node_key)],
+                "nodes": pool.node_states(s),
+                "pool": {"changes": list(s.pool.changes[-20:]),
+                         "draining": sorted(s.pool.draining, key=node_key),
+                         "drained": sorted(s.pool.drained, key=node_key),
+                         "gone": list(s.pool.gone),
+                         "added": sorted(s.pool.added, key=node_key)},
                 "shape": None if s.graph.slots else s.shape,
                 "free": len(s.free),
                 "jobs": [{**j.info(now), **s.rm_info(j), **self._cores(j)}
@@ -504,7 +543,8 @@ class Server:
 
 def free_nodes_of(status: Mapping[str, Any]) -> list[str]:
     """The free node names of a :meth:`Server.status` answer."""
-    return [n["name"] for n in status["nodes"] if n["job"] is None]
+    return [n["name"] for n in status["nodes"]
+            if n["job"] is None and n.get("state", "free") == "free"]
 
 
 def job_of(status: Mapping[str, Any], job_id: int) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from .job_state import JobState
 from .jobs import JobSpec
 from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
+from .pool_book import PoolBook
 from .private import open_private
 from .procs import ProcessTree
 from .resources import CoreLedger, ProfileThresholds, ResourceGraph
@@ -311,6 +312,10 @@ class ServerState:
         self.graph = graph or ResourceGraph.whole_nodes(self.all_nodes)
         #: Who holds which cores; its whole-free nodes are ``free`` itself.
         self.ledger = CoreLedger(self.graph, self.free)
+        #: The pool's changes (:mod:`scheduler.pool`): nodes added, draining, gone.
+        self.pool = PoolBook()
+        #: A child scheduler (:mod:`scheduler.child`): its parent may grant more nodes.
+        self.parent = False
         #: The shape policy of jobs (``serve --shape``): ``scale`` or ``granularity``.
         self.shape = shape
         self.jobs: dict[int, ServerJob] = {}

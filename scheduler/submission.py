@@ -74,8 +74,9 @@ def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0,
             finite number ≥ 0.
     """
     with state.lock:
-        reason = (spec.fits(len(state.all_nodes))
-                  or cores_refusal(spec, state.graph.sizes()))
+        lasting = [n for n in state.all_nodes if not state.pool.held_out(n)]
+        reason = (spec.fits(len(lasting) if not state.parent else spec.lo)
+                  or (None if state.parent else cores_refusal(spec, state.graph.sizes())))
         argv: tuple[str, ...] = ()
         if reason is None:
             try:

@@ -103,8 +103,8 @@ def test_two_core_jobs_share_a_node_on_their_own_cores(tmp_path):
         wait_until(lambda: len(serve.events("start")) == 2, 20, "a and b running")
         st = serve.ask(op="status")
         assert st["shape"] == "scale"
-        assert st["nodes"] == [{"name": N1, "job": st["nodes"][0]["job"], "cores": 4,
-                                "free_cores": 0}]
+        assert st["nodes"] == [{"name": N1, "job": st["nodes"][0]["job"], "state": "busy",
+                                "cores": 4, "free_cores": 0}]
         assert job_of(st, 3)["state"] == "waiting"  # the whole node is not free
         wait_until(lambda: len(serve.events("end")) == 3, 40, "the three jobs")
         starts = {e["job"]: e for e in serve.events("start")}

@@ -100,17 +100,20 @@ class MalleableCommunicator(ABC):
 
     # ---------------------------------------------------------------- for subclasses
     def shrink(self, n_hosts: int,
-               on_released: Callable[[list[str]], None] | None = None) -> OrderReport:
+               on_released: Callable[[list[str]], None] | None = None,
+               hosts: Sequence[str] = ()) -> OrderReport:
         """Carry out a shrink of ``n_hosts`` hosts (waits for an order under way).
 
         Args:
             on_released: receives the released host names when their places are gone,
                 before the handler's ``post_shrink`` (reply to the scheduler there).
+            hosts: empty (the handler chooses), or the ``n_hosts`` hosts to release (a
+                named shrink: the scheduler drains those nodes).
 
         Raises:
             MalleabilityError: the order is refused; the program runs on unchanged.
         """
-        return self._orders().shrink(n_hosts, on_released)
+        return self._orders().shrink(n_hosts, on_released, hosts)
 
     def grow(self, hosts: Sequence[str]) -> OrderReport:
         """Carry out a grow onto ``hosts`` (one entry per host; waits for an order under way).

@@ -60,8 +60,10 @@ class OrderTaker(Protocol):
     """What a communicator calls to carry out a scheduler's order (place 0's malleability)."""
 
     def shrink(self, n_hosts: int,
-               on_released: Callable[[list[str]], None] | None = None) -> OrderReport:
-        """Release ``n_hosts`` hosts; ``on_released`` gets their names once they are gone."""
+               on_released: Callable[[list[str]], None] | None = None,
+               hosts: Sequence[str] = ()) -> OrderReport:
+        """Release ``n_hosts`` hosts (``hosts``: exactly these, a named shrink);
+        ``on_released`` gets their names once they are gone."""
         ...
 
     def grow(self, hosts: Sequence[str]) -> OrderReport:

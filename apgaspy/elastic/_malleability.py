@@ -387,33 +387,39 @@ class Malleability:
 
     # ------------------------------------------------------------------ shrink
     def shrink(self, n_hosts: int,
-               on_released: Callable[[list[str]], None] | None = None) -> OrderReport:
+               on_released: Callable[[list[str]], None] | None = None,
+               hosts: Sequence[str] = ()) -> OrderReport:
         """Release ``n_hosts`` hosts: ask the handler for their places and let them go.
 
         Args:
             n_hosts: hosts to release (≥ 1).
             on_released: called with the released host names once their places are gone,
                 before ``post_shrink`` (the communicator replies to the scheduler there).
+            hosts: empty: the handler chooses (``pre_shrink(n)``); else the ``n_hosts``
+                hosts the scheduler names (it drains those nodes): their places are offered
+                to the handler's ``pre_release`` (GLB's releases exactly them; the default
+                answers ``pre_shrink``'s own choice, which the scheduler then orders again).
 
         Returns:
             The :class:`OrderReport` (``places``: the released places, a released place
             that died on its way out included; ``died``: places that died meanwhile).
 
         Raises:
-            MalleabilityError: no handler, too many hosts, or a wrong handler answer (a place
-                that is not part of the computation, a dead one included); or a released
-                place still had work after ``APGAS_RELEASE_TIMEOUT`` seconds.
+            MalleabilityError: no handler, too many hosts, a named host the job does not
+                hold or place 0's, or a wrong handler answer (a place that is not part of
+                the computation, a dead one included); or a released place still had work
+                after ``APGAS_RELEASE_TIMEOUT`` seconds.
         """
         try:
-            report = self._shrink(n_hosts, on_released)
+            report = self._shrink(n_hosts, on_released, tuple(hosts))
         except MalleabilityError as exc:
             self._tell(OrderReport("shrink", n_hosts if isinstance(n_hosts, int) else 0), exc)
             raise
         self._tell(report, None)
         return report
 
-    def _shrink(self, n_hosts: int,
-                on_released: Callable[[list[str]], None] | None) -> OrderReport:
+    def _shrink(self, n_hosts: int, on_released: Callable[[list[str]], None] | None,
+                hosts: tuple[str, ...] = ()) -> OrderReport:
         """:meth:`shrink`'s work (its listeners are told by :meth:`shrink`)."""
         if isinstance(n_hosts, bool) or not isinstance(n_hosts, int) or n_hosts < 1:
             raise MalleabilityError(f"a shrink order releases at least 1 host, got {n_hosts!r}")
@@ -428,6 +434,7 @@ class Malleability:
                     f"cannot release {n_hosts} host{'s' if n_hosts > 1 else ''}: the job has "
                     f"{len(releasable)} host{'s' if len(releasable) != 1 else ''} besides the "
                     f"one of place 0")
+            chosen = self._named(hosts, n_hosts, slots, members.table[0].slot)
             report = OrderReport("shrink", n_hosts)
             dead_before = set(members.dead)
             t0 = time.perf_counter_ns()
@@ -435,7 +442,8 @@ class Malleability:
             self.shrinking = True
             try:
                 h0 = time.perf_counter_ns()
-                answer = handler.pre_shrink(n)
+                answer = (handler.pre_release(chosen) if chosen is not None
+                          else handler.pre_shrink(n))
                 report.handler_ns += time.perf_counter_ns() - h0
                 try:
                     removed = check_shrink_answer(
@@ -450,6 +458,31 @@ class Malleability:
                                     on_released)
             finally:
                 self.shrinking = False
+
+    @staticmethod
+    def _named(hosts: tuple[str, ...], n_hosts: int, slots: dict[int, list[PlaceInfo]],
+               first: int) -> list[Place] | None:
+        """The places of the hosts a named shrink names (every place of each), or None for
+        a plain shrink.
+
+        Raises:
+            MalleabilityError: not ``n_hosts`` names, a host the job holds no place on, or
+                place 0's host.
+        """
+        if not hosts:
+            return None
+        if len(hosts) != n_hosts:
+            raise MalleabilityError(f"a shrink of {n_hosts} hosts names {len(hosts)}")
+        by_host = {infos[0].host: s for s, infos in slots.items()}
+        chosen: list[Place] = []
+        for host in hosts:
+            slot = by_host.get(host)
+            if slot is None:
+                raise MalleabilityError(f"the job holds no place on {host!r}")
+            if slot == first:
+                raise MalleabilityError(f"{host!r} is place 0's host")
+            chosen.extend(Place(info.id) for info in slots[slot])
+        return chosen
 
     def _let_go(self, handler: MalleableHandler, report: OrderReport, removed: list[int],
                 slots: dict[int, list[PlaceInfo]], dead_before: set[int], t0: int,

@@ -147,6 +147,14 @@ MESSAGES: tuple[Message, ...] = (
             "n lines, each a released host name spelled as the job was given it (the Java "
             "scheduler waits 20 s per line; a missing line marks the job not reachable); "
             "apgaspy: or one line `ERROR <reason>` when the job refuses"),
+    Message("shrink <n> <host_1> ... <host_n>", "scheduler",
+            "a node is drained or removed (`python -m scheduler node drain|remove`): the "
+            "scheduler names the hosts it wants back; sent to apgaspy jobs (those with a line "
+            "key) only, a Java job gets `shrink <n>`",
+            "as `shrink <n>`; an apgaspy job releases exactly the named hosts (its handler's "
+            "`pre_release`), an evolving one too, or refuses (`ERROR <reason>`: a host it does "
+            "not hold, place 0's); a job that answers other hosts has them freed and is "
+            "ordered again", "apgaspy"),
     Message("grow <n> <host_1> ... <host_n> ", "scheduler",
             "the policy gives n free hosts to a running malleable job (note the trailing "
             "space, which the Java scheduler sends)",
@@ -244,7 +252,9 @@ class Order:
     Attributes:
         kind: ``"shrink"`` or ``"grow"``.
         n: the number of hosts (≥ 1).
-        hosts: for a grow, the ``n`` host names in the order given; empty for a shrink.
+        hosts: for a grow, the ``n`` host names in the order given; for a shrink, empty
+            (the job chooses) or the ``n`` hosts the scheduler wants back (apgaspy's named
+            shrink, sent when a node is drained: docs/guides/scheduler.md).
     """
 
     kind: str
@@ -261,12 +271,32 @@ def _count(text: str, line: str) -> int:
     return n
 
 
+def _hosts(words: Sequence[str], n: int, text: str, *, distinct: bool = False
+           ) -> tuple[str, ...]:
+    """The ``n`` host names of an order line (``text``, for the message).
+
+    Raises:
+        OrderError: not ``n`` names, a word that is not a host name, or (``distinct``: a
+            named shrink) a name twice.
+    """
+    kind = text.split()[0]
+    hosts = tuple(words)
+    if len(hosts) != n:
+        raise OrderError(f"'{kind} {n}' needs {n} host names, got {len(hosts)} in {text!r}")
+    bad = [h for h in hosts if not _HOST.match(h)]
+    if bad:
+        raise OrderError(f"not a host name: {bad[0]!r}")
+    if distinct and len(set(hosts)) != n:
+        raise OrderError(f"a host is named twice in {text!r}")
+    return hosts
+
+
 def parse_order(line: str) -> Order:
     """Parse one order line (with or without its trailing newline and spaces).
 
     Raises:
-        OrderError: anything but ``shrink <n>`` or ``grow <n> <n host names>``, or text that
-            is not printable ASCII.
+        OrderError: anything but ``shrink <n>``, ``shrink <n> <n host names>`` or
+            ``grow <n> <n host names>``, or text that is not printable ASCII.
     """
     text = line.rstrip("\r\n")
     if not text.isascii() or not text.isprintable():
@@ -276,27 +306,28 @@ def parse_order(line: str) -> Order:
         raise OrderError("empty order")
     kind = words[0]
     if kind == "shrink":
-        if len(words) != 2:
-            raise OrderError(f"expected 'shrink <n>', got {text!r}")
-        return Order("shrink", _count(words[1], text))
+        if len(words) < 2:
+            raise OrderError(f"expected 'shrink <n>' or 'shrink <n> <host_1> ... <host_n>', "
+                             f"got {text!r}")
+        n = _count(words[1], text)
+        if len(words) == 2:
+            return Order("shrink", n)
+        return Order("shrink", n, _hosts(words[2:], n, text, distinct=True))
     if kind == "grow":
         if len(words) < 2:
             raise OrderError(f"expected 'grow <n> <host_1> ... <host_n>', got {text!r}")
         n = _count(words[1], text)
-        hosts = tuple(words[2:])
-        if len(hosts) != n:
-            raise OrderError(f"'grow {n}' needs {n} host names, got {len(hosts)} in {text!r}")
-        bad = [h for h in hosts if not _HOST.match(h)]
-        if bad:
-            raise OrderError(f"not a host name: {bad[0]!r}")
-        return Order("grow", n, hosts)
+        return Order("grow", n, _hosts(words[2:], n, text))
     raise OrderError(f"unknown order {kind!r}: expected 'shrink' or 'grow'")
 
 
 def format_order(order: Order) -> str:
     """The order as the Java scheduler sends it, with its newline: ``shrink <n>\\n`` or
-    ``grow <n> <h_1> ... <h_n> \\n`` (trailing space)."""
+    ``grow <n> <h_1> ... <h_n> \\n`` (trailing space); a named shrink (apgaspy) is
+    ``shrink <n> <h_1> ... <h_n>\\n``."""
     if order.kind == "shrink":
+        if order.hosts:
+            return f"shrink {order.n} {' '.join(order.hosts)}\n"
         return f"shrink {order.n}\n"
     return f"grow {order.n} {' '.join(order.hosts)} \n"
 
@@ -586,9 +617,10 @@ def reference_markdown() -> str:
         "An evolving job asks for nodes and gives them back by itself",
         "([Evolving jobs](../guides/evolving.md)). The scheduler keeps at most one pending",
         "request per job and serves it, before any queued job, with one free node by an",
-        "ordinary `grow 1 <node>` order; a release frees the node at once. The scheduler never",
+        "ordinary `grow 1 <node>` order; a release frees the node at once. The policy never",
         "sends `shrink` to an evolving job; an apgaspy job in evolving mode refuses one",
-        "(`ERROR <reason>`) and runs on.",
+        "(`ERROR <reason>`) and runs on. Only a node being drained or removed is taken back",
+        "from it, by the named `shrink <n> <host...>`, which it carries out.",
         "",
         "### The job's environment",
         "",
