@@ -140,6 +140,10 @@ class View:
         free_cores: ``(node, free cores)`` for every node with a free core, the scheduler's
             node order; empty from a mechanism that counts no cores (each free node is then
             one core).
+        shareable_cores: ``(node, cores)``: the held cores a ``#COLOCATE yes`` job may take
+            beside the jobs that hold them (:func:`scheduler.colocation.shareable`), the
+            scheduler's node order; empty when co-location is off (no
+            ``--colocate-bound``) or no core has room.
     """
 
     now_s: float
@@ -148,6 +152,7 @@ class View:
     waiting: tuple[WaitingJob, ...]
     total_nodes: int
     free_cores: tuple[tuple[str, int], ...] = ()
+    shareable_cores: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -307,11 +312,15 @@ class FreeNodes:
         nodes: the free node names (any order; sorted here with :func:`node_key`).
         cores: ``(node, free cores)`` (:attr:`View.free_cores`); empty: each free node is
             one core.
+        shared: ``(node, cores)`` a ``#COLOCATE yes`` job may also take
+            (:attr:`View.shareable_cores`); each is handed out once a call.
     """
 
-    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = ()) -> None:
+    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = (),
+                 shared: Iterable[tuple[str, int]] = ()) -> None:
         self._nodes = sorted_nodes(nodes)
         self._given = cores
+        self._shared = dict(shared)
         self._cores: dict[str, int] | None = None  # built when a job asks for cores
         self._taken: list[str] = []  # whole nodes taken before it was built
 
@@ -349,8 +358,10 @@ class FreeNodes:
         them, the fullest first (best fit), then the lowest names.
         """
         cores = self.free_cores()
-        order = sorted_nodes(cores)
-        free = {n: c for n, c in cores.items() if c > 0}
+        share = self._shared if spec.colocate else {}
+        order = sorted_nodes(set(cores) | set(share))
+        room = {n: cores.get(n, 0) + share.get(n, 0) for n in order}
+        free = {n: c for n, c in room.items() if c > 0}
         if spec.cores is not None:
             placed = nodes_for_cores(spec.cores, free, spec.profile, order)
             if placed is None:
@@ -366,7 +377,11 @@ class FreeNodes:
             placed = tuple((n, per_node) for n in order if n in chosen)
         whole = set(self._nodes)
         for node, count in placed:
-            cores[node] -= count
+            own = min(count, cores.get(node, 0))
+            if own:
+                cores[node] -= own
+            if count > own:
+                share[node] -= count - own
             if node in whole:
                 self._nodes.remove(node)
         return tuple(n for n, _ in placed), tuple(c for _, c in placed)

@@ -33,7 +33,7 @@ class EasyBackfilling:
 
     def decide(self, view: View) -> list[Decision]:
         """Start the fitting prefix of the queue, then backfill behind the head's reservation."""
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, size_up_to_max)
         if head_index < len(view.waiting) and len(pool) > 0:
             head = view.waiting[head_index]

@@ -69,7 +69,7 @@ class MalleableMinAgree:
     def decide(self, view: View) -> list[Decision]:
         """Starts, then shrinks for the head or EASY backfilling, then grows (module doc)."""
         now = view.now_s
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, self.size_of)
         order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
         orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]

@@ -172,7 +172,7 @@ class _PriorityBase:
         return now_s - last_event_s(job) >= self.rescale_gap_s
 
     def _plan(self, view: View) -> _Plan:
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         return _Plan(pool, max(0, len(pool) - self.keep_free),
                      sum(job.releasing for job in view.running), set())
 
