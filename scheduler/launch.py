@@ -199,8 +199,8 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float,
             job.nodes = []
             state.queue.insert(place, job.job_id)
             return
-    job.start_cores = state.ledger.acquire(job.job_id, nodes,
-                                           [counts[n] for n in nodes] if counts else ())
+    job.start_cores = state.acquire(job, nodes, [counts[n] for n in nodes] if counts else (),
+                                    now)
     try:
         job.address = state.nodes.address(nodes[0])
         launch = JobLaunch(job.job_id, argv, state.cwd, job.stdout, job.stderr)

@@ -35,7 +35,7 @@ class EasyBackfilling:
         """Start the fitting prefix of the queue, then backfill behind the head's reservation."""
         pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, size_up_to_max)
-        if head_index < len(view.waiting) and len(pool) > 0:
+        if head_index < len(view.waiting) and (len(pool) > 0 or view.shareable_cores):
             head = view.waiting[head_index]
             releases = releases_of(view.now_s, view.running, started)
             decisions += easy_backfill(
