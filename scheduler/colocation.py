@@ -60,8 +60,10 @@ __all__ = [
     "load",
     "overloaded",
     "pick_shared",
+    "grow_targets",
     "read_beta",
     "rigid_fits",
+    "rooms",
     "shareable",
     "sharing",
     "slowdown",
@@ -209,18 +211,39 @@ def _room(ledger: CoreLedger, node: str, core: int, occupants: Mapping[object, O
     return bound - rho
 
 
+def rooms(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
+          beta: float) -> dict[str, list[float]]:
+    """node -> the room (the duty cycle it may still take) of each of its shareable cores
+    (module docstring: held by co-locatable jobs only, their loads under ``bound``, no rigid
+    job among them that the model would push past its required time), most room first;
+    nodes without one are left out."""
+    out: dict[str, list[float]] = {}
+    for node in ledger.graph.cpus:
+        room = [r for core in range(ledger.graph.size(node))
+                if (r := _room(ledger, node, core, occupants, bound, beta)) > 0]
+        if room:
+            out[node] = sorted(room, reverse=True)
+    return out
+
+
 def shareable(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
               beta: float) -> dict[str, int]:
-    """node -> the held cores a co-locatable newcomer may join (module docstring): held by
-    co-locatable jobs only, their loads under ``bound``, no rigid job among them that the
-    model would push past its required time."""
-    out: dict[str, int] = {}
-    for node in ledger.graph.cpus:
-        count = sum(1 for core in range(ledger.graph.size(node))
-                    if _room(ledger, node, core, occupants, bound, beta) > 0)
-        if count:
-            out[node] = count
-    return out
+    """node -> the held cores a co-locatable newcomer may join (:func:`rooms`)."""
+    return {n: len(r) for n, r in rooms(ledger, occupants, bound, beta).items()}
+
+
+def grow_targets(ledger: CoreLedger, job: object, per_node: int,
+                 occupants: Mapping[object, Occupant], bound: float,
+                 beta: float) -> set[str]:
+    """The nodes a running co-locatable job may grow onto beside their holders: it holds
+    none of their cores, ``per_node`` of their shareable cores have room for its measured
+    duty cycle (none: no node)."""
+    occ = occupants.get(job)
+    if occ is None or occ.duty is None:
+        return set()
+    mine = ledger.cores_of(job)
+    return {n for n, r in rooms(ledger, occupants, bound, beta).items()
+            if n not in mine and sum(1 for x in r if x >= occ.duty) >= per_node}
 
 
 def pick_shared(ledger: CoreLedger, node: str, count: int,

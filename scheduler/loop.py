@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from .algorithms import Decision, Shrink, Start, View
+from .algorithms import Decision, Grow, Shrink, Start, View
 from . import colocation
 from .algorithms.base import node_key
 from .job_state import decision_refusal
@@ -87,11 +87,13 @@ class MainLoop:
         running.sort(key=lambda r: (r.start_s, r.job_id))
         waiting = tuple(s.jobs[i].waiting_view() for i in s.queue)
         cores = s.ledger.free_counts()
-        shared = s.shareable(now)
+        rooms = s.shareable(now)
+        shared = sorted(rooms, key=node_key)
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
                     len(s.all_nodes),
                     tuple((n, cores[n]) for n in sorted(cores, key=node_key)),
-                    tuple((n, shared[n]) for n in sorted(shared, key=node_key)))
+                    tuple((n, len(rooms[n])) for n in shared),
+                    tuple((n, min(rooms[n])) for n in shared))
 
     def _schedule(self, now: float) -> None:
         s = self.state
@@ -143,10 +145,13 @@ class MainLoop:
         """
         s = self.state
         job = s.jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-        room = s.ledger.free_counts()
+        room, free = s.ledger.free_counts(), s.free
         if isinstance(decision, Start) and job is not None and job.spec.colocate:
-            room = colocation.start_room(room, s.shareable(now))
-        problem = decision_refusal(decision, job, s.free, room)
+            shared = {n: len(r) for n, r in s.shareable(now).items()}
+            room = colocation.start_room(room, shared)
+        elif isinstance(decision, Grow) and job is not None:
+            free = s.free | s.grow_targets(job, now)  # co-location: beside their holders
+        problem = decision_refusal(decision, job, free, room)
         if problem is not None:
             return problem
         assert job is not None

@@ -85,6 +85,7 @@ from .algorithms.base import (
     DEFAULT_COOLDOWN_S,
     Algorithm,
     Decision,
+    Grow,
     RunningJob,
     Shrink,
     Start,
@@ -93,7 +94,7 @@ from .algorithms.base import (
     next_change_s,
     sorted_nodes,
 )
-from .job_state import JobState, check_decision
+from .job_state import JobState, LoadSample, check_decision
 from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
@@ -476,7 +477,7 @@ class Simulator:
             tuple(self._waiting.values()),
             self.config.total_nodes,
             self._cores_view,
-            self._shareable_view(now),
+            *self._shareable_view(now),
         )
 
     # ------------------------------------------------------------------ co-location
@@ -491,17 +492,21 @@ class Simulator:
             if now > job.progress_from:
                 left -= (now - job.progress_from) / (job.curve(width) * job.factor)
             out[job.job_id] = co.Occupant(
-                duty=self.config.duty.get(job.spec.program or "", 1.0),
+                duty=job.duty_cycle,
                 colocate=job.spec.colocate, rigid=not job.elastic,
                 required_s=job.spec.required_time_s, elapsed_s=now - job.start_s,
                 alone_left_s=max(left, 0.0) * job.curve(width))
         return out
 
-    def _shareable_view(self, now: float) -> tuple[tuple[str, int], ...]:
+    def _shareable_view(self, now: float) -> tuple[tuple[tuple[str, int], ...],
+                                                   tuple[tuple[str, float], ...]]:
+        """``View.shareable_cores`` and ``View.shareable_room`` (empty without the bound)."""
         if self._bound is None:
-            return ()
-        room = co.shareable(self._ledger, self._occupants(now), self._bound, self._beta)
-        return tuple((n, room[n]) for n in sorted_nodes(room))
+            return (), ()
+        rooms = co.rooms(self._ledger, self._occupants(now), self._bound, self._beta)
+        order = sorted_nodes(rooms)
+        return (tuple((n, len(rooms[n])) for n in order),
+                tuple((n, min(rooms[n])) for n in order))
 
     def _recolocate(self, now: float) -> None:
         """Re-evaluate the beta model's slowdown of every running job (the jobs on some
@@ -563,8 +568,15 @@ class Simulator:
             room = self._ledger.free_counts()
             spec = self._by_id[decision.job_id].spec  # type: ignore[union-attr]
             if self._bound is not None and spec.colocate:
-                room = co.start_room(room, dict(self._shareable_view(now)))
-        job = check_decision(decision, self._by_id, self._free, self.algorithm.name, room)
+                room = co.start_room(room, dict(self._shareable_view(now)[0]))
+        free: set[str] = self._free
+        if self._bound is not None and isinstance(decision, Grow):
+            target = self._by_id.get(decision.job_id)
+            per_node = target.spec.cores_per_node if target is not None else None
+            if target is not None and target.spec.colocate and per_node is not None:
+                free = free | co.grow_targets(self._ledger, target.job_id, per_node,
+                                              self._occupants(now), self._bound, self._beta)
+        job = check_decision(decision, self._by_id, free, self.algorithm.name, room)
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
@@ -578,6 +590,9 @@ class Simulator:
             self._free_changed()
             job.start(now, nodes, elastic=job.spec.job_class in _ELASTIC)
             job.progress_from = now
+            if self._bound is not None:  # measured from its start (module docstring)
+                job.load = LoadSample(self.config.duty.get(job.spec.program or "", 1.0), 0.0,
+                                      None, None, now)
             self._running[job.job_id] = job
             self._refresh(job)
             self._schedule_end(job, len(nodes))
@@ -600,13 +615,19 @@ class Simulator:
             cost = cfg.costs_of(job.spec).grow_s(len(nodes))
             job.progress_from = now + cost
             per_node = job.spec.cores_per_node
-            self._ledger.acquire(job.job_id, nodes, [per_node] * len(nodes) if per_node else ())
+            counts = [per_node] * len(nodes) if per_node else []
+            if counts and job.spec.colocate and self._bound is not None:
+                co.acquire_colocated(self._ledger, job.job_id, nodes, counts,
+                                     self._occupants(now), self._bound, self._beta)
+            else:
+                self._ledger.acquire(job.job_id, nodes, counts)
             self._free_changed()
             job.order_grow(now, nodes)
             job.grant(nodes)
             self._refresh(job)
             self._schedule_end(job, len(job.nodes))
             self._push(now + cost, _RESIZE_DONE, job)
+            self._recolocate(now)
 
     # ------------------------------------------------------------------------ results
 

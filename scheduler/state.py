@@ -317,13 +317,23 @@ class ServerState:
                     malleable=j.takes_orders)
                 for j in self.jobs.values() if j.state == "running"}
 
-    def shareable(self, now: float) -> dict[str, int]:
-        """node -> the held cores a ``#COLOCATE yes`` job may join now (empty when
-        co-location is off)."""
+    def shareable(self, now: float) -> dict[str, list[float]]:
+        """node -> the room of each held core a ``#COLOCATE yes`` job may join now
+        (:func:`scheduler.colocation.rooms`; empty when co-location is off)."""
         if self.colocate_bound is None:
             return {}
-        return colocation.shareable(self.ledger, self.occupants(now), self.colocate_bound,
-                                    self.beta)
+        return colocation.rooms(self.ledger, self.occupants(now), self.colocate_bound,
+                                self.beta)
+
+    def grow_targets(self, job: ServerJob, now: float) -> set[str]:
+        """The nodes a Grow of ``job`` may take beside their holders
+        (:func:`scheduler.colocation.grow_targets`; empty unless it is co-locatable and
+        asks cores a node)."""
+        per_node = job.spec.cores_per_node
+        if self.colocate_bound is None or not job.spec.colocate or per_node is None:
+            return set()
+        return colocation.grow_targets(self.ledger, job.job_id, per_node, self.occupants(now),
+                                       self.colocate_bound, self.beta)
 
     def acquire(self, job: ServerJob, nodes: Sequence[str], counts: Sequence[int],
                 now: float) -> tuple[tuple[str, tuple[int, ...]], ...]:

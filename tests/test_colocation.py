@@ -194,3 +194,24 @@ def test_the_simulator_separates_a_malleable_job_whose_duty_is_too_high():
     assert rec["m"].allotment[0][1] == ("n1", "n2")  # shared n2 last
     assert rec["m"].shrinks == 1 and rec["m"].allotment[-2][1] == ("n1",)
     assert result.colocation["separations"] == 1
+
+
+def test_the_malleable_policy_grows_a_colocating_job_onto_shared_cores():
+    model = RuntimeModel()
+    model.add("p", "a", ScalingCurve({1: 40.0}, 0.0))
+    model.add("p", "m", ScalingCurve({1: 20.0, 2: 10.0}, 0.0))
+    entries = [BatchEntry(JobSpec(name="a", cores=2, profile="network", program="p", size="a",
+                                  colocate=True, required_time_s=300), 0.0),
+               BatchEntry(JobSpec(name="m", job_class=JobClass.MALLEABLE, min_nodes=1,
+                                  max_nodes=2, cores_per_node=2, program="p", size="m",
+                                  colocate=True), 1.0)]
+    for duty, grown in [(0.3, True), (0.8, False)]:  # a's room is 0.7
+        config = SimConfig(total_nodes=2, cores_per_node=2, colocate_bound=1.0, beta=0.5,
+                           duty={"p": duty}, node_names=("n1", "n2"), cooldown_s=0.0)
+        rec = {r.name: r for r in Simulator("malleable", entries, config, model=model)
+               .run().records}
+        assert rec["a"].cores == (("n1", (0, 1)),)
+        assert rec["m"].cores == (("n2", (0, 1)),)  # free cores before shared ones
+        assert (rec["m"].grows == 1) is grown
+        if grown:
+            assert ("n2", "n1") in [nodes for _, nodes in rec["m"].allotment]

@@ -101,6 +101,8 @@ class RunningJob:
         requested: nodes an evolving job has asked for and not yet received (its pending
             ``Evolving;Request;1`` lines; the Java runtime keeps at most one open, so 0 or
             1); always 0 for the other classes.
+        duty: its last measured duty cycle in [0, 1] (docs/guides/colocation.md), or
+            ``None``: not measured (or not reported).
     """
 
     job_id: JobId
@@ -111,6 +113,7 @@ class RunningJob:
     last_order_s: float | None = None
     releasing: int = 0
     requested: int = 0
+    duty: float | None = None
 
     @property
     def expected_end_s(self) -> float:
@@ -144,6 +147,8 @@ class View:
             beside the jobs that hold them (:func:`scheduler.colocation.shareable`), the
             scheduler's node order; empty when co-location is off (no
             ``--colocate-bound``) or no core has room.
+        shareable_room: ``(node, room)`` for the nodes of ``shareable_cores``: the least
+            duty cycle one of its shareable cores may still take (the bound minus its load).
     """
 
     now_s: float
@@ -153,6 +158,7 @@ class View:
     total_nodes: int
     free_cores: tuple[tuple[str, int], ...] = ()
     shareable_cores: tuple[tuple[str, int], ...] = ()
+    shareable_room: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -348,6 +354,20 @@ class FreeNodes:
             self._cores = cores
         return self._cores
 
+    def shared(self) -> dict[str, int]:
+        """node -> the shareable cores not handed out yet in this call."""
+        return self._shared
+
+    def take_shared(self, node: str, count: int) -> None:
+        """Hand out ``count`` shareable cores of ``node`` (a grow onto them).
+
+        Raises:
+            ValueError: fewer are left.
+        """
+        if self._shared.get(node, 0) < count:
+            raise ValueError(f"{node} has {self._shared.get(node, 0)} shareable cores left")
+        self._shared[node] -= count
+
     def place(self, spec: JobSpec,
               size_of: SizeFn) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
         """Take the cores of a job asking for cores; return ``(nodes, cores a node)``, or
@@ -368,8 +388,9 @@ class FreeNodes:
                 return None
         else:
             per_node = spec.cores_per_node or 1
+            # free cores before shared ones (a co-locating job); then the fullest first
             fit = sorted((n for n in order if free.get(n, 0) >= per_node),
-                         key=lambda n: free[n])
+                         key=lambda n: (cores.get(n, 0) < per_node, free[n]))
             size = size_of(spec, len(fit))
             if size is None:
                 return None
@@ -385,6 +406,37 @@ class FreeNodes:
             if node in whole:
                 self._nodes.remove(node)
         return tuple(n for n, _ in placed), tuple(c for _, c in placed)
+
+
+def shared_grows(view: View, jobs: Iterable[RunningJob], pool: FreeNodes) -> list[Decision]:
+    """Grow co-locatable malleable jobs onto shareable cores, a node each (co-location,
+    docs/guides/colocation.md), after the free nodes are handed out.
+
+    A job qualifies when it said ``#COLOCATE yes``, asks ``#CORES_PER_NODE c``, has room in
+    its range and a measured duty cycle; it takes the first node (in node order) that it
+    does not hold, with ``c`` shareable cores whose least room holds that duty cycle.  A
+    separation (``scheduler.colocation.overloaded``) shrinks it off that node again, its
+    last, when the duty cycles there sum past the bound.  Empty without
+    ``view.shareable_cores``.
+    """
+    room = dict(view.shareable_room)
+    out: list[Decision] = []
+    for job in jobs:
+        spec, per_node = job.spec, job.spec.cores_per_node
+        if (not spec.colocate or per_node is None or job.duty is None
+                or len(job.nodes) >= spec.hi):
+            continue
+        for node, count in sorted_pairs(pool.shared()):
+            if node not in job.nodes and count >= per_node and room.get(node, 0.0) >= job.duty:
+                pool.take_shared(node, per_node)
+                out.append(Grow(job.job_id, (node,)))
+                break
+    return out
+
+
+def sorted_pairs(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """``(node, count)`` of ``counts`` with a count above 0, in natural node order."""
+    return [(n, counts[n]) for n in sorted_nodes(counts) if counts[n] > 0]
 
 
 def start_of(job: WaitingJob, pool: FreeNodes, size_of: SizeFn) -> tuple[Start, int] | None:

@@ -41,6 +41,7 @@ from .base import (
     expected_ends_after,
     fcfs_pass,
     releases_of,
+    shared_grows,
     size_malleable_at_min,
 )
 
@@ -111,6 +112,10 @@ class MalleableMinAgree:
                 if count <= 0:
                     break
                 decisions.append(Grow(job.job_id, pool.take(count)))
+        if view.shareable_cores:
+            grown = {d.job_id for d in decisions if isinstance(d, Grow)}
+            decisions += shared_grows(
+                view, (j for j in orderable if j.job_id not in grown), pool)
         return decisions
 
     def next_change_s(self, view: View) -> float:
