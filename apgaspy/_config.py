@@ -249,6 +249,9 @@ SETTINGS: dict[str, Setting] = {
                 "seconds an unanswered request for a host stays open before it is given up"),
         Setting("EVOLVING_RELEASE_BLOCK", 10.0, float, _positive,
                 "seconds a release under way blocks the evolving monitor's decisions at most"),
+        Setting("LOAD_INTERVAL", 5.0, float, _non_negative,
+                "seconds between two load reports of a job to the scheduler (APGAS-Load: duty "
+                "cycle, bytes/s, GIL share, memory; socket communicator); 0: none"),
         Setting("RELEASE_TIMEOUT", 600.0, float, _positive,
                 "seconds a shrink waits for a released place to finish its last tasks"),
         Setting("ACK_TIMEOUT", 60.0, float, _positive,

@@ -25,6 +25,10 @@ the scheduler answers a request with an ordinary ``grow 1 <host>``.  In evolving
 (``APGAS_ELASTIC=evolving`` or ``ELASTIC=evolving``) a ``shrink`` order is not carried out:
 it is logged and answered ``ERROR <reason>`` (APGAS for Java ignores it; the Java scheduler
 never sends one to an evolving job).
+
+While it runs, every ``APGAS_LOAD_INTERVAL`` seconds (5; 0: never) it sends the job's load,
+``APGAS-Load;<duty>;<bytes/s>;<gil>;<rss>`` (:class:`apgaspy.elastic.LoadReporter`), signed
+as every line; the Java scheduler answers it ``undefined Message`` and goes on.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from collections.abc import Callable
 
 from apgaspy import ConfigurationError, MalleabilityError, OrdersEndedError
 from apgaspy.config import setting
-from apgaspy.elastic import MalleableCommunicator, evolving_mode
+from apgaspy.elastic import LoadReporter, MalleableCommunicator, evolving_mode
 from apgaspy.hosts import is_local_host, local_addresses, node_file_hosts, resolve_host
 from apgaspy.wire.auth import (
     NOTIFICATION,
@@ -200,6 +204,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self.load_reporter = LoadReporter(self.notify)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -220,6 +225,7 @@ class SocketMalleableCommunicator(MalleableCommunicator):
             why = f"cannot listen for orders on {self.address}:{self.scheduler[1]}: {exc}"
             log.error("%s; the program computes on as a rigid job", why)
             self.notify(rigid_message(why))
+            self.load_reporter.start()
             return
         server.listen(16)
         self._server = server
@@ -227,8 +233,10 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self._thread.start()
         log.info("accepting orders on %s:%d", self.address, self.scheduler[1])
         self.notify(READY)
+        self.load_reporter.start()
 
     def stop(self) -> None:
+        self.load_reporter.stop()
         if self._server is None:
             return
         self._stopping.set()

@@ -60,6 +60,15 @@ class Accounting:
             units += sum(ws.processed for ws in self.worker_stats[1:])
         return units
 
+    def gil_counters(self) -> tuple[float, float]:
+        """``(gil_held_cpu_s, loop_cpu_s)`` of the place's workers so far (all of them): the
+        GIL source of the job's load reports (:func:`apgaspy.elastic.set_gil_source`)."""
+        held, loop = self.stats.gil_held_cpu_s, self.stats.loop_cpu_s
+        if self.workers > 1 and not self.folded:
+            held += sum(ws.gil_held_cpu_s for ws in self.worker_stats[1:])
+            loop += sum(ws.loop_cpu_s for ws in self.worker_stats[1:])
+        return held, loop
+
     def close(self, work_units: int) -> PlaceStats:
         """Close the place's statistics (at the end of the computation, or when the place is
         released) and return them: W > 1 sums its workers' figures, each one's in

@@ -4,9 +4,9 @@
 worker keeps anyway (``PlaceStats.processed``, and each worker thread's ``WorkerStats``:
 ``n`` units per ``Bag.process`` call, at most) and waits up to ``timeout_s`` for the answers::
 
-    place 0 ── immediate_async_at(p, _ask) ──► place p: its workers' processed units
-            ◄── immediate_async_at(0, _take) ──┘  (both on the immediate pools: a busy
-                                                     worker does not delay the answer)
+    place 0 ── gather(_units_here) ──► place p: its workers' processed units
+            ◄─────────────────────────┘  (apgaspy.gather: question and answer on the
+                                            immediate pools, a busy worker does not delay it)
 
 A poll holds orders off (:func:`apgaspy.elastic.orders_held`), as the evolving monitor's
 load samples do (a place must not leave while it is asked); while an order is under way it
@@ -18,22 +18,12 @@ per place; the benchmarks' command lines poll once a second.
 
 from __future__ import annotations
 
-import itertools
-import logging
-import threading
-
-from apgaspy import here, immediate_async_at, places
 from apgaspy.elastic import orders_held
+from apgaspy.gather import gather
 
 from ._worker import current_worker
 
 __all__ = ["work_done"]
-
-log = logging.getLogger("glb")
-
-_POLLS: dict[int, tuple[threading.Event, dict[int, int], int]] = {}
-_TOKENS = itertools.count()
-_lock = threading.Lock()
 
 
 def _units_here() -> int:
@@ -44,22 +34,6 @@ def _units_here() -> int:
     except KeyError:
         return 0
     return w.accounting.units_processed()
-
-
-def _ask(token: int, origin: int) -> None:
-    """At a polled place, on its immediate pool: send its count to ``origin``."""
-    immediate_async_at(origin, _take, token, here().id, _units_here())
-
-
-def _take(token: int, place: int, units: int) -> None:
-    """At place 0, on its immediate pool: one place's answer to poll ``token``."""
-    with _lock:
-        slot = _POLLS.get(token)
-        if slot is None:  # the poll is over: a late answer is dropped
-            return
-        slot[1][place] = units
-        if len(slot[1]) >= slot[2]:
-            slot[0].set()
 
 
 def work_done(timeout_s: float = 0.5) -> dict[int, int] | None:
@@ -81,29 +55,4 @@ def work_done(timeout_s: float = 0.5) -> dict[int, int] | None:
         ApgasError: the runtime is not running.
     """
     with orders_held() as held:  # no place leaves while it is asked
-        return _poll(timeout_s) if held else None
-
-
-def _poll(timeout_s: float) -> dict[int, int]:
-    me = here().id
-    out = {me: _units_here()}
-    others = [p.id for p in places() if p.id != me]
-    if not others:
-        return out
-    token = next(_TOKENS)
-    done = threading.Event()
-    answers: dict[int, int] = {}
-    with _lock:
-        _POLLS[token] = (done, answers, len(others))
-    try:
-        for pid in others:
-            try:
-                immediate_async_at(pid, _ask, token, me)
-            except Exception as exc:  # noqa: BLE001 - a place may leave or die meanwhile
-                log.debug("progress: no count from place(%d): %s", pid, exc)
-        done.wait(timeout_s)
-    finally:
-        with _lock:
-            del _POLLS[token]
-    out.update(answers)
-    return out
+        return gather(_units_here, timeout_s=timeout_s) if held else None

@@ -82,7 +82,7 @@ from apgaspy import (
     here,
     immediate_async_at,
 )
-from apgaspy.elastic import set_load_source
+from apgaspy.elastic import set_gil_source, set_load_source
 from apgaspy.pinning import pinned_worker
 
 from ._accounting import Accounting, account_thread, process_accounted
@@ -168,6 +168,8 @@ class Worker(IntraPlace):
         # the evolving monitor's task mode reads this place's load (docs/guides/evolving.md)
         self._load_mark = (time.perf_counter(), 0.0)
         set_load_source(self.load_percent)
+        # and the job's load reports to the scheduler its GIL share (apgaspy.elastic)
+        set_gil_source(self.accounting.gil_counters)
 
     def load_percent(self) -> float:
         """The evolving monitor's ``task`` load of this place, in % (0-100): the share of

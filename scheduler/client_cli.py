@@ -208,6 +208,25 @@ def _seconds(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
+def _rate(x: float | None) -> str:
+    """Bytes per second, short: ``820``, ``169k``, ``1.2M``; ``-`` for none."""
+    if x is None:
+        return "-"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def _profile(j: dict[str, Any]) -> str:
+    """The job's profile as ``status`` shows it: its own (``#PROFILE``), else the measured
+    one as ``cpu (measured)``, else ``-`` (the default, not yet measured)."""
+    if j.get("profile_declared"):
+        return str(j.get("profile", "-"))
+    measured = j.get("measured_profile")
+    return f"{measured} (measured)" if measured else "-"
+
+
 def format_status(st: dict[str, Any]) -> str:
     """The status as a readable table: the nodes and their jobs, then the jobs."""
     names = {j["id"]: j["name"] for j in st["jobs"]}
@@ -229,10 +248,13 @@ def format_status(st: dict[str, Any]) -> str:
                     f"-{j.get('releases', 0)}"
         rows.append((j["id"], j["name"][:15], j["class"], rng, j["state"], len(j["nodes"]),
                      f"{j['submit_s']:.1f}", _seconds(j["start_s"]), _seconds(j["run_s"]),
-                     orders, asked, ",".join(j["nodes"])))
+                     orders, asked,
+                     "-" if j.get("duty_cycle") is None else f"{j['duty_cycle']:.2f}",
+                     _rate(j.get("bytes_per_s")), _profile(j), ",".join(j["nodes"])))
     lines += ["", *format_table(("ID", "NAME", "CLASS", "RANGE", "STATE", "NODES", "SUBMIT_S",
-                                 "START_S", "RUN_S", "ORDERS", "ASKED", "NODE LIST"),
-                                rows, "><<<<>>>><<<")]
+                                 "START_S", "RUN_S", "ORDERS", "ASKED", "DUTY", "BYTES/S",
+                                 "PROFILE", "NODE LIST"),
+                                rows, "><<<<>>>><<>><<")]
     if not st["jobs"]:
         lines.append("   (no jobs)")
     elif any(j["class"] == "evolving" for j in st["jobs"]):
@@ -251,6 +273,7 @@ def format_status(st: dict[str, Any]) -> str:
 _PORT_COUNTS = (("refused_connections", "connections refused over a cap"),
                 ("cut_connections", "cut (idle, long or chatty)"),
                 ("refused_lines", "lines refused (a job's check)"),
+                ("refused_load_lines", "load lines refused (not running, malformed, range)"),
                 ("dropped_lines", "lines dropped (no job at the address)"))
 
 

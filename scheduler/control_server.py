@@ -160,6 +160,7 @@ def _submit(server: ControlledServer, request: Mapping[str, Any],
             raw["command"] = tuple(shlex.split(raw["command"]))
         elif raw.get("command") is not None:
             raw["command"] = tuple(raw["command"])
+        raw.setdefault("profile_declared", "profile" in raw)
         try:
             spec = JobSpec(**raw)
         except (TypeError, ValueError) as exc:

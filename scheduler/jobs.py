@@ -229,6 +229,9 @@ class JobSpec:
             (:func:`scheduler.resources.shape`).
         colocate: the job may share its cores with other co-locatable jobs (``#COLOCATE
             yes``; docs/guides/colocation.md); ``False`` (default): never shared.
+        profile_declared: the job said its profile (``#PROFILE``, or ``profile`` in a
+            batch entry or a submitted job); one that did not is shaped by the profile its
+            load reports give (docs/guides/scheduler.md).
 
     Raises:
         ValueError: a count below 1, ``min_nodes > max_nodes``, a rigid job without a node
@@ -255,6 +258,7 @@ class JobSpec:
     cores_per_node: int | None = None
     profile: str = "cpu"
     colocate: bool = False
+    profile_declared: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         self._check_cores()
@@ -630,6 +634,7 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
             cores_per_node=values.get("cores_per_node"),
             profile=values.get("profile", "cpu"),
             colocate=values.get("colocate", False),
+            profile_declared="profile" in values,
             **kwargs,
         )
     except ValueError as exc:
@@ -695,6 +700,7 @@ def _entry_from_mapping(raw: Mapping[str, Any], *, from_csv: bool) -> BatchEntry
         if key == "command" and isinstance(value, str):
             value = tuple(shlex.split(value))
         kwargs[key] = value
+    kwargs.setdefault("profile_declared", "profile" in kwargs)
     submit = raw.get("submit_s", 0.0)
     if submit is None or (from_csv and str(submit).strip() == ""):
         submit = 0.0

@@ -114,7 +114,7 @@ def shape_env(state: ServerState, job: ServerJob) -> dict[str, str]:
     held = state.ledger.cores_of(job.job_id)
     first = job.nodes[0]
     on_first = len(held[first]) if first in held else state.graph.size(first)
-    places, workers = shape(job.spec.profile, on_first, state.shape)
+    places, workers = shape(job.shape_profile, on_first, state.shape)
     return {"APGAS_PLACES_PER_HOST": str(places), "GLB_WORKERS": str(workers),
             "APGAS_CORES": format_cores_env(state.ledger.cpus_of(job.job_id, job.nodes)),
             "APGAS_CORES_FILE": str(write_cores_file(state, job))}

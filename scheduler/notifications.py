@@ -33,6 +33,16 @@ send from its first node's address (for logical nodes: from an address of this m
 A line that fails is dropped and changes nothing: it is counted (``status``:
 ``refused_lines``) and logged as ``line_refused`` with its peer address and the reason, at
 most 10 every 10 s (the next logged one says how many were not).
+
+A job's load (``APGAS-Load;<duty>;<bytes/s>;<gil>;<rss>``, every ``APGAS_LOAD_INTERVAL``
+seconds of the job, docs/guides/scheduler.md) becomes the running job's
+:attr:`~scheduler.job_state.JobState.load` (the last one only: ``status`` shows its duty
+cycle and bytes/s) and gives its measured profile
+(:func:`scheduler.resources.measured_profile`, over the cores it holds).  The event log gets
+no line a report, only ``profile_measured`` when the measured profile changes.  A load line
+of a job that is not running, a malformed one, or one with a duty cycle or GIL share outside
+[0, 1] or negative bytes is refused: counted (``status``: ``refused_load_lines``), logged as
+``load_refused`` (at most 10 every 10 s) and nothing changes.
 """
 
 from __future__ import annotations
@@ -50,10 +60,13 @@ from apgaspy.wire.protocol import (
     NotificationKind,
     classify_notification,
     parse_evolving,
+    parse_load,
     parse_notification,
     split_timing,
 )
 
+from .job_state import LoadSample
+from .resources import measured_profile
 from .state import ServerJob, ServerState
 
 __all__ = ["on_notification"]
@@ -158,10 +171,51 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
         elif kind is NotificationKind.TIMING:
             state.event("timing", job_id, fields=split_timing(line))
             return
+        elif kind is NotificationKind.LOAD:
+            _on_load(state, job, message, line, peer)
+            return
         else:
             state.event("notify_undefined", job_id, line=line)
             return
     state.wake.set()
+
+
+def _cores_held(state: ServerState, job: ServerJob) -> int:
+    """The cores ``job`` holds now: one a node where each node is one slot, else the CPUs
+    of its cores on its nodes (all of a node it holds whole); at least 1."""
+    if state.graph.slots:
+        return max(1, len(job.nodes))
+    return max(1, sum(len(c) for c in state.ledger.cpus_of(job.job_id, job.nodes).values()))
+
+
+def _on_load(state: ServerState, job: ServerJob, message: str, line: str, peer: str) -> None:
+    """Keep an ``APGAS-Load`` line of ``job`` as its :class:`~scheduler.job_state.LoadSample`
+    (under ``state.lock``), or refuse it (module docstring); the event log gets an event only
+    when the job's measured profile changes, not one a report."""
+    if job.state != "running":
+        reason = f"the job is {job.state}, not running"
+    else:
+        try:
+            report = parse_load(message)
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            job.load = LoadSample(report.duty, report.bytes_per_s, report.gil,
+                                  report.rss_bytes, state.now())
+            profile = measured_profile(job.load, _cores_held(state, job),
+                                       state.profile_thresholds)
+            if profile != job.measured_profile:
+                state.event("profile_measured", job.job_id, profile=profile,
+                            before=job.measured_profile, duty=round(report.duty, 3),
+                            bytes_per_s=round(report.bytes_per_s),
+                            rss_bytes=report.rss_bytes,
+                            declared=job.spec.profile if job.spec.profile_declared else None)
+                job.measured_profile = profile
+            return
+    skipped = state.load_refusals.refuse()
+    if skipped is not None:
+        state.event("load_refused", job.job_id, peer=peer, reason=reason, line=line[:200],
+                    not_logged=skipped)
 
 
 def _on_evolving(state: ServerState, job: ServerJob | None, kind: str, argument: str,

@@ -48,15 +48,19 @@ from pathlib import Path
 
 __all__ = [
     "PROFILES",
+    "PROFILE_ENV",
     "SHAPES",
     "CoreLedger",
+    "ProfileThresholds",
     "ResourceGraph",
     "cores_refusal",
     "local_graph",
     "machine_sockets",
     "nodes_for_cores",
+    "measured_profile",
     "parse_profile",
     "shape",
+    "shape_profile",
     "start_counts",
 ]
 
@@ -79,6 +83,88 @@ def parse_profile(text: str) -> str:
     close = difflib.get_close_matches(word, PROFILES, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]}?" if close else "use network, cpu or memory"
     raise ValueError(f"unknown profile {text!r} ({hint})")
+
+
+@dataclass(frozen=True)
+class ProfileThresholds:
+    """Where a job's measured load makes it ``network`` or ``memory`` bound
+    (:func:`measured_profile`).
+
+    The defaults come from this project's own jobs (``python -m benchmarks.load_profile``,
+    ``benchmarks/results/load_profile.json``; docs/guides/scheduler.md): on 2 places, Pi,
+    UTS and BC send at most a few kB/s per core (steal requests, lifelines, results), Jacobi
+    with a 1024 x 1024 grid about 20 kB/s per core (its halo rows); a job that moves data
+    all the time sends far more.  1 MB/s per core is 50 times the busiest of them, and
+    still under a hundredth of one core's share of a 1 Gb/s link on a 16-core node.  Every
+    job measured holds 40-70 MB per core (a Python interpreter with numpy is about 40 MB):
+    1 GiB per core is where a job's memory, not its cores, limits how many share a node.
+
+    Attributes:
+        network_bytes_per_s: bytes sent between places per second per core at or above which
+            a job is ``network`` (``APGAS_SCHEDULER_NETWORK_BYTES_PER_CORE``).
+        memory_bytes: resident bytes per core at or above which a job is ``memory``
+            (``APGAS_SCHEDULER_MEMORY_BYTES_PER_CORE``).
+    """
+
+    network_bytes_per_s: float = 1_000_000.0
+    memory_bytes: float = float(1 << 30)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProfileThresholds:
+        """The thresholds of :data:`PROFILE_ENV` (unset or empty: the defaults).
+
+        Raises:
+            ValueError: a value is not a number > 0; the message names the variable.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, float] = {}
+        for name, var in PROFILE_ENV.items():
+            text = env.get(var, "").strip()
+            if not text:
+                continue
+            try:
+                values[name] = float(text)
+            except ValueError:
+                raise ValueError(f"{var}={text!r} is not a number") from None
+            if not 0 < values[name] < float("inf"):
+                raise ValueError(f"{var} must be > 0, got {text!r}")
+        return cls(**values)
+
+
+#: The environment variable of each threshold of :class:`ProfileThresholds`.
+PROFILE_ENV = {"network_bytes_per_s": "APGAS_SCHEDULER_NETWORK_BYTES_PER_CORE",
+               "memory_bytes": "APGAS_SCHEDULER_MEMORY_BYTES_PER_CORE"}
+
+
+def measured_profile(load: object, cores: int, thresholds: ProfileThresholds) -> str:
+    """A running job's profile from its last load report (Liu & Guitart's classes, measured
+    rather than declared): ``network`` if it sends at least
+    ``thresholds.network_bytes_per_s`` bytes per second per core between its places, else
+    ``memory`` if it holds at least ``thresholds.memory_bytes`` resident bytes per core,
+    else ``cpu``.
+
+    Args:
+        load: its last report: any object with ``bytes_per_s`` (float) and ``rss_bytes``
+            (int or ``None``), a :class:`scheduler.job_state.LoadSample` or an
+            :class:`apgaspy.wire.protocol.LoadReport`.
+        cores: the cores it holds (< 1 counts as 1).
+        thresholds: where the classes begin.
+    """
+    cores = max(1, cores)
+    if load.bytes_per_s / cores >= thresholds.network_bytes_per_s:  # type: ignore[attr-defined]
+        return "network"
+    rss = load.rss_bytes  # type: ignore[attr-defined]
+    if rss is not None and rss / cores >= thresholds.memory_bytes:
+        return "memory"
+    return "cpu"
+
+
+def shape_profile(declared: str, profile_declared: bool, measured: str | None) -> str:
+    """The profile a job is shaped by: its own (``#PROFILE``) when it declared one, else the
+    one measured from its load (``None`` before its first report: the declared default)."""
+    if profile_declared or measured is None:
+        return declared
+    return measured
 
 
 def machine_sockets(root: str = "/sys/devices/system/cpu") -> dict[int, int]:

@@ -359,7 +359,8 @@ class Server:
         shape policy, null where each node is one slot; each node then also has ``cores``
         and ``free_cores``; a node core jobs share names one of them as ``job``),
         ``refused_lines`` (notification lines refused: failed authentication or a stranger's
-        address), ``dropped_lines`` (lines for an address where no job ran),
+        address), ``refused_load_lines`` (``APGAS-Load`` lines refused: the job is not
+        running, or the line is malformed or out of range), ``dropped_lines`` (lines for an address where no job ran),
         ``refused_connections`` (notification connections closed at once, over a cap),
         ``cut_connections`` (closed for a long line, too many lines or the idle deadline),
         ``open_connections`` (notification connections open now) and ``colocation`` (null
@@ -390,6 +391,7 @@ class Server:
                 "refused": [list(r) for r in s.refused],
                 "refused_lines": s.line_refusals.total,
                 "dropped_lines": s.line_drops.total,
+                "refused_load_lines": s.load_refusals.total,
                 "refused_connections": listener.refused_connections if listener else 0,
                 "cut_connections": listener.cut_connections if listener else 0,
                 "open_connections": listener.open_connections if listener else 0,

@@ -51,7 +51,7 @@ from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
 from .private import open_private
 from .procs import ProcessTree
-from .resources import CoreLedger, ResourceGraph
+from .resources import CoreLedger, ProfileThresholds, ResourceGraph
 
 __all__ = ["ENDED_STATES", "RESIZING_ALGORITHMS", "EventLog", "ServerJob", "ServerState"]
 
@@ -88,6 +88,8 @@ class ServerJob(JobState):
             journal or the event log); ``key_file``: the owner-only file that holds it.
         notify_guard: the anti-replay window of its notifications; ``order_counter``: the
             counter of the orders sent to it.
+        measured_profile: the profile its last load report gives
+            (:func:`scheduler.resources.measured_profile`), or None before the first.
     """
 
     job_id: int
@@ -117,6 +119,16 @@ class ServerJob(JobState):
     key_file: Path | None = None
     notify_guard: ReplayGuard = field(default_factory=ReplayGuard, repr=False)
     order_counter: Counter = field(default_factory=Counter, repr=False)
+    measured_profile: str | None = None
+
+    @property
+    def shape_profile(self) -> str:
+        """The profile the job is shaped by: its ``#PROFILE`` when it declared one, else its
+        measured one, else ``cpu`` (:func:`scheduler.resources.shape_profile`)."""
+        from .resources import shape_profile
+
+        return shape_profile(self.spec.profile, self.spec.profile_declared,
+                             self.measured_profile)
 
     def signer(self) -> Callable[[str], str] | None:
         """The function that signs an order line to this job, or None (a keyless job)."""
@@ -169,6 +181,15 @@ class ServerJob(JobState):
             "requests": self.requests,
             "requests_served": self.requests_served,
             "releases": self.releases,
+            "duty_cycle": None if self.load is None else round(self.load.duty, 3),
+            "bytes_per_s": None if self.load is None else round(self.load.bytes_per_s),
+            "gil": None if self.load is None or self.load.gil is None
+            else round(self.load.gil, 3),
+            "rss_bytes": None if self.load is None else self.load.rss_bytes,
+            "load_at_s": None if self.load is None else round(self.load.at, 3),
+            "profile": self.spec.profile,
+            "profile_declared": self.spec.profile_declared,
+            "measured_profile": self.measured_profile,
             "orders": [[kind, list(nodes)] for kind, nodes in self.orders],
             "returncode": self.returncode,
             "reason": self.reason,
@@ -268,6 +289,12 @@ class ServerState:
         self.line_refusals = RefusalLog()
         #: Notification lines for addresses where no job ran: counted, logged once a 10 s.
         self.line_drops = RefusalLog(burst=1, period_s=10.0)
+        #: ``APGAS-Load`` lines refused (not running, malformed, out of range), counted and
+        #: logged as ``load_refused`` at most 10 every 10 s.
+        self.load_refusals = RefusalLog()
+        #: Where a measured load makes a job network or memory bound
+        #: (``APGAS_SCHEDULER_*_PER_CORE``, read at start; ValueError when invalid).
+        self.profile_thresholds = ProfileThresholds.from_env()
         self._clock = clock
         self._t0 = clock()
         self._wall0 = time.time()

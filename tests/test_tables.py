@@ -54,7 +54,7 @@ def test_status_keeps_the_asked_column_apart_from_the_node_list():
     i = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ID"))
     head, row = lines[i], lines[i + 1]
     assert row.split() == ["1234567", "evo", "evolving", "1-3", "running", "1", "2393306.5",
-                           "66502.5", "4.0", "-0/+0", "+0(0)/-0", "127.0.1.3"]
+                           "66502.5", "4.0", "-0/+0", "+0(0)/-0", "-", "-", "-", "127.0.1.3"]
     # the right-aligned figures end under their headings
     for name, cell in (("SUBMIT_S", "2393306.5"), ("START_S", "66502.5"), ("ID", "1234567")):
         end = head.index(name) + len(name)

@@ -9,7 +9,8 @@ with :class:`HandlerState`, :func:`order_reports` with :class:`OrderReport`, :fu
 observer, told as each order is carried out or refused), :func:`orders_held` (no order
 while a block runs), and
 :func:`set_load_source` (a place's load for the evolving monitor's ``task`` mode) with
-:func:`evolving_mode`.  The
+:func:`evolving_mode`, and :class:`LoadReporter` with :func:`set_gil_source` (the job's duty
+cycle, traffic, GIL share and memory, reported to the scheduler by a communicator).  The
 mechanism is in ``_malleability``: place 0's runtime owns its
 :class:`~apgaspy.elastic._malleability.Malleability` (``Runtime.malleability``, ``None`` at
 the other places), which these functions reach through the running runtime; the links to
@@ -30,6 +31,7 @@ from .._runtime import current_runtime, runtime
 from ._communicator import MalleableCommunicator
 from ._evolving_monitor import EvolvingMonitor, set_load_source
 from ._handler import MalleableHandler
+from ._load_report import LoadReporter, set_gil_source
 from ._malleability import (
     HandlerState,
     Malleability,
@@ -46,6 +48,8 @@ __all__ = [
     "request_places",
     "release_places",
     "set_load_source",
+    "set_gil_source",
+    "LoadReporter",
     "evolving_mode",
     "OrderReport",
     "HandlerState",

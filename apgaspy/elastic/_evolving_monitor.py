@@ -23,8 +23,8 @@ Loads, in % (0-100), by ``APGAS_EVOLVING_MODE``:
 Either way a place reads 0 only after ``APGAS_EVOLVING_IDLE_GRACE`` seconds below 1 %
 (:func:`place_load`).
 
-Sampling goes over the places' immediate pools (:func:`apgaspy.immediate_async_at`, as GLB's
-steal requests do), question and answer: an ``at`` would queue behind the place's worker,
+Sampling goes over the places' immediate pools (:func:`apgaspy.gather.gather`, over
+:func:`apgaspy.immediate_async_at` as GLB's steal requests do), question and answer: an ``at`` would queue behind the place's worker,
 and a GLB worker does not return while it has work, so a busy place would never answer.  A
 place that has not answered within one interval is left out of that sample.
 
@@ -33,7 +33,6 @@ The guide is docs/guides/evolving.md.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import setting
 from .._exceptions import MalleabilityError
 from .._place import Place
+from ..gather import gather
 from ._evolving_decision import EvolvingParams, EvolvingState, decide
 
 if TYPE_CHECKING:
@@ -128,30 +128,6 @@ def _raw_load(mode: str) -> float | None:
     return min(100.0, _process.cpu_percent(None) / setting("THREADS"))
 
 
-# answers awaited at place 0: token -> (event, {place id: load})
-_ANSWERS: dict[int, tuple[threading.Event, dict[int, float | None], int]] = {}
-_TOKENS = itertools.count()
-_answers_lock = threading.Lock()
-
-
-def _ask_load(mode: str, token: int, origin: int) -> None:
-    """At a sampled place, on its immediate pool: send this place's load to ``origin``."""
-    from .._api import here, immediate_async_at
-
-    immediate_async_at(origin, _take_load, token, here().id, place_load(mode))
-
-
-def _take_load(token: int, place: int, load: float | None) -> None:
-    """At place 0, on its immediate pool: one place's answer to sample ``token``."""
-    with _answers_lock:
-        slot = _ANSWERS.get(token)
-        if slot is None:  # the sample is over: a late answer is dropped
-            return
-        slot[1][place] = load
-        if len(slot[1]) >= slot[2]:
-            slot[0].set()
-
-
 def params_from_settings() -> EvolvingParams:
     """The monitor's :class:`EvolvingParams` from the ``APGAS_EVOLVING_*`` settings.
 
@@ -220,42 +196,14 @@ class EvolvingMonitor:
 
         The question and the answer travel over the immediate pools (module docstring), so
         a place whose worker is busy answers at once."""
-        from .._api import here, immediate_async_at
-
         if not self.m.order_lock.acquire(timeout=self.params.interval):
             return None
         try:
-            me = here().id
-            others = [p.id for p in self._places() if p.id not in self.m.leaving and p.id != me]
-            out: dict[int, float] = {}
-            own = place_load(self.mode)
-            if own is not None:
-                out[me] = own
-            if not others:
-                return out
-            token = next(_TOKENS)
-            done = threading.Event()
-            answers: dict[int, float | None] = {}
-            with _answers_lock:
-                _ANSWERS[token] = (done, answers, len(others))
-            try:
-                for pid in others:
-                    try:
-                        immediate_async_at(pid, _ask_load, self.mode, token, me)
-                    except Exception as exc:  # noqa: BLE001 - a place may die meanwhile
-                        log.debug("evolving monitor: no load from place(%d): %s", pid, exc)
-                done.wait(self.params.interval)
-            finally:
-                with _answers_lock:
-                    del _ANSWERS[token]
-            missing = sorted(set(others) - set(answers))
-            if missing:
-                log.debug("evolving monitor: no load from places %s within %g s", missing,
-                          self.params.interval)
-            out.update({p: v for p, v in answers.items() if v is not None})
-            return out
+            loads = gather(place_load, self.mode, timeout_s=self.params.interval,
+                           leave_out=self.m.leaving)
         finally:
             self.m.order_lock.release()
+        return {p: v for p, v in loads.items() if v is not None}
 
     def _run(self) -> None:
         started = time.monotonic()

@@ -42,6 +42,7 @@ __all__ = [
     "GLB_TIME_SUFFIX",
     "GROW_TIME",
     "JOB_ENVIRONMENT",
+    "LOAD",
     "MAX_LINE_BYTES",
     "MESSAGES",
     "READY",
@@ -55,6 +56,7 @@ __all__ = [
     "UNDEFINED_EVOLVING_REPLY",
     "EnvVar",
     "EvolvingMessage",
+    "LoadReport",
     "Message",
     "NotificationKind",
     "Order",
@@ -62,6 +64,7 @@ __all__ = [
     "classify_notification",
     "evolving_release",
     "evolving_request",
+    "format_load",
     "format_notification",
     "format_order",
     "format_reply",
@@ -69,6 +72,7 @@ __all__ = [
     "job_environment",
     "java_classify_notification",
     "parse_evolving",
+    "parse_load",
     "parse_notification",
     "parse_order",
     "generated_part",
@@ -98,6 +102,10 @@ DISABLED = "APGAS-Disabled"
 RIGID = "APGAS-Rigid"
 SHRINK_TIME = "shrinkTimeAPGAS"
 GROW_TIME = "growTimeAPGAS"
+#: A running job's load over the last window: ``APGAS-Load;<duty>;<bytes/s>;<gil>;<rss>``.
+LOAD = "APGAS-Load"
+#: What stands for a figure the job did not measure in a load line.
+NOT_MEASURED = "-"
 #: An evolving job's own requests: ``Evolving;Request;1`` and ``Evolving;Release;<host>``.
 EVOLVING = "Evolving"
 EVOLVING_REQUEST = "Request"
@@ -166,6 +174,16 @@ MESSAGES: tuple[Message, ...] = (
             "the job could not listen for orders on its address and computes on as a rigid "
             "job (the reason has no `:`)",
             "none (the Java scheduler answers `undefined Message`)", "apgaspy"),
+    Message(f"{LOAD};<duty>;<bytes_per_s>;<gil or ->;<rss_bytes or ->", "job",
+            "every APGAS_LOAD_INTERVAL seconds (5; 0: never) while the job's communicator "
+            "runs: its duty cycle over the last window (seconds its places computed, CPU and "
+            "waiting for a CPU, / (wall seconds x cores it holds), 3 decimals, in [0, 1]), "
+            "bytes its places sent "
+            "each other per second, GLB's GIL share in [0, 1] and the resident memory of its "
+            "places in bytes (`-`: not measured); socket communicator only",
+            "none; the scheduler keeps the last one as the job's load and measured profile "
+            "(a line out of range is refused and counted); the Java scheduler logs it as "
+            "undefined (`undefined Message`) and goes on", "apgaspy"),
     Message(f"{SHRINK_TIME};<n>;<nanoseconds>", "job",
             "after each shrink of n hosts: its whole duration", "none; the scheduler logs it"),
     Message(f"{GROW_TIME};<n>;<nanoseconds>", "job",
@@ -308,6 +326,7 @@ class NotificationKind(enum.Enum):
     RIGID = "rigid"
     TIMING = "timing"
     EVOLVING = "evolving"
+    LOAD = "load"
     UNDEFINED = "undefined"
 
 
@@ -397,6 +416,77 @@ def glb_phase_time(phase: str) -> str:
     return phase + GLB_TIME_SUFFIX
 
 
+@dataclass(frozen=True)
+class LoadReport:
+    """The figures of one ``APGAS-Load`` line (:func:`format_load`, :func:`parse_load`).
+
+    Attributes:
+        duty: the job's duty cycle over the window, in [0, 1] (3 decimals on the wire).
+        bytes_per_s: bytes its places sent each other per second (>= 0).
+        gil: GLB's GIL share in [0, 1], or ``None`` (not measured).
+        rss_bytes: the resident memory of its places in bytes (>= 0), or ``None``.
+    """
+
+    duty: float
+    bytes_per_s: float
+    gil: float | None = None
+    rss_bytes: int | None = None
+
+
+def _load_problem(report: LoadReport) -> str | None:
+    if not 0.0 <= report.duty <= 1.0:
+        return f"the duty cycle must be in [0, 1], got {report.duty!r}"
+    if not 0.0 <= report.bytes_per_s < float("inf"):
+        return f"bytes per second must be finite and >= 0, got {report.bytes_per_s!r}"
+    if report.gil is not None and not 0.0 <= report.gil <= 1.0:
+        return f"the GIL share must be in [0, 1], got {report.gil!r}"
+    if report.rss_bytes is not None and report.rss_bytes < 0:
+        return f"the resident memory must be >= 0 bytes, got {report.rss_bytes!r}"
+    return None
+
+
+def format_load(report: LoadReport) -> str:
+    """``APGAS-Load;<duty>;<bytes_per_s>;<gil or ->;<rss_bytes or ->`` (no address, no
+    newline): duty and GIL share with 3 decimals, bytes per second rounded to a whole
+    number: ``APGAS-Load;0.873;1520;0.412;73400320``.
+
+    Raises:
+        ValueError: a figure is out of range (as :func:`parse_load` refuses it).
+    """
+    problem = _load_problem(report)
+    if problem is not None:
+        raise ValueError(problem)
+    gil = NOT_MEASURED if report.gil is None else f"{report.gil:.3f}"
+    rss = NOT_MEASURED if report.rss_bytes is None else str(int(report.rss_bytes))
+    return f"{LOAD};{report.duty:.3f};{report.bytes_per_s:.0f};{gil};{rss}"
+
+
+def parse_load(message: str) -> LoadReport:
+    """The figures of an ``APGAS-Load`` message (the part before ``:<job address>``).
+
+    Raises:
+        ValueError: not four ``;``-separated figures after ``APGAS-Load``, a figure that is
+            not a number (``-`` for the GIL share and memory), or one out of range (duty
+            or GIL share outside [0, 1], negative or infinite bytes per second, negative
+            memory); the message says which.
+    """
+    fields = message.strip().split(";")
+    if fields[0] != LOAD or len(fields) != 5:
+        raise ValueError(f"expected '{LOAD};<duty>;<bytes_per_s>;<gil or ->;<rss or ->', "
+                         f"got {message[:120]!r}")
+    try:
+        duty, rate = float(fields[1]), float(fields[2])
+        gil = None if fields[3] == NOT_MEASURED else float(fields[3])
+        rss = None if fields[4] == NOT_MEASURED else int(fields[4])
+    except ValueError:
+        raise ValueError(f"a load figure is not a number in {message[:120]!r}") from None
+    report = LoadReport(duty, rate, gil, rss)
+    problem = _load_problem(report)
+    if problem is not None:
+        raise ValueError(problem)
+    return report
+
+
 def rigid_message(reason: str) -> str:
     """``APGAS-Rigid;<reason>``, the reason's colons and newlines made spaces."""
     return f"{RIGID};" + reason.replace(":", " ").replace("\n", " ")
@@ -406,9 +496,12 @@ def classify_notification(message: str) -> NotificationKind:
     """What the message of a notification means (apgaspy's scheduler): it contains
     ``APGAS-Ready``, ``APGAS-Rigid``, ``APGAS-Disabled``, or ``Time`` (a timing), in that
     order of precedence, after a message that begins ``Evolving;`` (an evolving job's
-    request or release, :func:`parse_evolving`); anything else is undefined."""
+    request or release, :func:`parse_evolving`) and one that begins ``APGAS-Load``
+    (:func:`parse_load`); anything else is undefined."""
     if message.startswith(EVOLVING + ";"):
         return NotificationKind.EVOLVING
+    if message.startswith(LOAD):
+        return NotificationKind.LOAD
     if READY in message:
         return NotificationKind.READY
     if RIGID in message:
