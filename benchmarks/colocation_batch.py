@@ -9,16 +9,19 @@ batch twice on this machine, without and with co-location (docs/guides/colocatio
 then gives the simulator the same batch:
 
 * **nodes**: one logical node of 2 cores (``LocalNodes(1, cores_per_node=2)``: this 2-core
-  machine), the real scheduler (:class:`scheduler.server.Server`) under FCFS, a period of
-  0.5 s, and jobs that report their load every 0.5 s (``APGAS_LOAD_INTERVAL``).
+  machine), the real scheduler (:class:`scheduler.server.Server`) under the malleable
+  policy, a period of 0.5 s, and jobs that report their load every 0.5 s
+  (``APGAS_LOAD_INTERVAL``).
 * **idle jobs**: ``--jacobi`` Jacobi 2D jobs (``benchmarks.jacobi``, 256 x 256, 80
   iterations, ``--pause 0.3``: place 0 sleeps 0.3 s between its steps of 8 iterations, so the
-  job computes a few percent of its wall time), ``#CORES 2``, ``#COLOCATE yes``,
-  ``--verify``: each checksum is compared with the sequential solve.
+  job computes a few percent of its wall time), ``#CORES_PER_NODE 2`` on one node,
+  ``#COLOCATE yes``, ``--verify``: each checksum is compared with the sequential solve.  They
+  are malleable jobs of one node (never resized): a job run as rigid starts no communicator
+  (``ELASTIC=rigid``) and so reports no duty cycle, and nothing may join a job that has not.
 * **busy jobs**: ``--glb`` Monte-Carlo pi jobs on GLB (``benchmarks.pi``, 1e9 samples, seeded:
   the same estimate whatever the places), ``#CORES 2``, never co-located; exact when every
   estimate equals the others' and lies within 5 standard errors.
-* **submission**: all at time 0, idle jobs first; FCFS starts them in that order.
+* **submission**: all at time 0, idle jobs first; the policy starts them in that order.
 * **metrics**: makespan and mean response time (submission to end, s) of both runs; the gain
   is ``1 - makespan with / makespan without``.
 * **simulator**: the same batch (:class:`scheduler.simulate.Simulator`, same policy and
@@ -38,7 +41,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -51,20 +53,22 @@ JACOBI_ARGS = ("-n", "256", "-i", "80", "--pause", "0.3", "--verify", "--json")
 #: The busy job: Monte-Carlo pi on GLB.
 PI_ARGS = ("-n", "1e9", "--json")
 REQUIRED_S = 120.0
+ALGORITHM = "malleable"
 INTERVAL_S = 0.5
 
 
 def batch(jacobi: int, glb: int, colocate: bool) -> list[Any]:
     """The batch: ``jacobi`` idle jobs (``#COLOCATE`` as ``colocate``) then ``glb`` busy ones,
     all submitted at time 0 (:class:`scheduler.jobs.BatchEntry`)."""
-    from scheduler.jobs import BatchEntry, JobSpec
+    from scheduler.jobs import BatchEntry, JobClass, JobSpec
 
     py = sys.executable
-    out = [BatchEntry(JobSpec(name=f"jacobi-{i}", cores=2, colocate=colocate,
+    out = [BatchEntry(JobSpec(name="jacobi", job_class=JobClass.MALLEABLE, nodes=1,
+                              min_nodes=1, max_nodes=1, cores_per_node=2, colocate=colocate,
                               required_time_s=REQUIRED_S, program="jacobi", size="idle",
                               command=(py, "-m", "benchmarks.jacobi", *JACOBI_ARGS)), 0.0)
            for i in range(jacobi)]
-    out += [BatchEntry(JobSpec(name=f"pi-{i}", cores=2, required_time_s=REQUIRED_S,
+    out += [BatchEntry(JobSpec(name="pi", cores=2, required_time_s=REQUIRED_S,
                                program="pi", size="busy",
                                command=(py, "-m", "benchmarks.pi", *PI_ARGS)), 0.0)
             for i in range(glb)]
@@ -80,52 +84,36 @@ def run_real(entries: list[Any], bound: float | None, out: Path,
     """Run ``entries`` on one logical node of 2 cores, with co-location at ``bound`` (None:
     off).  Returns ``{"bound", "makespan_s", "mean_response_s", "jobs": [{name, start_s,
     end_s, run_s, cores, duty, correct, result}], "all_correct", "separations",
-    "overloads", "shared_starts", "timed_out", "processes_left"}``."""
+    "overloads", "shared_starts", "timed_out", "processes_left"}``.  The idle jobs share one
+    name, so that each counts as the duty cycle its predecessors reported until it reports
+    its own (docs/guides/colocation.md)."""
     from scheduler.algorithms import make
-    from scheduler.demo import job_report
+    from scheduler.demo import job_report, serve_batch
     from scheduler.metrics import result_from_records
     from scheduler.nodes import LocalNodes
     from scheduler.server import Server
 
     out.mkdir(parents=True, exist_ok=True)
-    duties: dict[int, float] = {}
-    server = Server(LocalNodes(1, cores_per_node=2), make("fcfs"), port=0,
+    server = Server(LocalNodes(1, cores_per_node=2), make(ALGORITHM), port=0,
                     run_dir=out / "run", log_path=out / "events.jsonl", interval_s=INTERVAL_S,
                     job_env={"APGAS_START_TIMEOUT": "120", "APGAS_LOAD_INTERVAL": "0.5"},
                     colocate_bound=bound)
-    state = server._state  # noqa: SLF001 - the last duty cycle each job reported
-    timed_out = False
-    server.start()
-    try:
-        server.submit_batch(entries)
-        deadline = time.monotonic() + timeout_s
-        while not server.all_done():
-            with state.lock:
-                for job in state.jobs.values():
-                    if job.state == "running" and job.duty_cycle is not None:
-                        duties[job.job_id] = job.duty_cycle
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(0.1)
-        status = server.status()
-        records = list(server.records())
-    finally:
-        server.shutdown()
+    timed_out = serve_batch(server, entries, timeout_s=timeout_s, poll_s=0.1, quiet=True)
+    status = server.status()
+    records = list(server.records())
     left = server.leftover_pids()
-    result = result_from_records(records, algorithm="fcfs", total_nodes=1)
+    result = result_from_records(records, algorithm=ALGORITHM, total_nodes=1)
     jobs, pi_results = [], set()
     for info in status["jobs"]:
         rep = job_report(info)
         printed = _printed(info)
         if rep["name"].startswith("pi"):
             pi_results.add(printed.get("result"))
-        jobs.append({"name": rep["name"], "start_s": rep["start_s"], "end_s": rep["end_s"],
-                     "run_s": rep["run_s"], "state": rep["state"],
-                     "duty": duties.get(info["id"]),
+        jobs.append({"id": rep["id"], "name": rep["name"], "start_s": rep["start_s"],
+                     "end_s": rep["end_s"], "run_s": rep["run_s"], "state": rep["state"],
+                     "duty": info.get("duty_cycle"),
                      "correct": printed.get("correct") is True,
                      "result": printed.get("result")})
-    starts = [e for e in server.events if e["event"] == "start"]
     colocation = status.get("colocation") or {}
     return {
         "bound": bound,
@@ -136,7 +124,7 @@ def run_real(entries: list[Any], bound: float | None, out: Path,
                         and len(pi_results) <= 1),
         "separations": colocation.get("separations", 0),
         "overloads": colocation.get("overloads", 0),
-        "shared_starts": _shared_starts(starts),
+        "shared_starts": _shared_starts(jobs),
         "timed_out": timed_out,
         "processes_left": left,
     }
@@ -161,15 +149,11 @@ def _printed(info: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _shared_starts(starts: list[dict[str, Any]]) -> int:
-    """Starts whose cores a job that had not ended yet held too (from the start events)."""
-    count = 0
-    for i, ev in enumerate(starts):
-        cores = {(n, c) for n, cs in (ev.get("cores") or {}).items() for c in cs}
-        if any(cores & {(n, c) for n, cs in (e.get("cores") or {}).items() for c in cs}
-               for e in starts[:i]):
-            count += 1
-    return count
+def _shared_starts(jobs: list[dict[str, Any]]) -> int:
+    """Jobs that started while another was running (on one node: on its cores)."""
+    return sum(1 for j in jobs if j["start_s"] is not None and any(
+        i is not j and i["start_s"] is not None and i["end_s"] is not None
+        and i["start_s"] < j["start_s"] < i["end_s"] for i in jobs))
 
 
 def run_sim(entries: list[Any], times: dict[str, float], duty: dict[str, float],
@@ -186,7 +170,7 @@ def run_sim(entries: list[Any], times: dict[str, float], duty: dict[str, float],
                   ScalingCurve({1: seconds}, 0.0))
     config = SimConfig(total_nodes=1, cores_per_node=2, interval_s=INTERVAL_S,
                        colocate_bound=bound, duty=duty)
-    result = Simulator("fcfs", entries, config, model=model).run()
+    result = Simulator(ALGORITHM, entries, config, model=model).run()
     return {"bound": bound, "makespan_s": round(result.makespan_s, 3),
             "mean_response_s": round(_mean_response(list(result.records)), 3),
             "colocation": dict(result.colocation) if result.colocation else None,
@@ -219,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     data: dict[str, Any] = {
         "batch": {"jacobi": args.jacobi, "glb": args.glb, "jacobi_args": list(JACOBI_ARGS),
                   "pi_args": list(PI_ARGS), "nodes": 1, "cores_per_node": 2,
-                  "algorithm": "fcfs", "interval_s": INTERVAL_S, "bound": args.bound},
+                  "algorithm": ALGORITHM, "interval_s": INTERVAL_S, "bound": args.bound},
         "beta": beta, "beta_source": source,
     }
     ok = True

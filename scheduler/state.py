@@ -324,6 +324,9 @@ class ServerState:
         self.separations = 0
         self.overloads = 0
         self.overloaded: set[tuple[object, ...]] = set()
+        #: job name -> the last duty cycle a job of that name reported (what a job of that
+        #: name counts as until it reports itself).
+        self.duty_by_name: dict[str, float] = {}
         self.jobs: dict[int, ServerJob] = {}
         self.pending: list[tuple[float, int]] = []  # (due_s, job id), sorted
         self.queue: list[int] = []  # waiting job ids, in submission order
@@ -335,14 +338,21 @@ class ServerState:
         self.event = EventLog(self.now, log_path, on_event)
 
     def occupants(self, now: float) -> dict[object, colocation.Occupant]:
-        """The running jobs as co-location sees them at ``now`` (s): their last duty cycle,
-        ``#COLOCATE``, rigid or not, required and elapsed time (their time alone is
-        unknown here: :data:`scheduler.colocation.ASSUMED_ALONE_SHARE`)."""
+        """The running jobs as co-location sees them at ``now`` (s): their last duty cycle
+        (until a job reports, the last one a job of its name reported, else none:
+        docs/guides/colocation.md), ``#COLOCATE``, rigid or not, required and elapsed time
+        (their time alone is unknown here: :data:`scheduler.colocation.ASSUMED_ALONE_SHARE`)."""
+        running = [j for j in self.jobs.values() if j.state == "running"]
+        for j in running:
+            if j.duty_cycle is not None:
+                self.duty_by_name[j.spec.name] = j.duty_cycle
         return {j.job_id: colocation.Occupant(
-                    duty=j.duty_cycle, colocate=j.spec.colocate, rigid=not j.elastic,
+                    duty=(j.duty_cycle if j.duty_cycle is not None
+                          else self.duty_by_name.get(j.spec.name)),
+                    colocate=j.spec.colocate, rigid=not j.elastic,
                     required_s=j.spec.required_time_s, elapsed_s=now - j.start_s,
                     malleable=j.takes_orders)
-                for j in self.jobs.values() if j.state == "running"}
+                for j in running}
 
     def shareable(self, now: float) -> dict[str, list[float]]:
         """node -> the room of each held core a ``#COLOCATE yes`` job may join now
