@@ -27,11 +27,14 @@ alone on its cores has ``rho_1`` = its own duty cycle.  The paper fits ``beta`` 
 reads ``beta`` from ``benchmarks/results/colocation.json`` (a measurement on this code base)
 when it is there, else uses the paper's (:func:`read_beta`).
 
-**Unmeasured jobs**: a running job that has sent no load line yet counts as the bound minus
-the others on its cores (optimistic for it, and its cores then have no room left): nothing
-joins a job before its first measurement, and a newcomer (unmeasured by definition) is let in
-wherever the others leave room.  A newcomer that turns out busier is separated later
-(:func:`overloaded`).
+**Unmeasured jobs**: a running job that has sent no load line yet counts as the last duty
+cycle a job of its name reported (the caller's :attr:`Occupant.duty`), and with none as the
+bound minus the others on its cores (optimistic for it, and its cores then have no room
+left): nothing joins a job before it is measured, and a newcomer is let in wherever the
+others leave room.  A newcomer that turns out busier is separated later
+(:func:`overloaded`): a malleable job whose last node is the shared one is shrunk off it
+(the malleable policy grows such jobs onto shared cores,
+:func:`scheduler.algorithms.base.shared_grows`).
 
 **Rigid jobs** are never slowed past their ``#REQUIRED_TIME``: a core with a rigid job on it
 is shareable only when the model, at the worst load the bound allows, still ends the job in
