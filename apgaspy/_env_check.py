@@ -48,6 +48,8 @@ OTHER_NAMES: dict[str, str] = {
        "(scheduler.notification_listener)"
        for name in ("MAX_CONNECTIONS", "MAX_CONNECTIONS_PER_PEER", "CONNECTION_IDLE",
                     "MAX_LINES_PER_CONNECTION", "MAX_LINE_BYTES")},
+    **{f"APGAS_SCHEDULER_{name}_PER_CORE": "a threshold of the scheduler's measured profile "
+       "(scheduler.resources.ProfileThresholds)" for name in ("NETWORK_BYTES", "MEMORY_BYTES")},
     "APGAS_CORES": "a job's CPUs on each host, host=cpulist;... (set by scheduler.launch, "
                    "format apgaspy.wire.cores)",
     "APGAS_CORES_FILE": "a job's cores file, host cpulist a line, rewritten at each resize "

@@ -1,6 +1,6 @@
 """What the jobs' load reports say: duty cycle, bytes/s per core, memory per core, GIL share.
 
-    python -m benchmarks.load_profile [--places 2] [--interval 1] [--no-write]
+    python -m benchmarks.load_profile [--places 2] [--interval 0.5] [--no-write]
 
 Runs Pi, UTS, BC and Jacobi (and Jacobi with ``--pause``, a job that mostly waits) one after
 the other, each on ``--places`` places of this machine, pointed at a stand-in scheduler
@@ -35,11 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: name -> the job's command line after ``python -m`` (smoke sizes: a few seconds each).
 JOBS: dict[str, list[str]] = {
-    "pi": ["benchmarks.pi", "-n", "3e7"],
-    "uts": ["benchmarks.uts", "-d", "12"],
-    "bc": ["benchmarks.bc", "-n", "12"],
-    "jacobi": ["benchmarks.jacobi", "-n", "1024", "-i", "300"],
-    "jacobi-paused": ["benchmarks.jacobi", "-n", "256", "-i", "60", "--pause", "0.1"],
+    "pi": ["benchmarks.pi", "-n", "4e8"],
+    "uts": ["benchmarks.uts", "-d", "13"],
+    "bc": ["benchmarks.bc", "-n", "13"],
+    "jacobi": ["benchmarks.jacobi", "-n", "1024", "-i", "1500"],
+    "jacobi-paused": ["benchmarks.jacobi", "-n", "256", "-i", "200", "--pause", "0.2"],
 }
 
 
@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load_profile",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--places", type=int, default=2, help="places of each job (2)")
-    parser.add_argument("--interval", type=float, default=1.0,
-                        help="APGAS_LOAD_INTERVAL of the jobs, seconds (1)")
+    parser.add_argument("--interval", type=float, default=0.5,
+                        help="APGAS_LOAD_INTERVAL of the jobs, seconds (0.5)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}

@@ -91,13 +91,14 @@ class ProfileThresholds:
     (:func:`measured_profile`).
 
     The defaults come from this project's own jobs (``python -m benchmarks.load_profile``,
-    ``benchmarks/results/load_profile.json``; docs/guides/scheduler.md): on 2 places, Pi,
-    UTS and BC send at most a few kB/s per core (steal requests, lifelines, results), Jacobi
-    with a 1024 x 1024 grid about 20 kB/s per core (its halo rows); a job that moves data
-    all the time sends far more.  1 MB/s per core is 50 times the busiest of them, and
-    still under a hundredth of one core's share of a 1 Gb/s link on a 16-core node.  Every
-    job measured holds 40-70 MB per core (a Python interpreter with numpy is about 40 MB):
-    1 GiB per core is where a job's memory, not its cores, limits how many share a node.
+    ``benchmarks/results/load_profile.json``, 2 places, smoke sizes; docs/guides/scheduler.md):
+    Pi, UTS and BC (GLB: steal requests, lifelines, results) send under 1 kB/s per core once
+    running, 0.4 MB/s in their first window (the work handed out); Jacobi on a 1024 x 1024
+    grid sends 2.9 MB/s per core (median; its halo rows every batch).  1 MB/s per core
+    sits between the two, three times above the busiest GLB window and three times below
+    Jacobi.  Every job measured holds 165-200 MB per core (an interpreter with numpy and the
+    compiled kernels); 1 GiB per core, five times that, is where a job's data, not the
+    runtime, fills a node's memory first.
 
     Attributes:
         network_bytes_per_s: bytes sent between places per second per core at or above which

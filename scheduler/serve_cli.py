@@ -60,7 +60,7 @@ from .control_client import control_path
 from .control_server import prepare_control_path
 from .notification_listener import ListenerLimits
 from .nodes import LocalNodes, NodeBackend, SshHosts, cores_option
-from .resources import SHAPES
+from .resources import SHAPES, ProfileThresholds
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options
 from .slurm_mode import GROW_MODES, SlurmNodes
@@ -328,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until shut down; returns 0, or 1 when the server cannot start."""
     try:
         limits = listener_limits(args)
+        ProfileThresholds.from_env()  # a bad threshold is a usage error, before any start
         nodes = make_nodes(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -360,7 +360,8 @@ class Server:
         and ``free_cores``; a node core jobs share names one of them as ``job``),
         ``refused_lines`` (notification lines refused: failed authentication or a stranger's
         address), ``refused_load_lines`` (``APGAS-Load`` lines refused: the job is not
-        running, or the line is malformed or out of range), ``dropped_lines`` (lines for an address where no job ran),
+        running, or the line is malformed or out of range), ``dropped_lines`` (lines for an
+        address where no job ran),
         ``refused_connections`` (notification connections closed at once, over a cap),
         ``cut_connections`` (closed for a long line, too many lines or the idle deadline),
         ``open_connections`` (notification connections open now) and ``colocation`` (null

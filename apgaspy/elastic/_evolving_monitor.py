@@ -24,9 +24,10 @@ Either way a place reads 0 only after ``APGAS_EVOLVING_IDLE_GRACE`` seconds belo
 (:func:`place_load`).
 
 Sampling goes over the places' immediate pools (:func:`apgaspy.gather.gather`, over
-:func:`apgaspy.immediate_async_at` as GLB's steal requests do), question and answer: an ``at`` would queue behind the place's worker,
-and a GLB worker does not return while it has work, so a busy place would never answer.  A
-place that has not answered within one interval is left out of that sample.
+:func:`apgaspy.immediate_async_at` as GLB's steal requests do), question and answer: an
+``at`` would queue behind the place's worker, and a GLB worker does not return while it has
+work, so a busy place would never answer.  A place that has not answered within one
+interval is left out of that sample.
 
 The guide is docs/guides/evolving.md.
 """
