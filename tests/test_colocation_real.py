@@ -62,6 +62,8 @@ def test_two_idle_jacobi_jobs_share_one_node_and_stay_exact(tmp_path):
         assert shared["bound"] == 1.0 and shared["beta_source"]
         assert {(c["node"], c["core"]): c["jobs"] for c in shared["shared"]} == {
             (N1, 0): [1, 2], (N1, 1): [1, 2]}
+        table = serve.cli("status").stdout
+        assert f"jobs 1,2 share {N1}:0 {N1}:1" in table and "0 separations" in table
         wait_until(lambda: len(serve.events("end")) == 2, 90, "both jobs")
         starts = {e["job"]: e for e in serve.events("start")}
         ends = {e["job"]: e for e in serve.events("end")}
