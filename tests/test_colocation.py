@@ -215,3 +215,23 @@ def test_the_malleable_policy_grows_a_colocating_job_onto_shared_cores():
         assert (rec["m"].grows == 1) is grown
         if grown:
             assert ("n2", "n1") in [nodes for _, nodes in rec["m"].allotment]
+
+
+def test_the_real_scheduler_counts_an_unmeasured_job_as_its_name_last_measured(tmp_path):
+    from scheduler.job_state import LoadSample
+    from scheduler.nodes import LocalNodes
+    from scheduler.server import Server
+    from scheduler.state import ServerJob
+
+    state = Server(LocalNodes(1, cores_per_node=2), make("fcfs"), port=0,
+                   run_dir=tmp_path / "run", colocate_bound=1.0)._state
+    jobs = [ServerJob(i, JobSpec(name=name, cores=2, colocate=True), ("true",), 0.0)
+            for i, name in [(1, "jacobi"), (2, "jacobi"), (3, "other")]]
+    for job in jobs:
+        job.start(0.0, ["127.0.1.1"], elastic=True)
+        state.jobs[job.job_id] = job
+    jobs[0].load = LoadSample(0.25, 0.0, None, None, 0.0)
+    duty = {j: o.duty for j, o in state.occupants(1.0).items()}
+    assert duty == {1: 0.25, 2: 0.25, 3: None}
+    jobs[0].end(2.0, "done")  # its name's figure outlives it
+    assert state.occupants(3.0)[2].duty == 0.25
