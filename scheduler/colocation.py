@@ -268,9 +268,9 @@ def pick_shared(ledger: CoreLedger, node: str, count: int,
 
 def overloaded(ledger: CoreLedger, occupants: Mapping[object, Occupant],
                bound: float) -> list[tuple[str, int, tuple[object, ...], float]]:
-    """The shared cores whose measured duty cycles sum past ``bound``: ``(node, core, jobs
-    on it, their sum)``, in node and core order (unmeasured jobs do not count here: only a
-    measurement separates)."""
+    """The shared cores whose duty cycles sum past ``bound``: ``(node, core, jobs on it,
+    their sum)``, in node and core order.  A job with no figure at all counts 0 here (its
+    unknown load alone never separates)."""
     out = []
     for (node, core), users in sorted(ledger.shared.items(), key=lambda kv: kv[0]):
         total = sum(occupants[u].duty or 0.0 for u in users if u in occupants)
