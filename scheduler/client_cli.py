@@ -228,7 +228,8 @@ def _profile(j: dict[str, Any]) -> str:
 
 
 def format_status(st: dict[str, Any]) -> str:
-    """The status as a readable table: the nodes and their jobs, then the jobs."""
+    """The status as a readable table: the nodes and their jobs, then the jobs; with
+    co-location on, a line of its counts and one for each set of jobs sharing cores."""
     names = {j["id"]: j["name"] for j in st["jobs"]}
     serving = [n for n in st["nodes"] if n.get("state") != "gone"]
     lines = [f"{st['algorithm']} scheduler, {len(serving)} nodes ({st['free']} free), "
@@ -266,6 +267,15 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append(f"pool: {change['t']:.1f} s {change['change']} {' '.join(change['nodes'])}")
     for name, reason in st.get("refused", []):
         lines.append(f"refused: {name}: {reason}")
+    co = st.get("colocation")
+    if co:  # co-location on: who shares which cores (docs/guides/colocation.md)
+        shared: dict[tuple[int, ...], list[str]] = {}
+        for core in co["shared"]:
+            shared.setdefault(tuple(core["jobs"]), []).append(f"{core['node']}:{core['core']}")
+        lines.append(f"co-location: bound {co['bound']:g}, beta {co['beta']:g}, "
+                     f"{co['separations']} separations, {co['overloads']} overloads")
+        for jobs, cores in shared.items():
+            lines.append(f"  jobs {','.join(map(str, jobs))} share {' '.join(cores)}")
     counts = [(st.get(key) or 0, what) for key, what in _PORT_COUNTS]
     if any(n for n, _ in counts):  # the notification port turned something away
         lines.append("notification port: " + ", ".join(f"{n} {what}" for n, what in counts))

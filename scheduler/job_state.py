@@ -183,7 +183,7 @@ class JobState:
             job_id=self.job_id, spec=self.spec, nodes=tuple(self.nodes),
             start_s=self.start_s, malleable_ready=self.takes_orders,
             last_order_s=self.last_order_s, releasing=self.releasing,
-            requested=self.requested)
+            requested=self.requested, duty=self.duty_cycle)
 
     def waiting_view(self) -> WaitingJob:
         """The waiting job as a policy sees it."""

@@ -32,6 +32,9 @@ with ``#`` is a candidate; its first word after the ``#`` is the key.  Known key
 ``CORES_PER_NODE`` ``c`` cores on each of its nodes (with ``NODES`` or a node range)
 ``PROFILE``       ``cpu`` (default) | ``memory`` | ``network``: what limits the job; it
                   chooses its placement and shape (docs/guides/scheduler.md)
+``COLOCATE``      ``yes`` | ``no`` (default): a job asking for cores may share its cores
+                  with other ``yes`` jobs while their duty cycles sum under the server's
+                  ``--colocate-bound`` (docs/guides/colocation.md)
 ================  =====================================================================
 
 Keys are upper case, as in Java.  A line is a *directive* when ``#`` is followed at once by a
@@ -224,6 +227,8 @@ class JobSpec:
             its node count or range; ``None`` with ``cores``: whole nodes.
         profile: ``"cpu"`` (default), ``"memory"`` or ``"network"``
             (:func:`scheduler.resources.shape`).
+        colocate: the job may share its cores with other co-locatable jobs (``#COLOCATE
+            yes``; docs/guides/colocation.md); ``False`` (default): never shared.
         profile_declared: the job said its profile (``#PROFILE``, or ``profile`` in a
             batch entry or a submitted job); one that did not is shaped by the profile its
             load reports give (docs/guides/scheduler.md).
@@ -252,6 +257,7 @@ class JobSpec:
     cores: int | None = None
     cores_per_node: int | None = None
     profile: str = "cpu"
+    colocate: bool = False
     profile_declared: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -418,6 +424,7 @@ _HEADER_KEYS = (
     "CORES",
     "CORES_PER_NODE",
     "PROFILE",
+    "COLOCATE",
 )
 
 #: Directive words of other batch systems, which a job script may carry for them: Slurm
@@ -593,6 +600,10 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
                 values[key.lower()] = int(value)
             elif key == "PROFILE":
                 values["profile"] = parse_profile(value)
+            elif key == "COLOCATE":
+                if value.lower() not in ("yes", "no"):
+                    raise ValueError("#COLOCATE is 'yes' or 'no'")
+                values["colocate"] = value.lower() == "yes"
         except ValueError as exc:
             raise JobScriptError(f"line {lineno}: {exc}: {raw.strip()!r}") from None
         where[key] = (lineno, raw.strip())
@@ -622,6 +633,7 @@ def parse_job_script(text: str, *, name: str | None = None) -> JobSpec:
             cores=values.get("cores"),
             cores_per_node=values.get("cores_per_node"),
             profile=values.get("profile", "cpu"),
+            colocate=values.get("colocate", False),
             profile_declared="profile" in values,
             **kwargs,
         )

@@ -190,8 +190,8 @@ def start_job(state: ServerState, job: ServerJob, nodes: list[str], now: float,
             with contextlib.suppress(OSError):
                 old.unlink()
         argv = wrapped(job.argv, str(job.pid_file), str(job.status_file))
-    job.start_cores = state.ledger.acquire(job.job_id, nodes,
-                                           [counts[n] for n in nodes] if counts else ())
+    job.start_cores = state.acquire(job, nodes, [counts[n] for n in nodes] if counts else (),
+                                    now)
     if state.journal is not None:
         # Journaled before the launch, with its cores: a crash from here on finds the
         # nodes and cores taken.

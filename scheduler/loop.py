@@ -18,13 +18,21 @@ The algorithm objects are the simulator's (:mod:`scheduler.algorithms`), and so 
 transitions that apply a decision to a job (:class:`scheduler.job_state.JobState`); a
 decision the state does not allow is logged as ``invalid_decision`` and skipped, and an
 algorithm that raises is logged as ``algorithm_error``: neither stops the scheduler.
+
+Co-location (``serve --colocate-bound``; :mod:`scheduler.colocation`): the view also gives
+``shareable_cores``, a ``#COLOCATE yes`` Start may take them, and after the algorithm's
+decisions the loop separates the shared cores whose measured duty cycles sum past the bound:
+a shrink of a malleable job on such a core whose last node it is (``colocation_separate``),
+else, once a set of jobs, ``colocation_overload`` (rigid jobs cannot be moved; the guard at
+their start is what keeps them in time).
 """
 
 from __future__ import annotations
 
 import math
 
-from .algorithms import Decision, Shrink, Start, View
+from .algorithms import Decision, Grow, Shrink, Start, View
+from . import colocation
 from .algorithms.base import node_key
 from .job_state import decision_refusal
 from .launch import police, reap, scan, start_job
@@ -82,11 +90,15 @@ class MainLoop:
         running.sort(key=lambda r: (r.start_s, r.job_id))
         waiting = tuple(s.jobs[i].waiting_view() for i in s.queue)
         cores = s.ledger.free_counts()
+        rooms = s.shareable(now)
+        shared = sorted(rooms, key=node_key)
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
                     len(s.all_nodes),
                     tuple((n, cores[n]) for n in sorted(cores, key=node_key)),
                     () if s.graph.slots else
-                    tuple((n, s.graph.size(n)) for n in sorted(s.all_nodes, key=node_key)))
+                    tuple((n, s.graph.size(n)) for n in sorted(s.all_nodes, key=node_key)),
+                    tuple((n, len(rooms[n])) for n in shared),
+                    tuple((n, min(rooms[n])) for n in shared))
 
     def _schedule(self, now: float) -> None:
         s = self.state
@@ -104,6 +116,31 @@ class MainLoop:
             if problem:
                 s.event("invalid_decision", getattr(decision, "job_id", None),
                         decision=repr(decision), error=problem)
+        if s.colocate_bound is not None:
+            self._separate(now)
+
+    def _separate(self, now: float) -> None:
+        """Separate the shared cores whose measured duty cycles sum past the bound (module
+        docstring)."""
+        s = self.state
+        assert s.colocate_bound is not None
+        occupants = s.occupants(now)
+        for node, core, users, total in colocation.overloaded(s.ledger, occupants,
+                                                              s.colocate_bound):
+            jobs = [s.jobs[u] for u in users if u in s.jobs]  # type: ignore[index]
+            movable = [j for j in jobs if j.takes_orders and len(j.nodes) > j.spec.lo
+                       and j.nodes[-1] == node and j.nodes[0] != node]
+            if movable:
+                job = movable[-1]
+                s.separations += 1
+                s.event("colocation_separate", job.job_id, node=node, core=core,
+                        jobs=list(users), duty_sum=round(total, 3))
+                order_shrink(s, job, 1, now)
+            elif not any(j.busy for j in jobs) and users not in s.overloaded:
+                s.overloaded.add(users)
+                s.overloads += 1
+                s.event("colocation_overload", None, node=node, core=core, jobs=list(users),
+                        duty_sum=round(total, 3))
 
     def _apply(self, decision: Decision, now: float) -> str | None:
         """Apply one decision; return why it cannot be applied, or None.
@@ -113,7 +150,13 @@ class MainLoop:
         """
         s = self.state
         job = s.jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
-        problem = decision_refusal(decision, job, s.free, s.ledger.free_counts())
+        room, free = s.ledger.free_counts(), s.free
+        if isinstance(decision, Start) and job is not None and job.spec.colocate:
+            shared = {n: len(r) for n, r in s.shareable(now).items()}
+            room = colocation.start_room(room, shared)
+        elif isinstance(decision, Grow) and job is not None:
+            free = s.free | s.grow_targets(job, now)  # co-location: beside their holders
+        problem = decision_refusal(decision, job, free, room)
         if problem is not None:
             return problem
         assert job is not None

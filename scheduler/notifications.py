@@ -21,6 +21,9 @@ scheduler calls (:meth:`scheduler.job_state.JobState.take_request`,
 
 The job is found by its address (the running one there; else the last
 one that ran there, since a job's last notifications may come after its end was seen).
+Jobs whose first node is the same (core jobs on one node, co-located jobs) send from the same
+address: among the running ones there, the line is the one's whose key verifies it (its
+MAC covers its job id), the latest started first.
 A line for an address where no job has run is dropped before anything else: it is counted
 (``status``: ``dropped_lines``), neither kept nor written to the event log; one
 ``lines_dropped`` event, at most every 10 s, says how many were (``dropped``: since the
@@ -53,7 +56,13 @@ from functools import cache
 
 import psutil
 
-from apgaspy.wire.auth import LineAuthError, split_mac
+from apgaspy.wire.auth import (
+    NOTIFICATION,
+    LineAuthError,
+    ReplayGuard,
+    split_mac,
+    verify_line,
+)
 from apgaspy.wire.protocol import (
     EVOLVING_RELEASE,
     EVOLVING_REQUEST,
@@ -113,6 +122,22 @@ def _refuse_line(state: ServerState, job: ServerJob | None, line: str, peer: str
                     line=split_mac(line)[0][:200], not_logged=skipped)
 
 
+def _verified(jobs: list[ServerJob], line: str) -> ServerJob | None:
+    """The first of ``jobs`` (running at one address) whose key verifies ``line`` without
+    consuming it, or ``None``: more than one job, so the caller's check decides."""
+    if len(jobs) < 2:
+        return None
+    for job in jobs:
+        if job.key is None:
+            continue
+        try:  # the MAC only: a fresh guard; the job's own guard checks the counter after
+            verify_line(job.key, NOTIFICATION, str(job.job_id), line, ReplayGuard())
+        except LineAuthError:
+            continue
+        return job
+    return None
+
+
 def on_notification(state: ServerState, line: str, peer: str) -> None:
     """Act on one notification line (without its end) that came from the TCP address
     ``peer``, from a listener thread; refuse it when it fails the job's check (module
@@ -128,6 +153,10 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
         if job is None:
             _drop_line(state, peer)
             return
+        if job.key is not None:
+            sharing = [j for j in reversed(matches)
+                       if j.state == "running" and j.key is not None]
+            job = _verified(sharing, line) or job
         job_id = job.job_id
         if job.key is not None:
             try:

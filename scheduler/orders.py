@@ -54,7 +54,7 @@ def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float)
     order was sent (``False``: the journal refused it, the nodes are free again)."""
     before = job.last_order_s
     per_node = job.spec.cores_per_node
-    state.ledger.acquire(job.job_id, nodes, [per_node] * len(nodes) if per_node else ())
+    state.acquire(job, nodes, [per_node] * len(nodes) if per_node else (), now)
     job.order_grow(now, nodes)
     if not _send_order(state, job, "grow", _grow_exchange, nodes, before,
                        added=nodes, nodes=list(job.nodes)):

@@ -9,6 +9,7 @@ module imports nothing of the scheduler: both sides import it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +120,9 @@ class SimResult:
     refused: tuple[tuple[str, str], ...]
     records: tuple[JobRecord, ...]
     decide_calls: int
+    #: co-location (``SimConfig.colocate_bound``): its bound, the beta model's coefficient
+    #: and where it comes from, separations and overloads; ``None`` without co-location.
+    colocation: Mapping[str, object] | None = None
 
     def metrics(self) -> dict[str, float | int | str]:
         """The scalar metrics as a dict."""

@@ -458,10 +458,14 @@ class CoreLedger:
         self.whole = whole
         #: node -> its free core indices, for the nodes core jobs use part of.
         self.partial: dict[str, list[int]] = {}
-        #: job id -> node -> the core indices it holds there (core jobs only).
+        #: job id -> node -> the core indices it holds there (core jobs only), a shared
+        #: core held by each job on it.
         self.held: dict[object, dict[str, tuple[int, ...]]] = {}
         #: Nodes being drained (:mod:`scheduler.pool`): their free cores are not offered.
         self.closed: set[str] = set()
+        #: (node, core index) -> the jobs on it, in the order they came, for the cores more
+        #: than one job holds (co-location, :meth:`share`); empty without co-location.
+        self.shared: dict[tuple[str, int], list[object]] = {}
 
     def free_counts(self) -> dict[str, int]:
         """node -> its free cores (whole-free and partly used nodes with a free core), the
@@ -526,6 +530,10 @@ class CoreLedger:
             self.held.pop(job, None)
         if cores is None:
             return False
+        if self.shared:
+            cores = tuple(c for c in cores if not self._leave_shared(job, node, c))
+            if not cores:
+                return False
         free = self.partial.setdefault(node, [])
         free.extend(cores)
         if len(free) >= self.graph.size(node):
@@ -533,6 +541,44 @@ class CoreLedger:
             self.whole.add(node)
             return True
         return False
+
+    def _leave_shared(self, job: object, node: str, core: int) -> bool:
+        """``job`` leaves ``core`` of ``node``; returns whether another job still holds it
+        (it is then not freed)."""
+        users = self.shared.get((node, core))
+        if users is None:
+            return False
+        if job in users:
+            users.remove(job)
+        if len(users) <= 1:
+            del self.shared[(node, core)]
+        return bool(users)
+
+    def users(self, node: str, core: int) -> list[object]:
+        """The jobs holding ``core`` of ``node``, in the order they came (empty: free, or
+        held whole by a node job)."""
+        if (node, core) in self.shared:
+            return list(self.shared[(node, core)])
+        return [j for j, mine in self.held.items() if core in mine.get(node, ())]
+
+    def share(self, job: object, node: str, cores: Sequence[int]) -> tuple[int, ...]:
+        """``job`` takes ``cores`` of ``node`` that other jobs hold, beside them (co-location:
+        the caller checked that they may be shared, :mod:`scheduler.colocation`); returns
+        their indices.  Giving them back frees a core only once its last job has left it.
+
+        Raises:
+            ValueError: a core no job holds, or one ``job`` already holds.
+        """
+        chosen = tuple(sorted(cores))
+        for core in chosen:
+            users = self.users(node, core)
+            if not users or job in users:
+                raise ValueError(f"core {core} of {node} cannot be shared by {job!r}: "
+                                 f"held by {users}")
+            self.shared[(node, core)] = [*users, job]
+        mine = self.held.setdefault(job, {})
+        mine[node] = tuple(sorted(mine.get(node, ()) + chosen))
+        return chosen
 
     def acquire(self, job: object, nodes: Sequence[str],
                 counts: Sequence[int] = ()) -> tuple[tuple[str, tuple[int, ...]], ...]:

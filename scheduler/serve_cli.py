@@ -89,6 +89,16 @@ def _cores(text: str) -> int | str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _bound(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
 def _env(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key or not key.replace("_", "").isalnum():
@@ -129,6 +139,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", choices=SHAPES, default="scale",
                    help="places and workers of a job on its cores: scale (a place a node, "
                         "a worker a core; default) or granularity (a place a core)")
+    p.add_argument("--colocate-bound", type=_bound, default=None, metavar="B",
+                   help="co-location: #COLOCATE yes jobs may share cores while the duty "
+                        "cycles of the jobs on each core sum to at most B (1.0: a core's "
+                        "capacity, the model's knee); default: no job shares a core")
     p.add_argument("--algorithm", choices=sorted(registry), default="malleable",
                    help="scheduling algorithm (default malleable)")
     p.add_argument("--port", type=port, default=DEFAULT_PORT,
@@ -384,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
             state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
-            shape=args.shape,
+            shape=args.shape, colocate_bound=args.colocate_bound,
         )
         server.start()
     except OSError as exc:

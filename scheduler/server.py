@@ -49,7 +49,7 @@ from typing import Any
 
 from apgaspy.wire.protocol import DEFAULT_PORT, SHRINK_LINE_TIMEOUT_S
 
-from . import pool, submission
+from . import colocation, pool, submission
 from ._exceptions import PoolError, SubmissionError
 from .algorithms import Algorithm
 from .algorithms.base import node_key
@@ -119,10 +119,14 @@ class Server:
             a backend without one hands out whole nodes, a slot each, and gives jobs no shape.
         parent: the server is a child scheduler (``serve --parent``, :mod:`scheduler.child`):
             a job larger than its nodes is queued (its parent may grant more), not refused.
+        colocate_bound: co-location (docs/guides/colocation.md): ``#COLOCATE yes`` jobs may
+            share cores while the duty cycles on each core sum to at most this (> 0; the
+            model's knee gives 1.0), or None (default): no job shares a core.  Ignored
+            where each node is one slot.
 
     Raises:
-        ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, or an
-            unknown ``shape``.
+        ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, an
+            unknown ``shape``, or ``colocate_bound`` ≤ 0.
         OSError: the log cannot be opened, or the run directory made
             (:class:`~scheduler.private.UnsafePathError`: it is another user's or a link);
             :class:`~scheduler.journal.JournalLockedError` (an ``OSError``): another live
@@ -154,7 +158,10 @@ class Server:
         limits: ListenerLimits | None = None,
         shape: str = "scale",
         parent: bool = False,
+        colocate_bound: float | None = None,
     ) -> None:
+        if colocate_bound is not None and not colocate_bound > 0:
+            raise ValueError(f"colocate_bound must be > 0, got {colocate_bound}")
         if shape not in SHAPES:
             raise ValueError(f"shape is {' or '.join(SHAPES)}, got {shape!r}")
         if not interval_s > 0:
@@ -179,7 +186,7 @@ class Server:
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
             journal=journal, plain_lines=tuple(plain_lines),
-            graph=getattr(nodes, "graph", None), shape=shape)
+            graph=getattr(nodes, "graph", None), shape=shape, colocate_bound=colocate_bound)
         self._state.parent = parent
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
@@ -405,8 +412,10 @@ class Server:
         running, or the line is malformed or out of range), ``dropped_lines`` (lines for an
         address where no job ran),
         ``refused_connections`` (notification connections closed at once, over a cap),
-        ``cut_connections`` (closed for a long line, too many lines or the idle deadline)
-        and ``open_connections`` (notification connections open now)."""
+        ``cut_connections`` (closed for a long line, too many lines or the idle deadline),
+        ``open_connections`` (notification connections open now) and ``colocation`` (null
+        when off; else ``bound``, ``beta``, ``beta_source``, ``separations``, ``overloads``
+        and ``shared``: each shared core's ``node``, ``core`` and ``jobs``)."""
         s = self._state
         listener = self._listener
         with s.lock:
@@ -436,6 +445,10 @@ class Server:
                 "refused_connections": listener.refused_connections if listener else 0,
                 "cut_connections": listener.cut_connections if listener else 0,
                 "open_connections": listener.open_connections if listener else 0,
+                "colocation": None if s.colocate_bound is None else {
+                    "bound": s.colocate_bound, "beta": s.beta, "beta_source": s.beta_source,
+                    "separations": s.separations, "overloads": s.overloads,
+                    "shared": colocation.sharing(s.ledger)},
             }
 
     def all_done(self) -> bool:

@@ -47,6 +47,14 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   job asking for cores takes the same cores as it would there.  A ``#CORES n`` job runs at
   its curve's one-node time wherever it is placed (an SWF job's run time is that of its
   processors); a ``#CORES_PER_NODE`` job scales with its node count.
+* Co-location (``colocate_bound``; :mod:`scheduler.colocation`): a ``#COLOCATE yes`` job may
+  take cores co-locatable jobs hold (``View.shareable_cores``); each job's duty cycle is its
+  program's (``duty``, known from its start); a job on shared cores runs slower by the beta
+  model, ``T_N = T_1 (1 + beta (rho_N - rho_1))``, re-evaluated whenever the jobs on its
+  cores change; a shared core whose duty cycles sum past the bound is separated by a shrink
+  of a malleable job on it (rigid ones are guarded at their start instead).  The result's
+  ``colocation`` says which beta (value and source) and counts separations.  Without the
+  bound none of this runs and every figure is what it was.
 
 A decision, a resize done and an end change a job only through the transitions of
 :class:`~scheduler.job_state.JobState` (``start``, ``order_grow`` and ``grant``,
@@ -68,7 +76,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ._exceptions import SimulationError
@@ -77,6 +85,7 @@ from .algorithms.base import (
     DEFAULT_COOLDOWN_S,
     Algorithm,
     Decision,
+    Grow,
     RunningJob,
     Shrink,
     Start,
@@ -85,11 +94,12 @@ from .algorithms.base import (
     next_change_s,
     sorted_nodes,
 )
-from .job_state import JobState, check_decision
+from .job_state import JobState, LoadSample, check_decision
 from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .records import JobRecord, SimResult
+from . import colocation as co
 from .resources import CoreLedger, ResourceGraph, cores_refusal, start_counts
 from .workload import Workload
 
@@ -126,6 +136,12 @@ class SimConfig:
             take them (:func:`scheduler.algorithms.make`).
         cores_per_node: cores of each node (``simulate --cores-per-node``), or ``None``:
             each node one slot (:mod:`scheduler.resources`).
+        colocate_bound: the most the duty cycles of the jobs on one core may sum to
+            (:mod:`scheduler.colocation`), or ``None``: no co-location (needs
+            ``cores_per_node``).
+        duty: program label -> the duty cycle of its jobs in [0, 1] (1.0 when not given:
+            CPU-bound).
+        beta: the beta model's coefficient, or ``None``: :func:`scheduler.colocation.read_beta`.
     """
 
     total_nodes: int = 32
@@ -140,8 +156,13 @@ class SimConfig:
     node_names: tuple[str, ...] | None = None
     algorithm_options: Mapping[str, Any] = field(default_factory=dict)
     cores_per_node: int | None = None
+    colocate_bound: float | None = None
+    duty: Mapping[str, float] = field(default_factory=dict)
+    beta: float | None = None
 
     def __post_init__(self) -> None:
+        if self.colocate_bound is not None and not self.colocate_bound > 0:
+            raise ValueError(f"colocate_bound must be > 0, got {self.colocate_bound}")
         if self.cores_per_node is not None and self.cores_per_node < 1:
             raise ValueError(f"cores_per_node must be >= 1, got {self.cores_per_node}")
         if self.total_nodes < 1:
@@ -213,6 +234,7 @@ class _Job(JobState):
     progress_from: float = 0.0
     pending_release: tuple[str, ...] = ()
     version: int = 0
+    factor: float = 1.0  # the beta model's slowdown while it shares cores
 
 
 class Simulator:
@@ -283,6 +305,12 @@ class Simulator:
         cfg = self.config
         self._free: set[str] = set(cfg.nodes())
         self._ledger = CoreLedger(cfg.graph(), self._free)
+        self._bound = cfg.colocate_bound if cfg.cores_per_node is not None else None
+        if self._bound is not None:
+            self._beta, self._beta_source = ((cfg.beta, "given") if cfg.beta is not None
+                                             else co.read_beta())
+        self._separations = self._overloads = 0
+        self._overloaded: set[tuple[object, ...]] = set()
         self._sizes = self._ledger.graph.sizes()
         self._free_view: tuple[str, ...] | None = None
         self._cores_view: tuple[tuple[str, int], ...] = ()
@@ -297,7 +325,7 @@ class Simulator:
         by_id = self._by_id = {job.job_id: job for job in self._jobs}
         for job in sorted(self._jobs, key=lambda j: (j.submit_s, j.job_id)):
             self._push(self._submit_time(job), _SUBMIT, job)
-        skip = not self._every_tick
+        skip = not self._every_tick and self._bound is None  # the guard moves with time
         tick = 0  # index of the next period not yet passed: its time is tick * interval
         now = 0.0
         calls = 0
@@ -334,6 +362,8 @@ class Simulator:
             last_run = now
             for decision in decisions:
                 self._apply(decision, now)
+            if self._bound is not None:
+                decisions = decisions + self._separate(now)
             if decisions:
                 quiet = False
                 continue
@@ -417,6 +447,7 @@ class Simulator:
             self._ledger.release(job.job_id, job.end(now, "ended"))
             self._free_changed()
             self._count_done()
+            self._recolocate(now)
             return True
         if kind == _READY:
             job.ready = True
@@ -428,6 +459,7 @@ class Simulator:
                 self._ledger.release(job.job_id, freed)
                 self._free_changed()
                 job.pending_release = ()
+                self._recolocate(now)
             else:
                 job.grow_done()
             self._refresh(job)
@@ -448,7 +480,69 @@ class Simulator:
             self.config.total_nodes,
             self._cores_view,
             self._sizes_view,
+            *self._shareable_view(now),
         )
+
+    # ------------------------------------------------------------------ co-location
+
+    def _occupants(self, now: float) -> dict[object, co.Occupant]:
+        """The running jobs as :mod:`scheduler.colocation` sees them (duty known from the
+        start; the time left alone from the work left)."""
+        out: dict[object, co.Occupant] = {}
+        for job in self._running.values():
+            width = self._width(job, len(job.nodes))
+            left = job.work_left
+            if now > job.progress_from:
+                left -= (now - job.progress_from) / (job.curve(width) * job.factor)
+            out[job.job_id] = co.Occupant(
+                duty=job.duty_cycle,
+                colocate=job.spec.colocate, rigid=not job.elastic,
+                required_s=job.spec.required_time_s, elapsed_s=now - job.start_s,
+                alone_left_s=max(left, 0.0) * job.curve(width))
+        return out
+
+    def _shareable_view(self, now: float) -> tuple[tuple[tuple[str, int], ...],
+                                                   tuple[tuple[str, float], ...]]:
+        """``View.shareable_cores`` and ``View.shareable_room`` (empty without the bound)."""
+        if self._bound is None:
+            return (), ()
+        rooms = co.rooms(self._ledger, self._occupants(now), self._bound, self._beta)
+        order = sorted_nodes(rooms)
+        return (tuple((n, len(rooms[n])) for n in order),
+                tuple((n, min(rooms[n])) for n in order))
+
+    def _recolocate(self, now: float) -> None:
+        """Re-evaluate the beta model's slowdown of every running job (the jobs on some
+        cores changed): a job whose factor changes goes on at its new rate from ``now``."""
+        if self._bound is None:
+            return
+        occupants = self._occupants(now)
+        for job in self._running.values():
+            factor = co.job_factor(self._ledger, job.job_id, occupants, self._beta)
+            if factor != job.factor:
+                self._advance(job, now)
+                job.factor = factor
+                self._schedule_end(job, len(job.nodes) - len(job.pending_release))
+
+    def _separate(self, now: float) -> list[Decision]:
+        """Separate the shared cores whose duty cycles sum past the bound: a shrink of a
+        malleable job on it whose last node is that core's (the node its shrink gives back);
+        a core of rigid jobs only is counted as an overload once."""
+        out: list[Decision] = []
+        occupants = self._occupants(now)
+        for node, _core, users, _total in co.overloaded(self._ledger, occupants, self._bound):
+            jobs = [self._running[u] for u in users if u in self._running]  # type: ignore[index]
+            movable = [j for j in jobs if j.takes_orders and len(j.nodes) > j.spec.lo
+                       and j.nodes[-1] == node and j.nodes[0] != node]
+            if movable:
+                decision = Shrink(movable[-1].job_id, 1)
+                self._apply(decision, now)
+                self._separations += 1
+                out.append(decision)
+            elif not any(j.busy for j in jobs) and users not in self._overloaded:
+                self._overloaded.add(users)
+                self._overloads += 1
+        return out
 
     def _width(self, job: _Job, nodes: int) -> int:
         """The node count a job's curve is read at: 1 for a ``#CORES`` job (module
@@ -460,33 +554,54 @@ class Simulator:
     def _advance(self, job: _Job, now: float) -> None:
         if now > job.progress_from:
             job.work_left -= ((now - job.progress_from)
-                              / job.curve(self._width(job, len(job.nodes))))
+                              / (job.curve(self._width(job, len(job.nodes))) * job.factor))
             job.work_left = max(job.work_left, 0.0)
             job.progress_from = now
 
     def _schedule_end(self, job: _Job, nodes_after: int) -> None:
         job.version += 1
-        end = job.progress_from + job.work_left * job.curve(self._width(job, nodes_after))
+        end = (job.progress_from
+               + job.work_left * job.curve(self._width(job, nodes_after)) * job.factor)
         self._push(end, _END, job)
 
     def _apply(self, decision: Decision, now: float) -> None:
         cfg = self.config
-        job = check_decision(decision, self._by_id, self._free, self.algorithm.name,
-                             self._ledger.free_counts() if job_asks_cores(decision, self._by_id)
-                             else None)
+        room = None
+        if job_asks_cores(decision, self._by_id):
+            room = self._ledger.free_counts()
+            spec = self._by_id[decision.job_id].spec  # type: ignore[union-attr]
+            if self._bound is not None and spec.colocate:
+                room = co.start_room(room, dict(self._shareable_view(now)[0]))
+        free: set[str] = self._free
+        if self._bound is not None and isinstance(decision, Grow):
+            target = self._by_id.get(decision.job_id)
+            per_node = target.spec.cores_per_node if target is not None else None
+            if target is not None and target.spec.colocate and per_node is not None:
+                free = free | co.grow_targets(self._ledger, target.job_id, per_node,
+                                              self._occupants(now), self._bound, self._beta)
+        job = check_decision(decision, self._by_id, free, self.algorithm.name, room)
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
             counts, _ = start_counts(job.spec, nodes, decision.cores)
-            job.start_cores = self._ledger.acquire(job.job_id, nodes, counts)
+            if counts and job.spec.colocate and self._bound is not None:
+                job.start_cores = co.acquire_colocated(
+                    self._ledger, job.job_id, nodes, counts, self._occupants(now), self._bound,
+                    self._beta)
+            else:
+                job.start_cores = self._ledger.acquire(job.job_id, nodes, counts)
             self._free_changed()
             job.start(now, nodes, elastic=job.spec.job_class in _ELASTIC)
             job.progress_from = now
+            if self._bound is not None:  # measured from its start (module docstring)
+                job.load = LoadSample(self.config.duty.get(job.spec.program or "", 1.0), 0.0,
+                                      None, None, now)
             self._running[job.job_id] = job
             self._refresh(job)
             self._schedule_end(job, len(nodes))
             if job.spec.is_malleable:
                 self._push(now + cfg.ready_s, _READY, job)
+            self._recolocate(now)
         elif isinstance(decision, Shrink):
             count = decision.count
             self._advance(job, now)
@@ -503,22 +618,33 @@ class Simulator:
             cost = cfg.costs_of(job.spec).grow_s(len(nodes))
             job.progress_from = now + cost
             per_node = job.spec.cores_per_node
-            self._ledger.acquire(job.job_id, nodes, [per_node] * len(nodes) if per_node else ())
+            counts = [per_node] * len(nodes) if per_node else []
+            if counts and job.spec.colocate and self._bound is not None:
+                co.acquire_colocated(self._ledger, job.job_id, nodes, counts,
+                                     self._occupants(now), self._bound, self._beta)
+            else:
+                self._ledger.acquire(job.job_id, nodes, counts)
             self._free_changed()
             job.order_grow(now, nodes)
             job.grant(nodes)
             self._refresh(job)
             self._schedule_end(job, len(job.nodes))
             self._push(now + cost, _RESIZE_DONE, job)
+            self._recolocate(now)
 
     # ------------------------------------------------------------------------ results
 
     def _result(self, calls: int) -> SimResult:
         cfg = self.config
         records = tuple(job.record() for job in self._jobs if not math.isnan(job.end_s))
-        return result_from_records(records, algorithm=self.algorithm.name,
-                                   total_nodes=cfg.total_nodes, refused=self._refused,
-                                   bsld_threshold_s=cfg.bsld_threshold_s, decide_calls=calls)
+        result = result_from_records(records, algorithm=self.algorithm.name,
+                                     total_nodes=cfg.total_nodes, refused=self._refused,
+                                     bsld_threshold_s=cfg.bsld_threshold_s, decide_calls=calls)
+        if self._bound is None:
+            return result
+        return replace(result, colocation={
+            "bound": self._bound, "beta": self._beta, "beta_source": self._beta_source,
+            "separations": self._separations, "overloads": self._overloads})
 
 
 def job_asks_cores(decision: object, jobs: Mapping[int, JobState]) -> bool:

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -43,6 +43,7 @@ from apgaspy.wire.auth import (
     verify_line,
 )
 
+from . import colocation
 from .algorithms import RESIZING_ALGORITHMS, Algorithm
 from .job_state import JobState
 from .jobs import JobSpec
@@ -266,7 +267,8 @@ class ServerState:
                  on_event: Callable[[dict[str, Any]], None] | None,
                  shrink_line_timeout_s: float, grow_timeout_s: float,
                  journal: Journal | None = None, plain_lines: tuple[str, ...] = (),
-                 graph: ResourceGraph | None = None, shape: str = "scale") -> None:
+                 graph: ResourceGraph | None = None, shape: str = "scale",
+                 colocate_bound: float | None = None) -> None:
         # settings
         self.nodes = nodes
         #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
@@ -318,6 +320,18 @@ class ServerState:
         self.parent = False
         #: The shape policy of jobs (``serve --shape``): ``scale`` or ``granularity``.
         self.shape = shape
+        #: Co-location (``serve --colocate-bound``; :mod:`scheduler.colocation`): the bound
+        #: on the duty cycles of the jobs on one core, or None (off; also where each node is
+        #: one slot); the beta model's coefficient the rigid guard uses; the separations
+        #: ordered and the overloads seen (shared cores past the bound).
+        self.colocate_bound = None if self.graph.slots else colocate_bound
+        self.beta, self.beta_source = colocation.read_beta()
+        self.separations = 0
+        self.overloads = 0
+        self.overloaded: set[tuple[object, ...]] = set()
+        #: job name -> the last duty cycle a job of that name reported (what a job of that
+        #: name counts as until it reports itself).
+        self.duty_by_name: dict[str, float] = {}
         self.jobs: dict[int, ServerJob] = {}
         self.pending: list[tuple[float, int]] = []  # (due_s, job id), sorted
         self.queue: list[int] = []  # waiting job ids, in submission order
@@ -327,6 +341,53 @@ class ServerState:
         self.dirty = True  # run the algorithm at the next turn of the loop
         self.decide_calls = 0
         self.event = EventLog(self.now, log_path, on_event)
+
+    def occupants(self, now: float) -> dict[object, colocation.Occupant]:
+        """The running jobs as co-location sees them at ``now`` (s): their last duty cycle
+        (until a job reports, the last one a job of its name reported, else none:
+        docs/guides/colocation.md), ``#COLOCATE``, rigid or not, required and elapsed time
+        (their time alone is unknown here: :data:`scheduler.colocation.ASSUMED_ALONE_SHARE`)."""
+        running = [j for j in self.jobs.values() if j.state == "running"]
+        for j in running:
+            if j.duty_cycle is not None:
+                self.duty_by_name[j.spec.name] = j.duty_cycle
+        return {j.job_id: colocation.Occupant(
+                    duty=(j.duty_cycle if j.duty_cycle is not None
+                          else self.duty_by_name.get(j.spec.name)),
+                    colocate=j.spec.colocate, rigid=not j.elastic,
+                    required_s=j.spec.required_time_s, elapsed_s=now - j.start_s,
+                    malleable=j.takes_orders)
+                for j in running}
+
+    def shareable(self, now: float) -> dict[str, list[float]]:
+        """node -> the room of each held core a ``#COLOCATE yes`` job may join now
+        (:func:`scheduler.colocation.rooms`; empty when co-location is off)."""
+        if self.colocate_bound is None:
+            return {}
+        return colocation.rooms(self.ledger, self.occupants(now), self.colocate_bound,
+                                self.beta)
+
+    def grow_targets(self, job: ServerJob, now: float) -> set[str]:
+        """The nodes a Grow of ``job`` may take beside their holders
+        (:func:`scheduler.colocation.grow_targets`; empty unless it is co-locatable and
+        asks cores a node)."""
+        per_node = job.spec.cores_per_node
+        if self.colocate_bound is None or not job.spec.colocate or per_node is None:
+            return set()
+        return colocation.grow_targets(self.ledger, job.job_id, per_node, self.occupants(now),
+                                       self.colocate_bound, self.beta)
+
+    def acquire(self, job: ServerJob, nodes: Sequence[str], counts: Sequence[int],
+                now: float) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """``job`` takes ``nodes`` (whole) or ``counts`` cores of them; a ``#COLOCATE yes``
+        job takes free cores first, then shareable ones
+        (:func:`scheduler.colocation.acquire_colocated`).  Raises ``ValueError`` as
+        :meth:`~scheduler.resources.CoreLedger.acquire`."""
+        if counts and job.spec.colocate and self.colocate_bound is not None:
+            return colocation.acquire_colocated(self.ledger, job.job_id, nodes, counts,
+                                                self.occupants(now), self.colocate_bound,
+                                                self.beta)
+        return self.ledger.acquire(job.job_id, nodes, counts)
 
     @property
     def algorithm_name(self) -> str:

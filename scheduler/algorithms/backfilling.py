@@ -21,7 +21,7 @@ class Backfilling:
 
     def decide(self, view: View) -> list[Decision]:
         """Walk the queue once; start each job that fits in the nodes still free."""
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions: list[Decision] = []
         for job in view.waiting:
             fit = start_of(job, pool, size_up_to_max)

@@ -102,6 +102,8 @@ class RunningJob:
         requested: nodes an evolving job has asked for and not yet received (its pending
             ``Evolving;Request;1`` lines; the Java runtime keeps at most one open, so 0 or
             1); always 0 for the other classes.
+        duty: its last measured duty cycle in [0, 1] (docs/guides/colocation.md), or
+            ``None``: not measured (or not reported).
     """
 
     job_id: JobId
@@ -112,6 +114,7 @@ class RunningJob:
     last_order_s: float | None = None
     releasing: int = 0
     requested: int = 0
+    duty: float | None = None
 
     @property
     def expected_end_s(self) -> float:
@@ -144,6 +147,12 @@ class View:
         node_cores: ``(node, its cores)`` for every node of the cluster, the scheduler's node
             order; empty from a mechanism that counts no cores.  EASY's reservation counts
             in cores with it (:mod:`.cores`): what a running job gives back at its end.
+        shareable_cores: ``(node, cores)``: the held cores a ``#COLOCATE yes`` job may take
+            beside the jobs that hold them (:func:`scheduler.colocation.shareable`), the
+            scheduler's node order; empty when co-location is off (no
+            ``--colocate-bound``) or no core has room.
+        shareable_room: ``(node, room)`` for the nodes of ``shareable_cores``: the least
+            duty cycle one of its shareable cores may still take (the bound minus its load).
     """
 
     now_s: float
@@ -153,6 +162,8 @@ class View:
     total_nodes: int
     free_cores: tuple[tuple[str, int], ...] = ()
     node_cores: tuple[tuple[str, int], ...] = ()
+    shareable_cores: tuple[tuple[str, int], ...] = ()
+    shareable_room: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -312,11 +323,15 @@ class FreeNodes:
         nodes: the free node names (any order; sorted here with :func:`node_key`).
         cores: ``(node, free cores)`` (:attr:`View.free_cores`); empty: each free node is
             one core.
+        shared: ``(node, cores)`` a ``#COLOCATE yes`` job may also take
+            (:attr:`View.shareable_cores`); each is handed out once a call.
     """
 
-    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = ()) -> None:
+    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = (),
+                 shared: Iterable[tuple[str, int]] = ()) -> None:
         self._nodes = sorted_nodes(nodes)
         self._given = cores
+        self._shared = dict(shared)
         self._cores: dict[str, int] | None = None  # built when a job asks for cores
         self._taken: list[str] = []  # whole nodes taken before it was built
 
@@ -348,6 +363,20 @@ class FreeNodes:
         """The wholly free nodes still in the pool, lowest names first."""
         return tuple(self._nodes)
 
+    def shared(self) -> dict[str, int]:
+        """node -> the shareable cores not handed out yet in this call."""
+        return self._shared
+
+    def take_shared(self, node: str, count: int) -> None:
+        """Hand out ``count`` shareable cores of ``node`` (a grow onto them).
+
+        Raises:
+            ValueError: fewer are left.
+        """
+        if self._shared.get(node, 0) < count:
+            raise ValueError(f"{node} has {self._shared.get(node, 0)} shareable cores left")
+        self._shared[node] -= count
+
     def take_cores(self, node: str, count: int) -> None:
         """Take ``count`` free cores of ``node`` (kept for a job that starts later); a
         wholly free node leaves :meth:`whole`.
@@ -373,7 +402,8 @@ class FreeNodes:
         A node request: ``size_of(spec, free nodes)`` whole nodes, lowest names first, each
         with all its cores.  ``#CORES n``: :func:`scheduler.resources.nodes_for_cores` (by
         profile).  ``#CORES_PER_NODE c``: ``size_of(spec, nodes with c free cores)`` nodes
-        among them, the fullest first (best fit), then the lowest names.
+        among them, the fullest first (best fit), then the lowest names.  A ``#COLOCATE yes``
+        job may also take the shareable cores (:meth:`shared`), free cores first.
         """
         cores = self.free_cores()
         if not spec.asks_cores:
@@ -381,12 +411,16 @@ class FreeNodes:
             if size is None:
                 return None
             return tuple((n, cores.get(n, 1)) for n in self._nodes[:size])
-        order = sorted_nodes(cores)
-        free = {n: c for n, c in cores.items() if c > 0}
+        share = self._shared if spec.colocate else {}
+        order = sorted_nodes(set(cores) | set(share))
+        room = {n: cores.get(n, 0) + share.get(n, 0) for n in order}
+        free = {n: c for n, c in room.items() if c > 0}
         if spec.cores is not None:
             return nodes_for_cores(spec.cores, free, spec.profile, order)
         per_node = spec.cores_per_node or 1
-        fit = sorted((n for n in order if free.get(n, 0) >= per_node), key=lambda n: free[n])
+        # free cores before shared ones (a co-locating job); then the fullest first
+        fit = sorted((n for n in order if free.get(n, 0) >= per_node),
+                     key=lambda n: (cores.get(n, 0) < per_node, free[n]))
         size = size_of(spec, len(fit))
         if size is None:
             return None
@@ -399,9 +433,14 @@ class FreeNodes:
         if not spec.asks_cores:
             return self.take(len(placed)), ()
         cores = self.free_cores()
+        share = self._shared if spec.colocate else {}
         whole = set(self._nodes)
         for node, count in placed:
-            cores[node] -= count
+            own = min(count, cores.get(node, 0))
+            if own:
+                cores[node] -= own
+            if count > own:
+                share[node] -= count - own
             if node in whole:
                 self._nodes.remove(node)
         return tuple(n for n, _ in placed), tuple(c for _, c in placed)
@@ -453,6 +492,37 @@ def _capped(size_of: SizeFn, most: int) -> SizeFn:
             return None
         return min(got, most)
     return size
+
+
+def shared_grows(view: View, jobs: Iterable[RunningJob], pool: FreeNodes) -> list[Decision]:
+    """Grow co-locatable malleable jobs onto shareable cores, a node each (co-location,
+    docs/guides/colocation.md), after the free nodes are handed out.
+
+    A job qualifies when it said ``#COLOCATE yes``, asks ``#CORES_PER_NODE c``, has room in
+    its range and a measured duty cycle; it takes the first node (in node order) that it
+    does not hold, with ``c`` shareable cores whose least room holds that duty cycle.  A
+    separation (``scheduler.colocation.overloaded``) shrinks it off that node again, its
+    last, when the duty cycles there sum past the bound.  Empty without
+    ``view.shareable_cores``.
+    """
+    room = dict(view.shareable_room)
+    out: list[Decision] = []
+    for job in jobs:
+        spec, per_node = job.spec, job.spec.cores_per_node
+        if (not spec.colocate or per_node is None or job.duty is None
+                or len(job.nodes) >= spec.hi):
+            continue
+        for node, count in sorted_pairs(pool.shared()):
+            if node not in job.nodes and count >= per_node and room.get(node, 0.0) >= job.duty:
+                pool.take_shared(node, per_node)
+                out.append(Grow(job.job_id, (node,)))
+                break
+    return out
+
+
+def sorted_pairs(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """``(node, count)`` of ``counts`` with a count above 0, in natural node order."""
+    return [(n, counts[n]) for n in sorted_nodes(counts) if counts[n] > 0]
 
 
 def start_of(job: WaitingJob, pool: FreeNodes, size_of: SizeFn) -> tuple[Start, int] | None:

@@ -42,9 +42,9 @@ class EasyBackfilling:
 
     def decide(self, view: View) -> list[Decision]:
         """Start the fitting prefix of the queue, then backfill behind the head's reservation."""
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, size_up_to_max)
-        if head_index < len(view.waiting) and pool.has_room():
+        if head_index < len(view.waiting) and (pool.has_room() or view.shareable_cores):
             head = view.waiting[head_index]
             if counts_cores(view, view.waiting):
                 return decisions + backfill_in_cores(view, head_index, pool, size_up_to_max,

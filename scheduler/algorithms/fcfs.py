@@ -22,7 +22,7 @@ class FCFS:
 
     def decide(self, view: View) -> list[Decision]:
         """Start the longest prefix of ``view.waiting`` that fits, lowest free nodes first."""
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions, _, _ = fcfs_pass(view.waiting, pool, size_up_to_max)
         return decisions
 

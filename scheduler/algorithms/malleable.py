@@ -48,6 +48,7 @@ from .base import (
     expected_ends_after,
     fcfs_pass,
     releases_of,
+    shared_grows,
     size_malleable_at_min,
 )
 from .cores import coming_cores, counts_cores, head_fits, plan_shrinks
@@ -78,7 +79,7 @@ class MalleableMinAgree:
     def decide(self, view: View) -> list[Decision]:
         """Starts, then shrinks for the head or EASY backfilling, then grows (module doc)."""
         now = view.now_s
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         decisions, started, head_index = fcfs_pass(view.waiting, pool, self.size_of)
         order_index = {job.job_id: pos for pos, job in enumerate(view.running)}
         orderable = [job for job in view.running if can_order(job, now, self.cooldown_s)]
@@ -128,6 +129,10 @@ class MalleableMinAgree:
                 if count <= 0:
                     break
                 decisions.append(Grow(job.job_id, pool.take(count)))
+        if view.shareable_cores:
+            grown = {d.job_id for d in decisions if isinstance(d, Grow)}
+            decisions += shared_grows(
+                view, (j for j in orderable if j.job_id not in grown), pool)
         return decisions
 
     def next_change_s(self, view: View) -> float:

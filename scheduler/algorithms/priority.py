@@ -216,7 +216,7 @@ class _PriorityBase:
         return now_s - last_event_s(job) >= self.rescale_gap_s
 
     def _plan(self, view: View) -> _Plan:
-        pool = FreeNodes(view.free_nodes, view.free_cores)
+        pool = FreeNodes(view.free_nodes, view.free_cores, view.shareable_cores)
         plan = _Plan(pool, max(0, len(pool) - self.keep_free),
                      sum(job.releasing for job in view.running), set())
         if counts_cores(view, view.waiting):

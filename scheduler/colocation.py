@@ -1,0 +1,338 @@
+"""Co-location by duty cycle: jobs that idle share cores, and what it costs them.
+
+A job's **duty cycle** is the share of wall time its cores compute rather than wait
+(:attr:`scheduler.job_state.JobState.duty_cycle`, from the job's load lines).  A job that
+says ``#COLOCATE yes`` may take cores that other such jobs hold, while the duty cycles of the
+jobs on each core sum under the bound (``serve --colocate-bound``; Xie 2026, "sparse-domain
+multiplexing of MPI-CFD on Kubernetes": N simulations share the cores one would hold idle).
+This module is pure (plain data in and out, no process, no clock): the real scheduler and the
+simulator ask it the same questions:
+
+::
+
+    CoreLedger (who holds which core; shared cores: several jobs)   scheduler.resources
+        │  + Occupant per running job (duty, co-locatable, rigid, time left alone)
+        ▼
+    shareable(ledger, occupants, bound) ──► View.shareable_cores ──► policy ──► Start
+    pick_shared(...)                     ──► which held cores a co-locating Start takes
+    overloaded(ledger, occupants, bound) ──► separation (a shrink of the malleable sharer)
+    slowdown(beta, rho_N, rho_1)         ──► how much slower a co-located job runs
+
+**The cost model** (Xie 2026): N jobs sharing the cores of one job run each in
+``T_N = T_1 (1 + beta (rho_N - rho_1))``, where ``rho = N R / (M C)`` is the load of the
+cores (R the CPU demand of one job: its cores x its duty cycle; M nodes of C cores).  On one
+core the load is the sum of the duty cycles of the jobs on it (:func:`core_load`), and a job
+alone on its cores has ``rho_1`` = its own duty cycle.  The paper fits ``beta`` = 0.524 +-
+0.021 from all its points (0.773 from N=2 alone) and predicts within +-4 %.  The simulator
+reads ``beta`` from ``benchmarks/results/colocation.json`` (a measurement on this code base)
+when it is there, else uses the paper's (:func:`read_beta`).
+
+**Unmeasured jobs**: a running job that has sent no load line yet counts as the last duty
+cycle a job of its name reported (the caller's :attr:`Occupant.duty`), and with none as the
+bound minus the others on its cores (optimistic for it, and its cores then have no room
+left): nothing joins a job before it is measured, and a newcomer is let in wherever the
+others leave room.  A newcomer that turns out busier is separated later
+(:func:`overloaded`): a malleable job whose last node is the shared one is shrunk off it
+(the malleable policy grows such jobs onto shared cores,
+:func:`scheduler.algorithms.base.shared_grows`).
+
+**Rigid jobs** are never slowed past their ``#REQUIRED_TIME``: a core with a rigid job on it
+is shareable only when the model, at the worst load the bound allows, still ends the job in
+time (:func:`rigid_fits`).  The simulator knows each job's time left alone; the real scheduler
+estimates it (:data:`ASSUMED_ALONE_SHARE`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .resources import CoreLedger
+
+__all__ = [
+    "ASSUMED_ALONE_SHARE",
+    "DEFAULT_BOUND",
+    "PAPER_BETA",
+    "Occupant",
+    "acquire_colocated",
+    "core_load",
+    "job_factor",
+    "load",
+    "overloaded",
+    "pick_shared",
+    "grow_targets",
+    "read_beta",
+    "rigid_fits",
+    "rooms",
+    "shareable",
+    "sharing",
+    "slowdown",
+    "start_room",
+]
+
+#: The paper's beta fitted on all its points (Xie 2026: 0.524 +- 0.021).
+PAPER_BETA = 0.524
+#: Where the measured beta is written (key ``"beta"``, with ``"beta_source"``).
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "colocation.json"
+#: The default bound on the duty cycles of the jobs on one core (docs/guides/colocation.md):
+#: a core's demand may reach its capacity, not more.  Past it the jobs queue for the CPU and
+#: the slowdown stops being the model's small linear term (the paper's knee, at N=3).
+DEFAULT_BOUND = 1.0
+#: The real scheduler does not know how long a rigid job would run alone; it assumes half of
+#: its ``#REQUIRED_TIME`` (users ask for more than they need; docs/guides/colocation.md).
+ASSUMED_ALONE_SHARE = 0.5
+
+
+def slowdown(beta: float, rho_n: float, rho_1: float) -> float:
+    """The factor ``T_N / T_1 = 1 + beta (rho_N - rho_1)`` (Xie 2026).
+
+    Args:
+        beta: the model's coefficient (>= 0; 0.524 in the paper).
+        rho_n: the load of the cores with the N jobs on them (>= 0; the sum of their duty
+            cycles on a core).
+        rho_1: the load the job puts on them alone (its duty cycle, 0 <= rho_1 <= rho_n).
+
+    Returns:
+        The factor (>= 1) by which the job's time alone grows.
+
+    Raises:
+        ValueError: a negative or non-finite beta, a negative load, or ``rho_1 > rho_n``
+            (beyond a rounding error).
+    """
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"beta must be a finite number >= 0, got {beta}")
+    if rho_1 < 0 or rho_n < 0:
+        raise ValueError(f"loads are >= 0, got rho_N={rho_n}, rho_1={rho_1}")
+    if rho_1 > rho_n + 1e-9:
+        raise ValueError(f"rho_1 ({rho_1}) exceeds rho_N ({rho_n})")
+    return 1.0 + beta * max(0.0, rho_n - rho_1)
+
+
+def load(jobs: int, demand: float, nodes: int, cores_per_node: int) -> float:
+    """The paper's load ``rho = N R / (M C)``.
+
+    Args:
+        jobs: N, the jobs on the cores (>= 0).
+        demand: R, one job's CPU demand in cores (its cores x its duty cycle, >= 0).
+        nodes: M (>= 1); cores_per_node: C (>= 1).
+
+    Raises:
+        ValueError: a negative count or demand, or ``nodes``/``cores_per_node`` below 1.
+    """
+    if jobs < 0 or demand < 0:
+        raise ValueError(f"jobs and demand are >= 0, got {jobs}, {demand}")
+    if nodes < 1 or cores_per_node < 1:
+        raise ValueError(f"nodes and cores_per_node are >= 1, got {nodes}, {cores_per_node}")
+    return jobs * demand / (nodes * cores_per_node)
+
+
+def read_beta(path: Path | str | None = None) -> tuple[float, str]:
+    """The beta the simulator uses and where it comes from.
+
+    Args:
+        path: the results file (default :data:`RESULTS`): a JSON object with ``"beta"`` (a
+            number >= 0) and ``"beta_source"`` (text).
+
+    Returns:
+        ``(beta, source)``: the file's, its source prefixed with the file name; or
+        ``(0.524, "Xie 2026 (all points)")`` when the file is missing or has no valid beta.
+    """
+    file = Path(path) if path is not None else RESULTS
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        beta = float(data["beta"])
+        if math.isfinite(beta) and beta >= 0:
+            return beta, f"{file.name}: {data.get('beta_source', 'measured')}"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return PAPER_BETA, "Xie 2026 (all points)"
+
+
+@dataclass(frozen=True)
+class Occupant:
+    """A running job as co-location sees it.
+
+    Attributes:
+        duty: its last measured duty cycle in [0, 1], or ``None`` (not measured yet).
+        colocate: it said ``#COLOCATE yes``.
+        rigid: it cannot be resized (never separated by an order: guarded instead).
+        required_s: its ``#REQUIRED_TIME`` (s); elapsed_s: how long it has run (s).
+        alone_left_s: the time it would still need alone (s), or ``None``: unknown (then
+            ``ASSUMED_ALONE_SHARE x required_s - elapsed_s``).
+        malleable: it takes orders now (a separation may shrink it).
+    """
+
+    duty: float | None
+    colocate: bool
+    rigid: bool = True
+    required_s: float = math.inf
+    elapsed_s: float = 0.0
+    alone_left_s: float | None = None
+    malleable: bool = False
+
+
+def rigid_fits(required_s: float, elapsed_s: float, alone_left_s: float, factor: float) -> bool:
+    """Whether a job that still needs ``alone_left_s`` seconds alone, slowed by ``factor``
+    from now on, ends within ``required_s`` of its start (``elapsed_s`` seconds ago)."""
+    return elapsed_s + max(0.0, alone_left_s) * factor <= required_s
+
+
+def _alone_left(occ: Occupant) -> float:
+    if occ.alone_left_s is not None:
+        return occ.alone_left_s
+    return ASSUMED_ALONE_SHARE * occ.required_s - occ.elapsed_s
+
+
+def core_load(users: Sequence[object], occupants: Mapping[object, Occupant],
+              bound: float) -> float:
+    """The load of one core: the sum of the duty cycles of ``users`` (an unmeasured job
+    counts as the bound minus the others, module docstring)."""
+    known = [occupants[u].duty for u in users if u in occupants]
+    measured = sum(d for d in known if d is not None)
+    if any(d is None for d in known) or len(known) < len(users):
+        return max(bound, measured)
+    return measured
+
+
+def _room(ledger: CoreLedger, node: str, core: int, occupants: Mapping[object, Occupant],
+          bound: float, beta: float) -> float:
+    """The duty cycle a newcomer may still add on ``core`` of ``node`` (0: none)."""
+    users = ledger.users(node, core)
+    if not users or any(u not in occupants or not occupants[u].colocate for u in users):
+        return 0.0
+    rho = core_load(users, occupants, bound)
+    if rho >= bound:
+        return 0.0
+    for u in users:
+        occ = occupants[u]
+        if occ.rigid and not rigid_fits(occ.required_s, occ.elapsed_s, _alone_left(occ),
+                                         slowdown(beta, bound, min(occ.duty or 0.0, bound))):
+            return 0.0
+    return bound - rho
+
+
+def rooms(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
+          beta: float) -> dict[str, list[float]]:
+    """node -> the room (the duty cycle it may still take) of each of its shareable cores
+    (module docstring: held by co-locatable jobs only, their loads under ``bound``, no rigid
+    job among them that the model would push past its required time), most room first;
+    nodes without one, and nodes being drained (``ledger.closed``), are left out."""
+    out: dict[str, list[float]] = {}
+    for node in ledger.graph.cpus:
+        if node in ledger.closed:
+            continue
+        room = [r for core in range(ledger.graph.size(node))
+                if (r := _room(ledger, node, core, occupants, bound, beta)) > 0]
+        if room:
+            out[node] = sorted(room, reverse=True)
+    return out
+
+
+def shareable(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
+              beta: float) -> dict[str, int]:
+    """node -> the held cores a co-locatable newcomer may join (:func:`rooms`)."""
+    return {n: len(r) for n, r in rooms(ledger, occupants, bound, beta).items()}
+
+
+def grow_targets(ledger: CoreLedger, job: object, per_node: int,
+                 occupants: Mapping[object, Occupant], bound: float,
+                 beta: float) -> set[str]:
+    """The nodes a running co-locatable job may grow onto beside their holders: it holds
+    none of their cores, ``per_node`` of their shareable cores have room for its measured
+    duty cycle (none: no node)."""
+    occ = occupants.get(job)
+    if occ is None or occ.duty is None:
+        return set()
+    mine = ledger.cores_of(job)
+    return {n for n, r in rooms(ledger, occupants, bound, beta).items()
+            if n not in mine and sum(1 for x in r if x >= occ.duty) >= per_node}
+
+
+def pick_shared(ledger: CoreLedger, node: str, count: int,
+                occupants: Mapping[object, Occupant], bound: float,
+                beta: float) -> tuple[int, ...]:
+    """The ``count`` shareable cores of ``node`` a newcomer takes: the most room first, then
+    the lowest index (deterministic: the simulator and the real scheduler agree).
+
+    Raises:
+        ValueError: fewer than ``count`` shareable cores on ``node``.
+    """
+    rooms = [(-_room(ledger, node, c, occupants, bound, beta), c)
+             for c in range(ledger.graph.size(node))]
+    open_ = sorted(r for r in rooms if r[0] < 0)
+    if len(open_) < count:
+        raise ValueError(f"{node} has {len(open_)} shareable cores, {count} asked")
+    return tuple(sorted(c for _, c in open_[:count]))
+
+
+def overloaded(ledger: CoreLedger, occupants: Mapping[object, Occupant],
+               bound: float) -> list[tuple[str, int, tuple[object, ...], float]]:
+    """The shared cores whose duty cycles sum past ``bound``: ``(node, core, jobs on it,
+    their sum)``, in node and core order.  A job with no figure at all counts 0 here (its
+    unknown load alone never separates)."""
+    out = []
+    for (node, core), users in sorted(ledger.shared.items(), key=lambda kv: kv[0]):
+        total = sum(occupants[u].duty or 0.0 for u in users if u in occupants)
+        if total > bound + 1e-9:
+            out.append((node, core, tuple(users), total))
+    return out
+
+
+def job_factor(ledger: CoreLedger, job: object, occupants: Mapping[object, Occupant],
+               beta: float) -> float:
+    """The model's slowdown of ``job`` now: ``slowdown(beta, rho_N, rho_1)`` with rho_N the
+    largest load among its cores (their users' duty cycles summed, unmeasured as 1) and
+    rho_1 its own duty cycle; 1.0 when it shares no core."""
+    mine = ledger.cores_of(job)
+    own = occupants[job].duty if job in occupants else None
+    own = 1.0 if own is None else own
+    worst = own
+    for node, cores in mine.items():
+        for core in cores:
+            users = ledger.shared.get((node, core))
+            if users:
+                rho = sum(1.0 if (occupants.get(u) is None or occupants[u].duty is None)
+                          else occupants[u].duty for u in users)
+                worst = max(worst, rho)
+    return slowdown(beta, worst, own) if worst > own else 1.0
+
+
+def acquire_colocated(ledger: CoreLedger, job: object, nodes: Sequence[str],
+                      counts: Sequence[int], occupants: Mapping[object, Occupant],
+                      bound: float, beta: float) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """A ``#COLOCATE yes`` job takes ``counts[i]`` cores of ``nodes[i]``: its free cores
+    first (:meth:`~scheduler.resources.CoreLedger.take`), then shareable ones
+    (:func:`pick_shared`, :meth:`~scheduler.resources.CoreLedger.share`).  Returns
+    ``(node, core indices)`` as :meth:`~scheduler.resources.CoreLedger.acquire` does.
+
+    Raises:
+        ValueError: a node with fewer free and shareable cores than asked (the caller's
+            decision check, with :func:`start_room`, comes first).
+    """
+    out = []
+    for node, count in zip(nodes, counts, strict=True):
+        free = ledger.free_counts().get(node, 0)
+        own = min(count, free)
+        shared = (pick_shared(ledger, node, count - own, occupants, bound, beta)
+                  if count > own else ())
+        taken = ledger.take(job, node, own) if own else ()
+        if shared:
+            ledger.share(job, node, shared)
+        out.append((node, tuple(sorted(taken + shared))))
+    return tuple(out)
+
+
+def start_room(free: Mapping[str, int], shared: Mapping[str, int]) -> dict[str, int]:
+    """node -> the cores a ``#COLOCATE yes`` Start may take there: free plus shareable (the
+    ``free_cores`` of its decision check)."""
+    return {n: free.get(n, 0) + shared.get(n, 0) for n in set(free) | set(shared)}
+
+
+def sharing(ledger: CoreLedger) -> list[dict[str, object]]:
+    """The shared cores for a status: ``{"node", "core", "jobs"}`` a core, in node and core
+    order."""
+    return [{"node": n, "core": c, "jobs": list(users)}
+            for (n, c), users in sorted(ledger.shared.items(), key=lambda kv: kv[0])]
