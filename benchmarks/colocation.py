@@ -1,0 +1,438 @@
+"""Co-location measured: N Jacobi jobs pinned to the same cores, their throughput, and beta.
+
+    python -m benchmarks.colocation [--quick] [--counts 1,2,3,5] [--duties 1,0.5,0.2]
+                                    [--grid 1024] [--batch 64] [--compute 1.5] [--places 2]
+
+The reference is Xie (2026), "sparse-domain multiplexing of MPI-CFD on Kubernetes": ranks
+that spend most of their time waiting (duty cycles of 5 % and 19 %) leave their cores idle,
+so N simulations can share the cores one would hold.  Its throughput against one simulation
+alone on the same cores: 1.77x at N = 2, 2.59x at N = 3, 3.74x at N = 5.  Its model::
+
+    T_N = T_1 (1 + beta (rho_N - rho_1)),    rho_N = N R / (M C)
+
+``T_N``: a job's time with N jobs on the cores; ``rho``: the load, ``R`` one job's CPU demand
+(its cores x its duty cycle), ``M`` nodes of ``C`` cores.  Xie fits beta = 0.773 from N = 2
+alone, 0.524 +- 0.021 from all points, and predicts within +-4 %.
+
+What runs (one machine, ``M = 1``, ``C`` = the cores named below)::
+
+    calibration      one job alone, unpaced: its step's CPU and wall time, the kernel's rate
+      │              → K iterations (about --compute seconds of computing alone)
+    known answer     the grid after K iterations solved sequentially here, its SHA-256
+      │
+    for each duty d (--duties; 1 = no waiting: the control)
+      │  pause after every step = step CPU / d - step wall (0 for the control)
+      └─ for each N (--counts): N copies of benchmarks._colocation_job started together,
+             every copy's places pinned (APGAS_CORES) to the SAME cores, a start barrier,
+             then K iterations each; every copy's SHA-256 checked against the known one
+    fit              beta by least squares over the paced points (N > 1), and from N = 2
+
+Every copy has ``--places`` places (2: one per core of this 2-core machine); all copies get
+``APGAS_CORES=<host>=<all this process's cores>``, so copy i's place p runs on the same core
+as every other copy's place p.  Where the jobs wait: a sleep at place 0 after every step
+(``--pause`` of :mod:`benchmarks.jacobi`), an *emulated* I/O phase (a checkpoint written to a
+remote file system, an instrument's next frame) during which every place of the job idles.
+That is the stand-in for Xie's sparse ranks idling at barriers; it is said plainly in the
+results (``waiting``).  The control (duty near 1, no pause) must show no gain.
+
+Measured per group: the window from the first copy's start (after the barrier) to the last
+copy's end; throughput ``N x K x (grid-2)^2 / window`` (point updates a second) and the gain
+``throughput / throughput(N = 1)``, i.e. ``N T_1 / T_N``.  Per copy: its duty cycle, CPU
+seconds of all its places in its window (psutil, at each place) / (window x cores its places
+are pinned to).  The model's load uses the duty measured alone (``N = 1``), what a scheduler
+knows before it co-locates: ``rho_N = N x cores x duty_1 / C``.
+
+Results: ``benchmarks/results/colocation.json`` (``beta``, ``beta_n2``, ``beta_stderr``,
+``beta_source``, ``points`` with each point's prediction and error, ``groups`` with every
+copy's report, ``machine``) and ``colocation.png``.  See docs/benchmarks.md, "Co-location".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._cli import positive_int
+from ._results import RESULTS_DIR, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+XIE = {"counts": [2, 3, 5], "gain": [1.77, 2.59, 3.74], "beta_n2": 0.773, "beta": 0.524,
+       "beta_stderr": 0.021, "duty": [0.05, 0.19]}
+"""Xie (2026)'s co-location figures: gains against one simulation alone, its fitted betas."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the model and its fit (pure)
+
+
+def load(n: int, cores: float, duty: float, nodes: int, cores_per_node: int) -> float:
+    """Xie's load ``rho = N R / (M C)`` with ``R = cores x duty``.
+
+    Args:
+        n: jobs sharing the nodes (>= 1); cores: cores one job's places are pinned to;
+        duty: one job's duty cycle, CPU seconds / (wall seconds x cores), in [0, 1];
+        nodes, cores_per_node: ``M`` and ``C`` (>= 1).
+
+    Raises:
+        ValueError: ``nodes`` or ``cores_per_node`` < 1.
+    """
+    if nodes < 1 or cores_per_node < 1:
+        raise ValueError(f"{nodes} nodes of {cores_per_node} cores: both must be >= 1")
+    return n * cores * duty / (nodes * cores_per_node)
+
+
+def predicted_gain(n: int, beta: float, rho_n: float, rho_1: float) -> float:
+    """The model's throughput of ``n`` co-located jobs against one alone, ``N T_1 / T_N`` with
+    ``T_N = T_1 (1 + beta (rho_N - rho_1))`` (Xie 2026)."""
+    return n / (1.0 + beta * (rho_n - rho_1))
+
+
+def fit_beta(rise: Sequence[float], slowdown: Sequence[float]) -> tuple[float, float | None]:
+    """Least-squares beta of ``T_N / T_1 - 1 = beta (rho_N - rho_1)`` (a line through the
+    origin, as Xie's model has no intercept), and its standard error.
+
+    Args:
+        rise: each point's ``rho_N - rho_1``; slowdown: each point's ``T_N / T_1 - 1``
+            (same length).
+
+    Returns:
+        ``(beta, stderr)``: ``beta = sum(x y) / sum(x^2)``; ``stderr = sqrt(s^2 / sum(x^2))``
+        with ``s^2 = sum((y - beta x)^2) / (n - 1)``, the residual variance of a one-parameter
+        fit; ``None`` for one point (no degree of freedom left).
+
+    Raises:
+        ValueError: no points, lengths that differ, or every ``rise`` zero.
+    """
+    if len(rise) != len(slowdown):
+        raise ValueError(f"{len(rise)} rises but {len(slowdown)} slowdowns")
+    if not rise:
+        raise ValueError("no points to fit beta to")
+    sxx = sum(x * x for x in rise)
+    if sxx == 0:
+        raise ValueError("every point has rho_N = rho_1: beta is not determined")
+    beta = sum(x * y for x, y in zip(rise, slowdown, strict=True)) / sxx
+    if len(rise) < 2:
+        return beta, None
+    s2 = sum((y - beta * x) ** 2 for x, y in zip(rise, slowdown, strict=True)) / (len(rise) - 1)
+    return beta, math.sqrt(s2 / sxx)
+
+
+# ---------------------------------------------------------------------------------------------
+# running co-located copies
+
+
+def _start(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], Any]:
+    err = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks._colocation_job", *args],
+                            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=err, text=True, start_new_session=True)
+    return proc, err
+
+
+def _end(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """End the process groups of copies still running (each copy's own session)."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def group(n: int, job: list[str], env: dict[str, str], timeout: float = 300) -> dict[str, Any]:
+    """Start ``n`` copies of the job, wait until every one says ``ready``, say ``go`` to all,
+    collect their reports.
+
+    Args:
+        n: copies; job: the arguments of ``benchmarks._colocation_job``; env: their
+            environment (``APGAS_CORES`` pins them); timeout: seconds for the whole group.
+
+    Returns:
+        ``{"copies": [each copy's report], "window_s": last end - first start,
+        "process_wall_s": from the first start to the last exit, start-up included}``.
+
+    Raises:
+        RuntimeError: a copy failed or the group ran past ``timeout`` (the copies still
+            running are ended first).
+    """
+    t0 = time.perf_counter()
+    started = [_start(job, env) for _ in range(n)]
+    procs = [p for p, _ in started]
+    try:
+        for p, err in started:
+            while True:
+                line = p.stdout.readline() if p.stdout else ""
+                if line.strip() == "ready":
+                    break
+                if not line:
+                    err.seek(0)
+                    raise RuntimeError(f"a copy ended before it was ready: {err.read()[-2000:]}")
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        copies = []
+        for p, err in started:
+            out, _ = p.communicate(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
+            if p.returncode != 0:
+                err.seek(0)
+                raise RuntimeError(f"a copy failed ({p.returncode}): {err.read()[-2000:]}")
+            copies.append(json.loads(out.strip().splitlines()[-1]))
+    except (subprocess.TimeoutExpired, RuntimeError, ValueError) as exc:
+        _end(procs)
+        raise RuntimeError(f"a group of {n} copies failed: {exc}") from exc
+    finally:
+        for _, err in started:
+            err.close()
+    return {"copies": copies,
+            "window_s": max(c["end"] for c in copies) - min(c["start"] for c in copies),
+            "process_wall_s": time.perf_counter() - t0}
+
+
+def _job_args(grid: int, iterations: int, batch: int, pause: float, places: int) -> list[str]:
+    return ["--grid", str(grid), "--iterations", str(iterations), "--batch", str(batch),
+            "--pause", f"{pause:.6f}", "--places", str(places)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the study
+
+
+def measure(grid: int, batch: int, places: int, compute_s: float, duties: Sequence[float],
+            counts: Sequence[int], cores: Sequence[int]) -> dict[str, Any]:
+    """Calibrate, solve the known answer, run every duty level at every count.
+
+    Returns:
+        ``{"calibration", "iterations", "expected", "levels": [{"target_duty", "pause_s",
+        "groups": [{"n", "window_s", "process_wall_s", "gain", "throughput", "duty",
+        "correct", "copies"}]}]}`` (seconds; throughput in point updates a second).
+    """
+    from .kernels.jacobi import checksum, solve
+
+    env = dict(os.environ, APGAS_CORES=f"{socket.gethostname()}={','.join(map(str, cores))}")
+    for key in ("APGAS_CORES_FILE", "APGAS_PLACES", "APGAS_PLACES_PER_HOST"):
+        env.pop(key, None)
+    k_cal = batch * 8
+    cal = group(1, _job_args(grid, k_cal, batch, 0.0, places), env)["copies"][0]
+    step_wall = cal["wall_s"] / cal["steps"]
+    step_cpu = cal["cpu_s"] / (places * cal["steps"])
+    steps = max(4, round(compute_s / step_wall))
+    iterations = steps * batch
+    t = time.perf_counter()
+    expected = checksum(solve(grid, iterations))
+    solve_s = time.perf_counter() - t
+    print(f"calibration: step {step_wall * 1e3:.1f} ms wall, {step_cpu * 1e3:.1f} ms CPU a "
+          f"place; {iterations} iterations; known answer {expected[:16]}... ({solve_s:.1f} s)",
+          flush=True)
+    updates = iterations * (grid - 2) ** 2
+    levels = []
+    for d in duties:
+        pause = 0.0 if d >= 1 else max(0.0, step_cpu / d - step_wall)
+        job = _job_args(grid, iterations, batch, pause, places)
+        groups: list[dict[str, Any]] = []
+        for n in counts:
+            g = group(n, job, env)
+            g["n"] = n
+            g["throughput"] = n * updates / g["window_s"]
+            g["duty"] = sum(c["duty"] for c in g["copies"]) / n
+            g["correct"] = all(c["result"] == expected for c in g["copies"])
+            base = next((x for x in groups if x["n"] == 1), g if n == 1 else None)
+            g["gain"] = g["throughput"] / base["throughput"] if base else None
+            groups.append(g)
+            print(f"duty {d:g} (pause {pause * 1e3:.0f} ms): N={n} window {g['window_s']:.2f} s"
+                  f", gain {g['gain'] or float('nan'):.2f}x, duty measured "
+                  f"{g['duty']:.2f}, {'correct' if g['correct'] else 'WRONG'}", flush=True)
+        levels.append({"target_duty": d, "pause_s": pause, "groups": groups})
+    return {"calibration": {"iterations": k_cal, "step_wall_s": step_wall,
+                            "step_cpu_s": step_cpu, "report": cal},
+            "iterations": iterations, "updates_per_job": updates, "expected": expected,
+            "solve_s": solve_s, "levels": levels}
+
+
+def points(levels: Sequence[dict[str, Any]], cores_per_job: int,
+           cores: int) -> list[dict[str, Any]]:
+    """One model point per group with ``N > 1`` (and a ``N = 1`` baseline in its level):
+    ``rho_1``, ``rho_n`` (from the duty measured alone), ``slowdown = T_N / T_1 - 1`` with
+    ``T`` the group's window, the measured ``gain``, and whether the job waits (``paced``).
+
+    Args:
+        levels: :func:`measure`'s ``levels`` (each group needs ``n``, ``window_s``,
+            ``duty``, ``gain``, ``correct``); cores_per_job: the cores one job's places are
+            pinned to; cores: ``C``, the cores of the machine the copies share (``M = 1``).
+    """
+    out = []
+    for lv in levels:
+        base = next((g for g in lv["groups"] if g["n"] == 1), None)
+        if base is None:
+            continue
+        duty_1 = base["duty"]
+        for g in lv["groups"]:
+            if g["n"] == 1:
+                continue
+            out.append({"target_duty": lv["target_duty"], "paced": lv["target_duty"] < 1,
+                        "n": g["n"], "duty_1": duty_1, "duty_n": g["duty"],
+                        "rho_1": load(1, cores_per_job, duty_1, 1, cores),
+                        "rho_n": load(g["n"], cores_per_job, duty_1, 1, cores),
+                        "slowdown": g["window_s"] / base["window_s"] - 1,
+                        "gain": g["gain"], "correct": g["correct"] and base["correct"]})
+    return out
+
+
+def fit(pts: list[dict[str, Any]]) -> dict[str, Any]:
+    """beta over the paced points and from their N = 2 points alone; each point's predicted
+    gain and its error in % (``(predicted - measured) / measured``), with the all-points
+    beta (the control too, outside the fit), and the gain Xie's beta 0.524 predicts.
+
+    Args:
+        pts: :func:`points`' list, completed in place.
+
+    Returns:
+        ``{"beta", "beta_stderr", "beta_n2", "within_10pct", "max_abs_error_pct"}`` (all
+        ``None`` without a paced point; ``beta_stderr`` ``None`` from one point).
+    """
+    paced = [p for p in pts if p["paced"]]
+    if not paced:
+        return {"beta": None, "beta_stderr": None, "beta_n2": None, "within_10pct": None,
+                "max_abs_error_pct": None}
+    beta, se = fit_beta([p["rho_n"] - p["rho_1"] for p in paced], [p["slowdown"] for p in paced])
+    two = [p for p in paced if p["n"] == 2]
+    beta_n2 = fit_beta([p["rho_n"] - p["rho_1"] for p in two],
+                       [p["slowdown"] for p in two])[0] if two else None
+    for p in pts:
+        p["predicted_gain"] = predicted_gain(p["n"], beta, p["rho_n"], p["rho_1"])
+        p["error_pct"] = 100 * (p["predicted_gain"] - p["gain"]) / p["gain"]
+        p["xie_predicted_gain"] = predicted_gain(p["n"], XIE["beta"], p["rho_n"], p["rho_1"])
+    return {"beta": beta, "beta_stderr": se, "beta_n2": beta_n2,
+            "within_10pct": all(abs(p["error_pct"]) <= 10 for p in paced),
+            "max_abs_error_pct": max(abs(p["error_pct"]) for p in paced)}
+
+
+def plot(levels: Sequence[dict[str, Any]], pts: Sequence[dict[str, Any]],
+         beta: float | None, path: Path) -> None:
+    """Gain against N per duty level (measured: points, the model with the fitted beta:
+    dashed), Xie's three gains, the ideal ``N``; written as a PNG to ``path`` (needs
+    matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    top = max(g["n"] for lv in levels for g in lv["groups"])
+    ax.plot([1, top], [1, top], color="0.8", lw=1, label="ideal (N)")
+    for lv in levels:
+        gs = [g for g in lv["groups"] if g["gain"] is not None]
+        d1 = next((g["duty"] for g in gs if g["n"] == 1), None)
+        name = "no waiting (control)" if lv["target_duty"] >= 1 else "paced"
+        line = ax.plot([g["n"] for g in gs], [g["gain"] for g in gs], "o-",
+                       label=f"Jacobi, {name}, duty {d1:.0%}" if d1 is not None else name)
+        mine = [p for p in pts if p["target_duty"] == lv["target_duty"] and "predicted_gain" in p]
+        if beta is not None and mine and lv["target_duty"] < 1:
+            ax.plot([1] + [p["n"] for p in mine], [1] + [p["predicted_gain"] for p in mine],
+                    "--", color=line[0].get_color(), lw=1)
+    ax.plot([1, *XIE["counts"]], [1, *XIE["gain"]], "k^:", label="Xie 2026 (duty 5-19 %)")
+    ax.set_xlabel("jobs on the same cores (N)")
+    ax.set_ylabel("throughput / one job alone")
+    ax.set_title("Co-location" + (f": beta = {beta:.3f} (dashed: model)" if beta else ""))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, fit, write ``colocation.json`` and ``colocation.png``, print a summary."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.colocation",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: N = 1, 2, 3 and 0.3 s of computing a job")
+    parser.add_argument("--counts", default="1,2,3,5", help="copies at once (1,2,3,5)")
+    parser.add_argument("--duties", default="1,0.5,0.2",
+                        help="duty cycles aimed at; 1: no waiting, the control (1,0.5,0.2)")
+    parser.add_argument("--grid", type=positive_int, default=1024, help="grid size (1024)")
+    parser.add_argument("--batch", type=positive_int, default=64,
+                        help="iterations a step (64)")
+    parser.add_argument("--places", type=positive_int, default=2,
+                        help="places a copy (2: one per core here)")
+    parser.add_argument("--compute", type=float, default=1.5, metavar="SECONDS",
+                        help="computing of one job alone, unpaced (1.5)")
+    parser.add_argument("--no-plot", action="store_true", help="no PNG")
+    args = parser.parse_args(argv)
+    try:
+        counts = sorted({int(x) for x in ("1,2,3" if args.quick else args.counts).split(",")})
+        duties = [float(x) for x in args.duties.split(",")]
+    except ValueError:
+        parser.error(f"--counts takes integers and --duties numbers, got {args.counts!r} "
+                     f"and {args.duties!r}")
+    if counts[0] != 1:
+        parser.error(f"--counts {args.counts}: must include 1 (the job alone), and no less")
+    if not all(0 < d <= 1 for d in duties):
+        parser.error(f"--duties {args.duties}: each in (0, 1]")
+    compute = 0.3 if args.quick else args.compute
+    cores = sorted(os.sched_getaffinity(0))
+    if args.places > len(cores) or args.grid < args.places + 2:
+        parser.error(f"--places {args.places}: at most {len(cores)} (the cores here) and "
+                     f"--grid at least places + 2")
+    m = measure(args.grid, args.batch, args.places, compute, duties, counts, cores)
+    pts = points(m["levels"], len(m["calibration"]["report"]["cores"]), len(cores))
+    f = fit(pts)
+    gain3 = [p["gain"] for p in pts if p["paced"] and p["n"] == 3]
+    lowest = min((p for p in pts if p["paced"] and p["n"] == 3), key=lambda p: p["duty_1"],
+                 default=None)
+    control = [p["gain"] for p in pts if not p["paced"]]
+    source = (f"benchmarks/colocation.py: {len(counts)} counts x {len(duties)} duty levels of "
+              f"Jacobi {args.grid}x{args.grid} ({args.places} places a copy, every copy pinned "
+              f"to cores {cores[0]}-{cores[-1]} of one {len(cores)}-core machine), waiting = "
+              f"an emulated I/O pause after every step; least squares over the paced points")
+    data = {
+        "quick": args.quick, "cores": cores, "nodes": 1, "cores_per_node": len(cores),
+        "places_per_copy": args.places, "grid": args.grid, "batch": args.batch,
+        "waiting": "a sleep at place 0 after every step (benchmarks.jacobi --pause), an "
+                   "emulated I/O phase during which every place of the job idles",
+        "model": "T_N = T_1 (1 + beta (rho_N - rho_1)), rho_N = N x cores x duty_1 / "
+                 "(M x C) (Xie 2026); gain = N T_1 / T_N",
+        "beta": f["beta"], "beta_n2": f["beta_n2"], "beta_stderr": f["beta_stderr"],
+        "beta_source": source,
+        "goals": {"gain_n3_low_duty": lowest["gain"] if lowest else None,
+                  "gain_n3_at_least_2x": (lowest["gain"] >= 2) if lowest else None,
+                  "model_within_10pct": f["within_10pct"],
+                  "max_abs_error_pct": f["max_abs_error_pct"],
+                  "control_gains": control},
+        "reference": XIE, "points": pts, **m,
+    }
+    path = write_result("colocation", data)
+    print(path)
+    if not args.no_plot:
+        png = RESULTS_DIR / "colocation.png"
+        plot(m["levels"], pts, f["beta"], png)
+        print(png)
+    for p in pts:
+        print(f"duty {p['duty_1']:.2f} N={p['n']}: gain {p['gain']:.2f}x, model "
+              f"{p.get('predicted_gain', float('nan')):.2f}x ({p.get('error_pct', 0):+.1f} %)")
+    if f["beta"] is not None:
+        print(f"beta {f['beta']:.3f} +- {f['beta_stderr'] or float('nan'):.3f}, "
+              f"from N = 2: {f['beta_n2']:.3f}; N = 3 gains {gain3}")
+    return 0 if all(p["correct"] for p in pts) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
