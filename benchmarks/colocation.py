@@ -36,6 +36,16 @@ remote file system, an instrument's next frame) during which every place of the 
 That is the stand-in for Xie's sparse ranks idling at barriers; it is said plainly in the
 results (``waiting``).  The control (duty near 1, no pause) must show no gain.
 
+Not measured: the evotree benchmark (:mod:`benchmarks.evotree`).  Its tasks burn *wall-clock*
+time in a busy loop (:mod:`benchmarks.kernels.synthetic`, so that its phases keep their
+lengths on a loaded machine): a copy sharing its cores with four others would take the same
+wall time as alone, and co-location would show a gain of N whatever the duty cycle.  Its
+branch phase is real waiting, but its work is not CPU work, so it cannot measure this.
+
+On a machine other jobs share, co-located copies take a larger share of the cores from those
+jobs (the kernel shares a core between runnable threads), which shows as a gain even in the
+control: the figures mean something only on an otherwise quiet machine.
+
 Measured per group: the window from the first copy's start (after the barrier) to the last
 copy's end; throughput ``N x K x (grid-2)^2 / window`` (point updates a second) and the gain
 ``throughput / throughput(N = 1)``, i.e. ``N T_1 / T_N``.  Per copy: its duty cycle, CPU
@@ -45,7 +55,9 @@ knows before it co-locates: ``rho_N = N x cores x duty_1 / C``.
 
 Results: ``benchmarks/results/colocation.json`` (``beta``, ``beta_n2``, ``beta_stderr``,
 ``beta_source``, ``points`` with each point's prediction and error, ``groups`` with every
-copy's report, ``machine``) and ``colocation.png``.  See docs/benchmarks.md, "Co-location".
+copy's report, ``machine``, the load averages before and after, and ``quiet``: whether the
+control gained at most 1.25x, the sign of a machine nobody else was using) and
+``colocation.png``.  See docs/benchmarks.md, "Co-location".
 """
 
 from __future__ import annotations
@@ -394,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.places > len(cores) or args.grid < args.places + 2:
         parser.error(f"--places {args.places}: at most {len(cores)} (the cores here) and "
                      f"--grid at least places + 2")
+    load_before = os.getloadavg()
     m = measure(args.grid, args.batch, args.places, compute, duties, counts, cores)
+    load_after = os.getloadavg()
     pts = points(m["levels"], len(m["calibration"]["report"]["cores"]), len(cores))
     f = fit(pts)
     gain3 = [p["gain"] for p in pts if p["paced"] and p["n"] == 3]
@@ -406,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
               f"to cores {cores[0]}-{cores[-1]} of one {len(cores)}-core machine), waiting = "
               f"an emulated I/O pause after every step; least squares over the paced points")
     data = {
-        "quick": args.quick, "cores": cores, "nodes": 1, "cores_per_node": len(cores),
+        "quick": args.quick, "loadavg_before": load_before, "loadavg_after": load_after,
+        "quiet": (max(control) <= 1.25) if control else None, "cores": cores, "nodes": 1, "cores_per_node": len(cores),
         "places_per_copy": args.places, "grid": args.grid, "batch": args.batch,
         "waiting": "a sleep at place 0 after every step (benchmarks.jacobi --pause), an "
                    "emulated I/O phase during which every place of the job idles",
@@ -435,6 +450,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"beta {num(f['beta'])} +- {num(f['beta_stderr'])}, from N = 2: "
           f"{num(f['beta_n2'])}; N = 3 gains: {', '.join(f'{g:.2f}x' for g in gain3) or '-'}")
+    if control and max(control) > 1.25:
+        print(f"the control gained {max(control):.2f}x: other jobs share these cores (load "
+              f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after), and the "
+              f"copies took CPU from them; rerun on a quiet machine", flush=True)
     return 0 if all(p["correct"] for p in pts) else 1
 
 
