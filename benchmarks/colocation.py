@@ -417,11 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     control = [p["gain"] for p in pts if not p["paced"]]
     source = (f"benchmarks/colocation.py: {len(counts)} counts x {len(duties)} duty levels of "
               f"Jacobi {args.grid}x{args.grid} ({args.places} places a copy, every copy pinned "
-              f"to cores {cores[0]}-{cores[-1]} of one {len(cores)}-core machine), waiting = "
+              f"to cores {','.join(map(str, cores))} of one {len(cores)}-core machine), waiting = "
               f"an emulated I/O pause after every step; least squares over the paced points")
     data = {
         "quick": args.quick, "loadavg_before": load_before, "loadavg_after": load_after,
-        "quiet": (max(control) <= 1.25) if control else None, "cores": cores, "nodes": 1, "cores_per_node": len(cores),
+        "quiet": (max(control) <= 1.25) if control else None,
+        "cores": cores, "nodes": 1, "cores_per_node": len(cores),
         "places_per_copy": args.places, "grid": args.grid, "batch": args.batch,
         "waiting": "a sleep at place 0 after every step (benchmarks.jacobi --pause), an "
                    "emulated I/O phase during which every place of the job idles",
