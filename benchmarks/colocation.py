@@ -372,6 +372,35 @@ def plot(levels: Sequence[dict[str, Any]], pts: Sequence[dict[str, Any]],
     plt.close(fig)
 
 
+def table(data: dict[str, Any]) -> str:
+    """The Markdown table of docs/benchmarks.md ("Co-location") from a results file's
+    content: per N, Xie's gain and each duty level's measured gain with the model's."""
+    xie = dict(zip(data["reference"]["counts"], data["reference"]["gain"], strict=True))
+    levels = data["levels"]
+    head = "| N | Xie 2026 (duty 5-19 %) |"
+    for lv in levels:
+        alone = next(g for g in lv["groups"] if g["n"] == 1)
+        kind = "control, no waiting" if lv["target_duty"] >= 1 else "paced"
+        head += f" Jacobi, {kind}: duty {alone['duty']:.0%} alone |"
+    rows = [head, "|---" * (2 + len(levels)) + "|"]
+    for n in sorted({g["n"] for lv in levels for g in lv["groups"]}):
+        row = f"| {n} | {f'{xie[n]:.2f}x' if n in xie else ('1' if n == 1 else '')} |"
+        for lv in levels:
+            g = next((g for g in lv["groups"] if g["n"] == n), None)
+            p = next((p for p in data["points"]
+                      if p["n"] == n and p["target_duty"] == lv["target_duty"]), None)
+            if g is None:
+                row += " |"
+            elif n == 1:
+                row += f" 1 ({g['window_s']:.2f} s) |"
+            else:
+                model = (f" (model {p['predicted_gain']:.2f}x, {p['error_pct']:+.0f} %)"
+                         if p is not None and "predicted_gain" in p else "")
+                row += f" {g['gain']:.2f}x{model} |"
+        rows.append(row)
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure, fit, write ``colocation.json`` and ``colocation.png``, print a summary."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.colocation",
@@ -390,7 +419,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compute", type=float, default=1.5, metavar="SECONDS",
                         help="computing of one job alone, unpaced (1.5)")
     parser.add_argument("--no-plot", action="store_true", help="no PNG")
+    parser.add_argument("--table", action="store_true",
+                        help="print the docs' table from colocation.json, measure nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads((RESULTS_DIR / "colocation.json").read_text(encoding="utf-8"))))
+        return 0
     try:
         counts = sorted({int(x) for x in args.counts.split(",")})
         duties = [float(x) for x in args.duties.split(",")]

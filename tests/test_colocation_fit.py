@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.colocation import fit, fit_beta, load, points, predicted_gain
+from benchmarks.colocation import fit, fit_beta, load, points, predicted_gain, table
 
 
 def test_fit_beta_by_hand() -> None:
@@ -55,3 +55,19 @@ def test_points_and_fit_keep_the_control_out() -> None:
     assert f["within_10pct"] is True
     # the control (no gain, 2 / 2.0 = 1x) gets a prediction but is not in the fit
     assert pts[2]["gain"] == pytest.approx(1.0) and math.isfinite(pts[2]["error_pct"])
+
+
+def test_table_has_a_row_per_count() -> None:
+    def g(n: int, window: float, duty: float) -> dict[str, object]:
+        return {"n": n, "window_s": window, "duty": duty, "gain": n * 1.0 / window,
+                "correct": True}
+
+    levels = [{"target_duty": 0.2, "groups": [g(1, 1.0, 0.2), g(2, 1.1, 0.2)]}]
+    pts = points(levels, cores_per_job=2, cores=2)
+    fit(pts)
+    data = {"reference": {"counts": [2, 3, 5], "gain": [1.77, 2.59, 3.74]}, "levels": levels,
+            "points": pts}
+    rows = table(data).splitlines()
+    assert rows[0] == "| N | Xie 2026 (duty 5-19 %) | Jacobi, paced: duty 20% alone |"
+    assert rows[2] == "| 1 | 1 | 1 (1.00 s) |"
+    assert rows[3] == "| 2 | 1.77x | 1.82x (model 1.82x, +0 %) |"
