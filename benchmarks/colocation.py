@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.places > len(cores) or args.grid < args.places + 2:
         parser.error(f"--places {args.places}: at most {len(cores)} (the cores here) and "
                      f"--grid at least places + 2")
-    load_before = os.getloadavg()
+    load_before, began = os.getloadavg(), time.perf_counter()
     m = measure(args.grid, args.batch, args.places, compute, duties, counts, cores)
     load_after = os.getloadavg()
     pts = points(m["levels"], len(m["calibration"]["report"]["cores"]), len(cores))
@@ -454,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
               f"to cores {','.join(map(str, cores))} of one {len(cores)}-core machine), waiting = "
               f"an emulated I/O pause after every step; least squares over the paced points")
     data = {
-        "quick": args.quick, "loadavg_before": load_before, "loadavg_after": load_after,
+        "quick": args.quick, "elapsed_s": time.perf_counter() - began,
+        "loadavg_before": load_before, "loadavg_after": load_after,
         "quiet": (max(control) <= 1.25) if control else None,
         "cores": cores, "nodes": 1, "cores_per_node": len(cores),
         "places_per_copy": args.places, "grid": args.grid, "batch": args.batch,
