@@ -71,6 +71,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -189,6 +190,8 @@ def group(n: int, job: list[str], env: dict[str, str], timeout: float = 300) -> 
     t0 = time.perf_counter()
     started = [_start(job, env) for _ in range(n)]
     procs = [p for p, _ in started]
+    watchdog = threading.Timer(timeout, _end, [procs])  # a copy that hangs before "ready"
+    watchdog.start()
     try:
         for p, err in started:
             while True:
@@ -213,6 +216,7 @@ def group(n: int, job: list[str], env: dict[str, str], timeout: float = 300) -> 
         _end(procs)
         raise RuntimeError(f"a group of {n} copies failed: {exc}") from exc
     finally:
+        watchdog.cancel()
         for _, err in started:
             err.close()
     return {"copies": copies,
