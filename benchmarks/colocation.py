@@ -63,6 +63,7 @@ control gained at most 1.25x, the sign of a machine nobody else was using) and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -159,15 +160,14 @@ def _end(procs: Sequence[subprocess.Popen[str]]) -> None:
     """End the process groups of copies still running (each copy's own session)."""
     for p in procs:
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     for p in procs:
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
             p.wait()
 
 
