@@ -384,7 +384,8 @@ def table(data: dict[str, Any]) -> str:
     head = "| N | Xie 2026 (duty 5-19 %) |"
     for lv in levels:
         alone = next(g for g in lv["groups"] if g["n"] == 1)
-        kind = "control, no waiting" if lv["target_duty"] >= 1 else "paced"
+        kind = ("control, no waiting" if lv["target_duty"] >= 1
+                else f"paced for {lv['target_duty']:.0%}")
         head += f" Jacobi, {kind}: duty {alone['duty']:.0%} alone |"
     rows = [head, "|---" * (2 + len(levels)) + "|"]
     for n in sorted({g["n"] for lv in levels for g in lv["groups"]}):

@@ -68,6 +68,6 @@ def test_table_has_a_row_per_count() -> None:
     data = {"reference": {"counts": [2, 3, 5], "gain": [1.77, 2.59, 3.74]}, "levels": levels,
             "points": pts}
     rows = table(data).splitlines()
-    assert rows[0] == "| N | Xie 2026 (duty 5-19 %) | Jacobi, paced: duty 20% alone |"
+    assert rows[0] == "| N | Xie 2026 (duty 5-19 %) | Jacobi, paced for 20%: duty 20% alone |"
     assert rows[2] == "| 1 | 1 | 1 (1.00 s) |"
     assert rows[3] == "| 2 | 1.77x | 1.82x (model 1.82x, +0 %) |"
