@@ -224,23 +224,61 @@ def group(n: int, job: list[str], env: dict[str, str], timeout: float = 300) -> 
             "process_wall_s": time.perf_counter() - t0}
 
 
-def _job_args(grid: int, iterations: int, batch: int, pause: float, places: int) -> list[str]:
+def _job_args(grid: int, iterations: int, batch: int, places: int, pause: float = 0.0,
+              every: int = 0, directory: str | None = None) -> list[str]:
+    extra = ["--checkpoint-every", str(every), "--checkpoint-dir", directory] if every and \
+        directory else []
     return ["--grid", str(grid), "--iterations", str(iterations), "--batch", str(batch),
-            "--pause", f"{pause:.6f}", "--places", str(places)]
+            "--pause", f"{pause:.6f}", "--places", str(places), *extra]
+
+
+def filesystem(path: str) -> str | None:
+    """The type of the file system ``path`` is on (``ext4``, ``tmpfs`` ...: on ``tmpfs``
+    an fsync waits for nothing), from the mount with the longest matching mount point."""
+    import psutil
+
+    path = os.path.realpath(path)
+    best: tuple[int, str | None] = (-1, None)
+    for part in psutil.disk_partitions(all=True):
+        mp = part.mountpoint.rstrip("/") + "/"
+        if (path + "/").startswith(mp) and len(mp) > best[0]:
+            best = (len(mp), part.fstype)
+    return best[1]
 
 
 # ---------------------------------------------------------------------------------------------
 # the study
 
 
-def measure(grid: int, batch: int, places: int, compute_s: float, duties: Sequence[float],
-            counts: Sequence[int], cores: Sequence[int]) -> dict[str, Any]:
-    """Calibrate, solve the known answer, run every duty level at every count.
+def levels_for(duties: Sequence[float], checkpoint_every: int) -> list[dict[str, Any]]:
+    """The kinds of job measured: per duty aimed at, ``control`` (1: no waiting) or
+    ``pause`` (an emulated I/O pause after every step); then, with ``checkpoint_every`` > 0,
+    ``checkpoint`` (real writes and fsync every that many steps).  Each is ``{"label",
+    "kind", "target_duty" (None for checkpoint), "checkpoint_every"}``."""
+    out = [{"label": "control" if d >= 1 else f"pause {d:.0%}",
+            "kind": "control" if d >= 1 else "pause", "target_duty": d, "checkpoint_every": 0}
+           for d in duties]
+    if checkpoint_every > 0:
+        out.append({"label": f"checkpoint every {checkpoint_every}", "kind": "checkpoint",
+                    "target_duty": None, "checkpoint_every": checkpoint_every})
+    return out
+
+
+def measure(grid: int, batch: int, places: int, compute_s: float,
+            levels: Sequence[dict[str, Any]], counts: Sequence[int], cores: Sequence[int],
+            directory: str) -> dict[str, Any]:
+    """Calibrate, solve the known answer, run every level (:func:`levels_for`) at every count.
+
+    Args:
+        directory: where checkpoints are written (a fresh directory; emptied by the copies).
 
     Returns:
-        ``{"calibration", "iterations", "expected", "levels": [{"target_duty", "pause_s",
+        ``{"calibration", "iterations", "expected", "levels": [each level plus "pause_s",
         "groups": [{"n", "window_s", "process_wall_s", "gain", "throughput", "duty",
-        "correct", "copies"}]}]}`` (seconds; throughput in point updates a second).
+        "correct", "copies"}]]}`` (seconds; throughput in point updates a second).
+
+    Raises:
+        RuntimeError: a copy failed (:func:`group`).
     """
     from .kernels.jacobi import checksum, solve
 
@@ -248,7 +286,7 @@ def measure(grid: int, batch: int, places: int, compute_s: float, duties: Sequen
     for key in ("APGAS_CORES_FILE", "APGAS_PLACES", "APGAS_PLACES_PER_HOST"):
         env.pop(key, None)
     k_cal = batch * 16
-    cal = group(1, _job_args(grid, k_cal, batch, 0.0, places), env)["copies"][0]
+    cal = group(1, _job_args(grid, k_cal, batch, places), env)["copies"][0]
     step_wall = cal["wall_s"] / cal["steps"]
     step_cpu = cal["cpu_s"] / (places * cal["steps"])
     steps = max(4, round(compute_s / step_wall))
@@ -260,10 +298,12 @@ def measure(grid: int, batch: int, places: int, compute_s: float, duties: Sequen
           f"place; {iterations} iterations; known answer {expected[:16]}... ({solve_s:.1f} s)",
           flush=True)
     updates = iterations * (grid - 2) ** 2
-    levels = []
-    for d in duties:
-        pause = 0.0 if d >= 1 else step_cpu * (1 / d - 1)
-        job = _job_args(grid, iterations, batch, pause, places)
+    done = []
+    for spec in levels:
+        d = spec["target_duty"]
+        pause = step_cpu * (1 / d - 1) if spec["kind"] == "pause" else 0.0
+        job = _job_args(grid, iterations, batch, places, pause, spec["checkpoint_every"],
+                        directory)
         groups: list[dict[str, Any]] = []
         for n in counts:
             g = group(n, job, env)
@@ -274,26 +314,28 @@ def measure(grid: int, batch: int, places: int, compute_s: float, duties: Sequen
             base = next((x for x in groups if x["n"] == 1), g if n == 1 else None)
             g["gain"] = g["throughput"] / base["throughput"] if base else None
             groups.append(g)
-            print(f"duty {d:g} (pause {pause * 1e3:.0f} ms): N={n} window {g['window_s']:.2f} s"
-                  f", gain {g['gain'] or float('nan'):.2f}x, duty measured "
+            print(f"{spec['label']} (pause {pause * 1e3:.0f} ms): N={n} window "
+                  f"{g['window_s']:.2f} s, gain {g['gain'] or float('nan'):.2f}x, duty "
                   f"{g['duty']:.2f}, {'correct' if g['correct'] else 'WRONG'}", flush=True)
-        levels.append({"target_duty": d, "pause_s": pause, "groups": groups})
+        done.append({**spec, "pause_s": pause, "groups": groups})
     return {"calibration": {"iterations": k_cal, "step_wall_s": step_wall,
                             "step_cpu_s": step_cpu, "report": cal},
             "iterations": iterations, "updates_per_job": updates, "expected": expected,
-            "solve_s": solve_s, "levels": levels}
+            "solve_s": solve_s, "levels": done}
 
 
 def points(levels: Sequence[dict[str, Any]], cores_per_job: int,
            cores: int) -> list[dict[str, Any]]:
     """One model point per group with ``N > 1`` (and a ``N = 1`` baseline in its level):
-    ``rho_1``, ``rho_n`` (from the duty measured alone), ``slowdown = T_N / T_1 - 1`` with
-    ``T`` the group's window, the measured ``gain``, and whether the job waits (``paced``).
+    its level's ``label`` and ``kind``, ``waits`` (any kind but the control), ``rho_1``,
+    ``rho_n`` (from the duty measured alone), ``slowdown = T_N / T_1 - 1`` with ``T`` the
+    group's window, and the measured ``gain``.
 
     Args:
-        levels: :func:`measure`'s ``levels`` (each group needs ``n``, ``window_s``,
-            ``duty``, ``gain``, ``correct``); cores_per_job: the cores one job's places are
-            pinned to; cores: ``C``, the cores of the machine the copies share (``M = 1``).
+        levels: :func:`measure`'s ``levels`` (``label``, ``kind``; each group needs ``n``,
+            ``window_s``, ``duty``, ``gain``, ``correct``); cores_per_job: the cores one
+            job's places are pinned to; cores: ``C``, the cores of the machine the copies
+            share (``M = 1``).
     """
     out = []
     for lv in levels:
@@ -304,8 +346,9 @@ def points(levels: Sequence[dict[str, Any]], cores_per_job: int,
         for g in lv["groups"]:
             if g["n"] == 1:
                 continue
-            out.append({"target_duty": lv["target_duty"], "paced": lv["target_duty"] < 1,
-                        "n": g["n"], "duty_1": duty_1, "duty_n": g["duty"],
+            out.append({"label": lv["label"], "kind": lv["kind"],
+                        "waits": lv["kind"] != "control", "n": g["n"], "duty_1": duty_1,
+                        "duty_n": g["duty"],
                         "rho_1": load(1, cores_per_job, duty_1, 1, cores),
                         "rho_n": load(g["n"], cores_per_job, duty_1, 1, cores),
                         "slowdown": g["window_s"] / base["window_s"] - 1,
@@ -313,40 +356,46 @@ def points(levels: Sequence[dict[str, Any]], cores_per_job: int,
     return out
 
 
+def _beta(pts: Sequence[dict[str, Any]]) -> tuple[float, float | None]:
+    return fit_beta([p["rho_n"] - p["rho_1"] for p in pts], [p["slowdown"] for p in pts])
+
+
 def fit(pts: list[dict[str, Any]]) -> dict[str, Any]:
-    """beta over the paced points and from their N = 2 points alone; each point's predicted
-    gain and its error in % (``(predicted - measured) / measured``), with the all-points
-    beta (the control too, outside the fit), and the gain Xie's beta 0.524 predicts.
+    """beta over the points of the jobs that wait (every kind but the control), from their
+    N = 2 points alone, and per kind; each point's predicted gain and its error in %
+    (``(predicted - measured) / measured``) with the all-points beta (the control too,
+    outside the fit), and the gain Xie's beta 0.524 predicts.
 
     Args:
         pts: :func:`points`' list, completed in place.
 
     Returns:
-        ``{"beta", "beta_stderr", "beta_n2", "within_10pct", "max_abs_error_pct"}`` (all
-        ``None`` without a paced point; ``beta_stderr`` ``None`` from one point).
+        ``{"beta", "beta_stderr", "beta_n2", "beta_by_kind": {kind: [beta, stderr]},
+        "within_10pct", "max_abs_error_pct"}`` (``None`` without a point that waits;
+        a ``stderr`` is ``None`` from one point).
     """
-    paced = [p for p in pts if p["paced"]]
-    if not paced:
-        return {"beta": None, "beta_stderr": None, "beta_n2": None, "within_10pct": None,
-                "max_abs_error_pct": None}
-    beta, se = fit_beta([p["rho_n"] - p["rho_1"] for p in paced], [p["slowdown"] for p in paced])
-    two = [p for p in paced if p["n"] == 2]
-    beta_n2 = fit_beta([p["rho_n"] - p["rho_1"] for p in two],
-                       [p["slowdown"] for p in two])[0] if two else None
+    waits = [p for p in pts if p["waits"]]
+    if not waits:
+        return {"beta": None, "beta_stderr": None, "beta_n2": None, "beta_by_kind": {},
+                "within_10pct": None, "max_abs_error_pct": None}
+    beta, se = _beta(waits)
+    two = [p for p in waits if p["n"] == 2]
+    by_kind = {k: list(_beta([p for p in waits if p["kind"] == k]))
+               for k in dict.fromkeys(p["kind"] for p in waits)}
     for p in pts:
         p["predicted_gain"] = predicted_gain(p["n"], beta, p["rho_n"], p["rho_1"])
         p["error_pct"] = 100 * (p["predicted_gain"] - p["gain"]) / p["gain"]
         p["xie_predicted_gain"] = predicted_gain(p["n"], XIE["beta"], p["rho_n"], p["rho_1"])
-    return {"beta": beta, "beta_stderr": se, "beta_n2": beta_n2,
-            "within_10pct": all(abs(p["error_pct"]) <= 10 for p in paced),
-            "max_abs_error_pct": max(abs(p["error_pct"]) for p in paced)}
+    return {"beta": beta, "beta_stderr": se, "beta_n2": _beta(two)[0] if two else None,
+            "beta_by_kind": by_kind,
+            "within_10pct": all(abs(p["error_pct"]) <= 10 for p in waits),
+            "max_abs_error_pct": max(abs(p["error_pct"]) for p in waits)}
 
 
 def plot(levels: Sequence[dict[str, Any]], pts: Sequence[dict[str, Any]],
          beta: float | None, path: Path) -> None:
-    """Gain against N per duty level (measured: points, the model with the fitted beta:
-    dashed), Xie's three gains, the ideal ``N``; written as a PNG to ``path`` (needs
-    matplotlib)."""
+    """Gain against N per level (measured: points; the model with the fitted beta: dashed),
+    Xie's three gains, the ideal ``N``; written as a PNG to ``path`` (needs matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -358,11 +407,10 @@ def plot(levels: Sequence[dict[str, Any]], pts: Sequence[dict[str, Any]],
     for lv in levels:
         gs = [g for g in lv["groups"] if g["gain"] is not None]
         d1 = next((g["duty"] for g in gs if g["n"] == 1), None)
-        name = "no waiting (control)" if lv["target_duty"] >= 1 else "paced"
-        line = ax.plot([g["n"] for g in gs], [g["gain"] for g in gs], "o-",
-                       label=f"Jacobi, {name}, duty {d1:.0%}" if d1 is not None else name)
-        mine = [p for p in pts if p["target_duty"] == lv["target_duty"] and "predicted_gain" in p]
-        if beta is not None and mine and lv["target_duty"] < 1:
+        name = f"Jacobi, {lv['label']}" + (f", duty {d1:.0%}" if d1 is not None else "")
+        line = ax.plot([g["n"] for g in gs], [g["gain"] for g in gs], "o-", label=name)
+        mine = [p for p in pts if p["label"] == lv["label"] and "predicted_gain" in p]
+        if beta is not None and mine and lv["kind"] != "control":
             ax.plot([1] + [p["n"] for p in mine], [1] + [p["predicted_gain"] for p in mine],
                     "--", color=line[0].get_color(), lw=1)
     ax.plot([1, *XIE["counts"]], [1, *XIE["gain"]], "k^:", label="Xie 2026 (duty 5-19 %)")
@@ -378,22 +426,20 @@ def plot(levels: Sequence[dict[str, Any]], pts: Sequence[dict[str, Any]],
 
 def table(data: dict[str, Any]) -> str:
     """The Markdown table of docs/benchmarks.md ("Co-location") from a results file's
-    content: per N, Xie's gain and each duty level's measured gain with the model's."""
+    content: per N, Xie's gain and each level's measured gain with the model's."""
     xie = dict(zip(data["reference"]["counts"], data["reference"]["gain"], strict=True))
     levels = data["levels"]
     head = "| N | Xie 2026 (duty 5-19 %) |"
     for lv in levels:
         alone = next(g for g in lv["groups"] if g["n"] == 1)
-        kind = ("control, no waiting" if lv["target_duty"] >= 1
-                else f"paced for {lv['target_duty']:.0%}")
-        head += f" Jacobi, {kind}: duty {alone['duty']:.0%} alone |"
+        head += f" Jacobi, {lv['label']}: duty {alone['duty']:.0%} alone |"
     rows = [head, "|---" * (2 + len(levels)) + "|"]
     for n in sorted({g["n"] for lv in levels for g in lv["groups"]}):
         row = f"| {n} | {f'{xie[n]:.2f}x' if n in xie else ('1' if n == 1 else '')} |"
         for lv in levels:
             g = next((g for g in lv["groups"] if g["n"] == n), None)
             p = next((p for p in data["points"]
-                      if p["n"] == n and p["target_duty"] == lv["target_duty"]), None)
+                      if p["n"] == n and p["label"] == lv["label"]), None)
             if g is None:
                 row += " |"
             elif n == 1:
@@ -406,16 +452,43 @@ def table(data: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _summary(data: dict[str, Any], f: dict[str, Any]) -> None:
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    for p in data["points"]:
+        print(f"{p['label']}, duty {p['duty_1']:.2f} alone, N={p['n']}: gain {p['gain']:.2f}x"
+              f", model {p.get('predicted_gain', float('nan')):.2f}x "
+              f"({p.get('error_pct', 0):+.1f} %)")
+    print(f"beta {num(f['beta'])} +- {num(f['beta_stderr'])}, from N = 2: "
+          f"{num(f['beta_n2'])}; by kind: " + ", ".join(
+              f"{k} {num(b)} +- {num(e)}" for k, (b, e) in f["beta_by_kind"].items()))
+    control = data["goals"]["control_gains"]
+    if control and max(control) > 1.25:
+        print(f"the control gained {max(control):.2f}x: other jobs share these cores (load "
+              f"average {data['loadavg_before'][0]:.1f} before, "
+              f"{data['loadavg_after'][0]:.1f} after), and the copies took CPU from them; "
+              f"rerun on a quiet machine", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Measure, fit, write ``colocation.json`` and ``colocation.png``, print a summary."""
+    """Measure, fit, write ``colocation.json`` and ``colocation.png``, print a summary;
+    1 when a copy's grid was wrong, 2 on bad options."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.colocation",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="a smoke run: 0.3 s of computing a job alone (about 1.5 minutes on "
-                             "2 cores)")
+                        help="a smoke run: 0.3 s of computing a job alone (about 2 minutes "
+                             "on 2 cores)")
     parser.add_argument("--counts", default="1,2,3,5", help="copies at once (1,2,3,5)")
     parser.add_argument("--duties", default="1,0.5,0.2",
-                        help="duty cycles aimed at; 1: no waiting, the control (1,0.5,0.2)")
+                        help="duty cycles aimed at by a pause; 1: no waiting, the control "
+                             "(1,0.5,0.2)")
+    parser.add_argument("--checkpoint-every", type=int, default=1, metavar="STEPS",
+                        help="one kind more: a checkpoint (each place writes its rows and "
+                             "fsyncs) every STEPS steps; 0: none (1)")
+    parser.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                        help="where the checkpoints' temporary directory is made (the system's "
+                             "temporary directory; on tmpfs an fsync waits for nothing)")
     parser.add_argument("--grid", type=positive_int, default=1024, help="grid size (1024)")
     parser.add_argument("--batch", type=positive_int, default=64,
                         help="iterations a step (64)")
@@ -438,39 +511,48 @@ def main(argv: list[str] | None = None) -> int:
                      f"and {args.duties!r}")
     if counts[0] != 1:
         parser.error(f"--counts {args.counts}: must include 1 (the job alone), and no less")
-    if not all(0 < d <= 1 for d in duties):
-        parser.error(f"--duties {args.duties}: each in (0, 1]")
+    if not all(0 < d <= 1 for d in duties) or args.checkpoint_every < 0:
+        parser.error(f"--duties {args.duties}: each in (0, 1]; --checkpoint-every >= 0")
     compute = 0.3 if args.quick else args.compute
     cores = sorted(os.sched_getaffinity(0))
     if args.places > len(cores) or args.grid < args.places + 2:
         parser.error(f"--places {args.places}: at most {len(cores)} (the cores here) and "
                      f"--grid at least places + 2")
+    levels = levels_for(duties, args.checkpoint_every)
     load_before, began = os.getloadavg(), time.perf_counter()
-    m = measure(args.grid, args.batch, args.places, compute, duties, counts, cores)
+    with tempfile.TemporaryDirectory(prefix="apgaspy-colocation-",
+                                     dir=args.checkpoint_dir) as directory:
+        fs = filesystem(directory)
+        m = measure(args.grid, args.batch, args.places, compute, levels, counts, cores,
+                    directory)
     load_after = os.getloadavg()
     pts = points(m["levels"], len(m["calibration"]["report"]["cores"]), len(cores))
     f = fit(pts)
-    gain3 = [p["gain"] for p in pts if p["paced"] and p["n"] == 3]
-    lowest = min((p for p in pts if p["paced"] and p["n"] == 3), key=lambda p: p["duty_1"],
+    lowest = min((p for p in pts if p["waits"] and p["n"] == 3), key=lambda p: p["duty_1"],
                  default=None)
-    control = [p["gain"] for p in pts if not p["paced"]]
-    source = (f"benchmarks/colocation.py: {len(counts)} counts x {len(duties)} duty levels of "
-              f"Jacobi {args.grid}x{args.grid} ({args.places} places a copy, every copy pinned "
-              f"to cores {','.join(map(str, cores))} of one {len(cores)}-core machine), waiting = "
-              f"an emulated I/O pause after every step; least squares over the paced points")
+    control = [p["gain"] for p in pts if not p["waits"]]
+    kinds = ", ".join(lv["label"] for lv in levels if lv["kind"] != "control")
+    source = (f"benchmarks/colocation.py: Jacobi {args.grid}x{args.grid}, {args.places} places "
+              f"a copy, N = {','.join(map(str, counts))} copies pinned to the same cores "
+              f"{','.join(map(str, cores))} of one {len(cores)}-core machine; least squares "
+              f"over the jobs that wait ({kinds}); the control (no waiting) left out")
     data = {
         "quick": args.quick, "elapsed_s": time.perf_counter() - began,
         "loadavg_before": load_before, "loadavg_after": load_after,
         "quiet": (max(control) <= 1.25) if control else None,
         "cores": cores, "nodes": 1, "cores_per_node": len(cores),
         "places_per_copy": args.places, "grid": args.grid, "batch": args.batch,
-        "waiting": "a sleep at place 0 after every step (benchmarks.jacobi --pause), an "
-                   "emulated I/O phase during which every place of the job idles",
+        "waiting": {"pause": "a sleep at place 0 after every step: an emulated I/O phase "
+                             "during which every place of the job idles",
+                    "checkpoint": "real I/O: each place writes its rows to a file and waits "
+                                  "for fsync, every checkpoint_every steps",
+                    "checkpoint_fs": fs},
         "model": "T_N = T_1 (1 + beta (rho_N - rho_1)), rho_N = N x cores x duty_1 / "
                  "(M x C) (Xie 2026); gain = N T_1 / T_N",
         "beta": f["beta"], "beta_n2": f["beta_n2"], "beta_stderr": f["beta_stderr"],
-        "beta_source": source,
+        "beta_by_kind": f["beta_by_kind"], "beta_source": source,
         "goals": {"gain_n3_low_duty": lowest["gain"] if lowest else None,
+                  "gain_n3_low_duty_level": lowest["label"] if lowest else None,
                   "gain_n3_at_least_2x": (lowest["gain"] >= 2) if lowest else None,
                   "model_within_10pct": f["within_10pct"],
                   "max_abs_error_pct": f["max_abs_error_pct"],
@@ -483,18 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         png = RESULTS_DIR / "colocation.png"
         plot(m["levels"], pts, f["beta"], png)
         print(png)
-    for p in pts:
-        print(f"duty {p['duty_1']:.2f} N={p['n']}: gain {p['gain']:.2f}x, model "
-              f"{p.get('predicted_gain', float('nan')):.2f}x ({p.get('error_pct', 0):+.1f} %)")
-    def num(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    print(f"beta {num(f['beta'])} +- {num(f['beta_stderr'])}, from N = 2: "
-          f"{num(f['beta_n2'])}; N = 3 gains: {', '.join(f'{g:.2f}x' for g in gain3) or '-'}")
-    if control and max(control) > 1.25:
-        print(f"the control gained {max(control):.2f}x: other jobs share these cores (load "
-              f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after), and the "
-              f"copies took CPU from them; rerun on a quiet machine", flush=True)
+    _summary(data, f)
     return 0 if all(p["correct"] for p in pts) else 1
 
 

@@ -41,15 +41,19 @@ def test_points_and_fit_keep_the_control_out() -> None:
         return {"n": n, "window_s": window, "duty": duty, "gain": n * 1.0 / window,
                 "correct": True}
 
-    paced = {"target_duty": 0.2, "groups": [g(1, 1.0, 0.2), g(2, 1.1, 0.2), g(3, 1.3, 0.2)]}
-    control = {"target_duty": 1.0, "groups": [g(1, 1.0, 0.9), g(2, 2.0, 0.9)]}
+    paced = {"label": "pause 20%", "kind": "pause",
+             "groups": [g(1, 1.0, 0.2), g(2, 1.1, 0.2), g(3, 1.3, 0.2)]}
+    control = {"label": "control", "kind": "control",
+               "groups": [g(1, 1.0, 0.9), g(2, 2.0, 0.9)]}
     pts = points([paced, control], cores_per_job=2, cores=2)
-    assert [(p["n"], p["paced"]) for p in pts] == [(2, True), (3, True), (2, False)]
+    assert [(p["n"], p["waits"]) for p in pts] == [(2, True), (3, True), (2, False)]
     assert [p["rho_n"] for p in pts[:2]] == pytest.approx([0.4, 0.6])
     # rises 0.2, 0.4; slowdowns 0.1, 0.3: beta = (0.02 + 0.12) / (0.04 + 0.16) = 0.7
     f = fit(pts)
     assert f["beta"] == pytest.approx(0.7)
     assert f["beta_n2"] == pytest.approx(0.5)  # 0.1 / 0.2
+    assert f["beta_by_kind"]["pause"][0] == pytest.approx(0.7)
+    assert "control" not in f["beta_by_kind"]
     # N = 2: 2 / (1 + 0.7 x 0.2) = 1.7544 against 2 / 1.1 = 1.8182 measured: -3.5 %
     assert pts[0]["error_pct"] == pytest.approx(100 * (2 / 1.14 - 2 / 1.1) / (2 / 1.1))
     assert f["within_10pct"] is True
@@ -62,12 +66,13 @@ def test_table_has_a_row_per_count() -> None:
         return {"n": n, "window_s": window, "duty": duty, "gain": n * 1.0 / window,
                 "correct": True}
 
-    levels = [{"target_duty": 0.2, "groups": [g(1, 1.0, 0.2), g(2, 1.1, 0.2)]}]
+    levels = [{"label": "pause 20%", "kind": "pause",
+               "groups": [g(1, 1.0, 0.2), g(2, 1.1, 0.2)]}]
     pts = points(levels, cores_per_job=2, cores=2)
     fit(pts)
     data = {"reference": {"counts": [2, 3, 5], "gain": [1.77, 2.59, 3.74]}, "levels": levels,
             "points": pts}
     rows = table(data).splitlines()
-    assert rows[0] == "| N | Xie 2026 (duty 5-19 %) | Jacobi, paced for 20%: duty 20% alone |"
+    assert rows[0] == "| N | Xie 2026 (duty 5-19 %) | Jacobi, pause 20%: duty 20% alone |"
     assert rows[2] == "| 1 | 1 | 1 (1.00 s) |"
     assert rows[3] == "| 2 | 1.77x | 1.82x (model 1.82x, +0 %) |"
