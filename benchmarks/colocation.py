@@ -1,7 +1,9 @@
 """Co-location measured: N Jacobi jobs pinned to the same cores, their throughput, and beta.
 
     python -m benchmarks.colocation [--quick] [--counts 1,2,3,5] [--duties 1,0.5,0.2]
+                                    [--checkpoint-every 1] [--checkpoint-dir DIR]
                                     [--grid 1024] [--batch 64] [--compute 1.5] [--places 2]
+                                    [--table]
 
 The reference is Xie (2026), "sparse-domain multiplexing of MPI-CFD on Kubernetes": ranks
 that spend most of their time waiting (duty cycles of 5 % and 19 %) leave their cores idle,
@@ -20,21 +22,26 @@ What runs (one machine, ``M = 1``, ``C`` = the cores named below)::
       │              → K iterations (about --compute seconds of computing alone)
     known answer     the grid after K iterations solved sequentially here, its SHA-256
       │
-    for each duty d (--duties; 1 = no waiting: the control)
-      │  pause after every step = step CPU x (1/d - 1) (0 for the control); the step's
-      │  own idle time (its finish, the halos) comes on top: the duty measured is lower
+    for each kind of job: the control (duty 1 of --duties: no waiting), a pause for each
+      │  other duty d (after every step, step CPU x (1/d - 1); the step's own idle time,
+      │  its finish and halos, comes on top: the duty measured is lower), a checkpoint
+      │  every --checkpoint-every steps (real writes and fsync)
       └─ for each N (--counts): N copies of benchmarks._colocation_job started together,
              every copy's places pinned (APGAS_CORES) to the SAME cores, a start barrier,
              then K iterations each; every copy's SHA-256 checked against the known one
-    fit              beta by least squares over the paced points (N > 1), and from N = 2
+    fit              beta by least squares over the points of the kinds that wait (N > 1),
+                     from their N = 2 points, and per kind
 
 Every copy has ``--places`` places (2: one per core of this 2-core machine); all copies get
 ``APGAS_CORES=<host>=<all this process's cores>``, so copy i's place p runs on the same core
-as every other copy's place p.  Where the jobs wait: a sleep at place 0 after every step
-(``--pause`` of :mod:`benchmarks.jacobi`), an *emulated* I/O phase (a checkpoint written to a
-remote file system, an instrument's next frame) during which every place of the job idles.
-That is the stand-in for Xie's sparse ranks idling at barriers; it is said plainly in the
-results (``waiting``).  The control (duty near 1, no pause) must show no gain.
+as every other copy's place p.  Where the jobs wait, the stand-in for Xie's sparse ranks
+idling at barriers (said in the results, ``waiting``): ``pause``, a sleep at place 0 after
+every step, an *emulated* I/O phase (a remote file system, an instrument's next frame) during
+which every place of the job idles; ``checkpoint``, real I/O: after every
+``--checkpoint-every`` steps each place writes its rows to a file of its own (in a temporary
+directory under ``--checkpoint-dir``; its file system is recorded, as on ``tmpfs`` an fsync
+waits for nothing) and waits for ``os.fsync``, the next step waiting for every place.  The
+copies share the disk as they share the cores.  The control (no waiting) must show no gain.
 
 Not measured: the evotree benchmark (:mod:`benchmarks.evotree`).  Its tasks burn *wall-clock*
 time in a busy loop (:mod:`benchmarks.kernels.synthetic`, so that its phases keep their
@@ -54,7 +61,7 @@ are pinned to).  The model's load uses the duty measured alone (``N = 1``), what
 knows before it co-locates: ``rho_N = N x cores x duty_1 / C``.
 
 Results: ``benchmarks/results/colocation.json`` (``beta``, ``beta_n2``, ``beta_stderr``,
-``beta_source``, ``points`` with each point's prediction and error, ``groups`` with every
+``beta_source``, ``beta_by_kind``, ``points`` with each point's prediction and error, ``groups`` with every
 copy's report, ``machine``, the load averages before and after, and ``quiet``: whether the
 control gained at most 1.25x, the sign of a machine nobody else was using) and
 ``colocation.png``.  See docs/benchmarks.md, "Co-location".
