@@ -61,10 +61,10 @@ are pinned to).  The model's load uses the duty measured alone (``N = 1``), what
 knows before it co-locates: ``rho_N = N x cores x duty_1 / C``.
 
 Results: ``benchmarks/results/colocation.json`` (``beta``, ``beta_n2``, ``beta_stderr``,
-``beta_source``, ``beta_by_kind``, ``points`` with each point's prediction and error, ``groups`` with every
-copy's report, ``machine``, the load averages before and after, and ``quiet``: whether the
-control gained at most 1.25x, the sign of a machine nobody else was using) and
-``colocation.png``.  See docs/benchmarks.md, "Co-location".
+``beta_source``, ``beta_by_kind``, ``points`` with each point's prediction and error,
+``levels`` with every group and every copy's report, ``machine``, the load averages before
+and after, and ``quiet``: whether the control gained at most 1.25x, the sign of a machine
+nobody else was using) and ``colocation.png``.  See docs/benchmarks.md, "Co-location".
 """
 
 from __future__ import annotations
