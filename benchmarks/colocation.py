@@ -266,7 +266,8 @@ def levels_for(duties: Sequence[float], checkpoint_every: int) -> list[dict[str,
             "kind": "control" if d >= 1 else "pause", "target_duty": d, "checkpoint_every": 0}
            for d in duties]
     if checkpoint_every > 0:
-        out.append({"label": f"checkpoint every {checkpoint_every}", "kind": "checkpoint",
+        every = "step" if checkpoint_every == 1 else f"{checkpoint_every} steps"
+        out.append({"label": f"checkpoint every {every}", "kind": "checkpoint",
                     "target_duty": None, "checkpoint_every": checkpoint_every})
     return out
 
