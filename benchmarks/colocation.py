@@ -219,9 +219,11 @@ def group(n: int, job: list[str], env: dict[str, str], timeout: float = 300) -> 
                 err.seek(0)
                 raise RuntimeError(f"a copy failed ({p.returncode}): {err.read()[-2000:]}")
             copies.append(json.loads(out.strip().splitlines()[-1]))
-    except (subprocess.TimeoutExpired, RuntimeError, ValueError) as exc:
+    except BaseException as exc:  # Ctrl-C too: the copies run in sessions of their own
         _end(procs)
-        raise RuntimeError(f"a group of {n} copies failed: {exc}") from exc
+        if isinstance(exc, (subprocess.TimeoutExpired, RuntimeError, ValueError)):
+            raise RuntimeError(f"a group of {n} copies failed: {exc}") from exc
+        raise
     finally:
         watchdog.cancel()
         for _, err in started:
