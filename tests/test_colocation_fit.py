@@ -8,6 +8,7 @@ import math
 import pytest
 
 from benchmarks.colocation import fit, fit_beta, load, points, predicted_gain, table
+from benchmarks.references import pick
 
 
 def test_fit_beta_by_hand() -> None:
@@ -70,8 +71,8 @@ def test_table_has_a_row_per_count() -> None:
                "groups": [g(1, 1.0, 0.2), g(2, 1.1, 0.2)]}]
     pts = points(levels, cores_per_job=2, cores=2)
     fit(pts)
-    data = {"reference": {"counts": [2, 3, 5], "gain": [1.77, 2.59, 3.74]}, "levels": levels,
-            "points": pts}
+    data = {"reference": pick("xie_colocation")["references"]["xie_colocation"],
+            "levels": levels, "points": pts}
     rows = table(data).splitlines()
     assert rows[0] == "| N | Xie 2026 (duty 5-19 %) | Jacobi, pause 20%: duty 20% alone |"
     assert rows[2] == "| 1 | 1 | 1 (1.00 s) |"
