@@ -132,7 +132,7 @@ def test_only_a_colocating_job_is_placed_on_shareable_cores():
         pool = FreeNodes((), (), (("n1", 2),))
         assert pool.place(spec, lambda s, free: None) == expected
     view = View(0.0, (), (), (WaitingJob(1, spec_no, 0.0), WaitingJob(2, spec_yes, 0.0)),
-                1, (), (("n1", 2),))
+                1, (), shareable_cores=(("n1", 2),))
     assert [d.job_id for d in make("easy").decide(view)] == [2]  # backfilled beside
 
 
