@@ -151,7 +151,7 @@ def _hold_cores(state: ServerState, job: ServerJob, row: JobRow) -> bool:
     exact one (:func:`_hold_counts`)."""
     if row.cores:
         try:
-            state.ledger.adopt(job.job_id, row.cores)
+            state.ledger.adopt(job.job_id, row.cores, shared=job.spec.colocate)
         except (ValueError, KeyError) as exc:
             state.event("cores_unknown", job.job_id, cores=row.cores,
                         error=f"{exc}; it holds its whole nodes instead")

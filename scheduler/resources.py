@@ -496,30 +496,44 @@ class CoreLedger:
         mine[node] = tuple(sorted(mine.get(node, ()) + chosen))
         return chosen
 
-    def adopt(self, job: object, held: Mapping[str, Sequence[int]]) -> None:
+    def adopt(self, job: object, held: Mapping[str, Sequence[int]], *,
+              shared: bool = False) -> None:
         """``job`` takes exactly the cores ``held`` (node -> core indices), as a restarted
         scheduler re-adopts a running job from its journal (:mod:`scheduler.recovery`).
+        ``shared``: the job co-locates (``#COLOCATE yes``), so a core that a job adopted
+        before it holds is taken beside that job (:meth:`share`), as it was before the
+        restart.
 
         Raises:
-            ValueError: a core is not free (another job holds it, or the node has no such
-                core); nothing is taken then.
+            ValueError: a core is not free (another job holds it and ``shared`` is false,
+                or no job holds it and it is not free, or the node has no such core);
+                nothing is taken then.
         """
+        beside: dict[str, list[int]] = {}
         for node, cores in held.items():
             size = self.graph.size(node)
             free = range(size) if node in self.whole else self.partial.get(node, [])
             busy = [c for c in cores if c not in free]
+            if shared:
+                beside[node] = [c for c in busy if 0 <= c < size and self.users(node, c)]
+                busy = [c for c in busy if c not in beside[node]]
             if busy or len(set(cores)) != len(cores):
                 raise ValueError(f"cores {list(cores)} of {node} are not free "
                                  f"(taken: {busy or 'twice'})")
         for node, cores in held.items():
+            if beside.get(node):
+                self.share(job, node, beside[node])
+            own = [c for c in cores if c not in beside.get(node, ())]
+            if not own:
+                continue
             if node in self.whole:
                 self.whole.discard(node)
                 self.partial[node] = list(range(self.graph.size(node)))
             free_list = self.partial[node]
-            for core in cores:
+            for core in own:
                 free_list.remove(core)
             mine = self.held.setdefault(job, {})
-            mine[node] = tuple(sorted(mine.get(node, ()) + tuple(cores)))
+            mine[node] = tuple(sorted(mine.get(node, ()) + tuple(own)))
 
     def give(self, job: object, node: str) -> bool:
         """``job`` gives back its cores of ``node``; returns whether ``node`` is now wholly

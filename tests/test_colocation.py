@@ -84,6 +84,20 @@ def test_a_shared_core_is_freed_only_when_its_last_job_leaves():
     assert ledger.whole == {"n1", "n2"}
 
 
+def test_a_restart_adopts_co_located_jobs_on_the_cores_they_shared():
+    ledger = _ledger()
+    ledger.adopt("a", {"n1": [0, 1]})
+    with pytest.raises(ValueError):
+        ledger.adopt("b", {"n1": [0, 1]})  # an exclusive job never joins a held core
+    ledger.adopt("b", {"n1": [0, 1], "n2": [0]}, shared=True)
+    assert ledger.users("n1", 0) == ["a", "b"] and ledger.cores_of("b") == {"n1": (0, 1),
+                                                                            "n2": (0,)}
+    assert ledger.free_counts() == {"n2": 1}
+    with pytest.raises(ValueError):
+        ledger.adopt("c", {"n2": [1, 1]}, shared=True)  # a core twice
+    assert ledger.give_all("a") == [] and ledger.users("n1", 1) == ["b"]
+
+
 def _occ(duty, colocate=True, **kw) -> co.Occupant:
     return co.Occupant(duty=duty, colocate=colocate, **kw)
 
