@@ -84,8 +84,11 @@ def test_two_core_jobs_share_a_node_on_their_own_cores(tmp_path):
                        ("whole", "#NODES 1\n"), ("big", "#CORES 5\n"),
                        ("typo", "#CORES 1\n#PROFILE netwrk\n")):
         scripts[name] = tmp_path / f"{name}.sh"
+        # a and b run until the test has seen them both running (a fixed sleep let them
+        # end, and the whole-node job start, before a loaded machine got there)
+        hold = f"until [ -e {tmp_path}/go ]; do sleep 0.1; done\n" if name in ("a", "b") else ""
         scripts[name].write_text(f"#JOB_NAME {name}\n{head}#REQUIRED_TIME 60s\n{ECHO}"
-                                 "sleep 2\n")
+                                 f"{hold}")
     serve = Serve(tmp_path, "--nodes", "1", "--cores-per-node", "4", "--port", "0",
                   "--algorithm", "fcfs")
     try:
@@ -106,6 +109,7 @@ def test_two_core_jobs_share_a_node_on_their_own_cores(tmp_path):
         assert st["nodes"] == [{"name": N1, "job": st["nodes"][0]["job"], "state": "busy",
                                 "cores": 4, "free_cores": 0}]
         assert job_of(st, 3)["state"] == "waiting"  # the whole node is not free
+        (tmp_path / "go").touch()
         wait_until(lambda: len(serve.events("end")) == 3, 40, "the three jobs")
         starts = {e["job"]: e for e in serve.events("start")}
         assert starts[3]["t"] >= max(e["t"] for e in serve.events("end") if e["job"] in (1, 2))
