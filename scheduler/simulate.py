@@ -47,6 +47,11 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   job asking for cores takes the same cores as it would there.  A ``#CORES n`` job runs at
   its curve's one-node time wherever it is placed (an SWF job's run time is that of its
   processors); a ``#CORES_PER_NODE`` job scales with its node count.
+* Contention (``contention``, off by default): a core job's time is multiplied by a factor
+  fixed at its start from its layout: its shape (``shape``), whether it is pinned (``pin``),
+  spread over nodes, on one socket a node (``task_groups``, ``sockets_per_node``) and how
+  many memory-bound cores share its socket (:mod:`scheduler.contention`).  A grow or shrink
+  keeps the factor of the start.
 
 A decision, a resize done and an end change a job only through the transitions of
 :class:`~scheduler.job_state.JobState` (``start``, ``order_grow`` and ``grant``,
@@ -90,6 +95,7 @@ from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .records import JobRecord, SimResult
+from .contention import ContentionModel, layout_of
 from .resources import CoreLedger, ResourceGraph, cores_refusal, start_counts
 from .workload import Workload
 
@@ -126,6 +132,18 @@ class SimConfig:
             take them (:func:`scheduler.algorithms.make`).
         cores_per_node: cores of each node (``simulate --cores-per-node``), or ``None``:
             each node one slot (:mod:`scheduler.resources`).
+        sockets_per_node: sockets of each node (its cores split evenly among them, core
+            ``j`` on socket ``j // (cores_per_node / sockets)``); used by ``task_groups``
+            and ``contention``.
+        task_groups: each node's share of a ``#CORES`` job taken on one socket where one
+            has room (:meth:`~scheduler.resources.CoreLedger.take`); default off.
+        shape: the shape policy jobs are laid by (:func:`scheduler.resources.shape`),
+            read by ``contention`` only.
+        pin: whether jobs' places are bound to their cores (``serve --no-pin`` is
+            ``False``), read by ``contention`` only.
+        contention: a :class:`~scheduler.contention.ContentionModel`: each ``#CORES`` or
+            ``#CORES_PER_NODE`` job runs its factor times its curve's time, fixed at its
+            start; ``None`` (default): every job at its curve's speed.
     """
 
     total_nodes: int = 32
@@ -140,8 +158,17 @@ class SimConfig:
     node_names: tuple[str, ...] | None = None
     algorithm_options: Mapping[str, Any] = field(default_factory=dict)
     cores_per_node: int | None = None
+    sockets_per_node: int = 1
+    task_groups: bool = False
+    shape: str = "scale"
+    pin: bool = True
+    contention: ContentionModel | None = None
 
     def __post_init__(self) -> None:
+        if self.sockets_per_node < 1 or (self.cores_per_node is not None
+                                         and self.cores_per_node % self.sockets_per_node):
+            raise ValueError(f"sockets_per_node must be >= 1 and divide cores_per_node, got "
+                             f"{self.sockets_per_node}")
         if self.cores_per_node is not None and self.cores_per_node < 1:
             raise ValueError(f"cores_per_node must be >= 1, got {self.cores_per_node}")
         if self.total_nodes < 1:
@@ -161,7 +188,12 @@ class SimConfig:
         """The nodes and their cores."""
         if self.cores_per_node is None:
             return ResourceGraph.whole_nodes(self.nodes())
-        return ResourceGraph.counted({n: self.cores_per_node for n in self.nodes()})
+        graph = ResourceGraph.counted({n: self.cores_per_node for n in self.nodes()})
+        if self.sockets_per_node == 1:
+            return graph
+        per = self.cores_per_node // self.sockets_per_node
+        socket = tuple(j // per for j in range(self.cores_per_node))
+        return ResourceGraph(graph.cpus, {n: socket for n in self.nodes()})
 
     def costs_of(self, spec: JobSpec) -> ResizeCostModel:
         """The resize costs of a job: ``job_costs`` for its ``(program, size)``, else
@@ -203,7 +235,8 @@ class _Job(JobState):
     """A job in simulated time: the shared state and transitions
     (:class:`~scheduler.job_state.JobState`) and its progress (the fraction of its work
     left, counted from ``progress_from``; ``pending_release``: the nodes a shrink in flight
-    gives back; ``version`` voids the end events of an allotment that changed since)."""
+    gives back; ``version`` voids the end events of an allotment that changed since;
+    ``slow``: its contention factor, 1 without a model)."""
 
     job_id: int
     spec: JobSpec
@@ -213,6 +246,7 @@ class _Job(JobState):
     progress_from: float = 0.0
     pending_release: tuple[str, ...] = ()
     version: int = 0
+    slow: float = 1.0
 
 
 class Simulator:
@@ -253,6 +287,8 @@ class Simulator:
             _Job(i, e.spec, float(e.submit_s), model.curve(e.spec.program, e.spec.size))
             for i, e in enumerate(ordered, start=1)
         ]
+        #: job name -> its contention factor (``config.contention`` set; filled by run).
+        self.factors: dict[str, float] = {}
 
     # ---------------------------------------------------------------------------- run
 
@@ -457,13 +493,14 @@ class Simulator:
     def _advance(self, job: _Job, now: float) -> None:
         if now > job.progress_from:
             job.work_left -= ((now - job.progress_from)
-                              / job.curve(self._width(job, len(job.nodes))))
+                              / (job.curve(self._width(job, len(job.nodes))) * job.slow))
             job.work_left = max(job.work_left, 0.0)
             job.progress_from = now
 
     def _schedule_end(self, job: _Job, nodes_after: int) -> None:
         job.version += 1
-        end = job.progress_from + job.work_left * job.curve(self._width(job, nodes_after))
+        end = job.progress_from + (job.work_left * job.curve(self._width(job, nodes_after))
+                                   * job.slow)
         self._push(end, _END, job)
 
     def _apply(self, decision: Decision, now: float) -> None:
@@ -475,8 +512,10 @@ class Simulator:
             nodes = tuple(decision.nodes)
             del self._waiting[job.job_id]
             counts, _ = start_counts(job.spec, nodes, decision.cores)
-            job.start_cores = self._ledger.acquire(job.job_id, nodes, counts)
+            job.start_cores = self._ledger.acquire(job.job_id, nodes, counts, cfg.task_groups)
             self._free_changed()
+            if cfg.contention is not None and job.start_cores:
+                job.slow = self._contention(job)
             job.start(now, nodes, elastic=job.spec.job_class in _ELASTIC)
             job.progress_from = now
             self._running[job.job_id] = job
@@ -507,6 +546,20 @@ class Simulator:
             self._refresh(job)
             self._schedule_end(job, len(job.nodes))
             self._push(now + cost, _RESIZE_DONE, job)
+
+    def _contention(self, job: _Job) -> float:
+        """The contention factor of a core job that has just taken its cores (module
+        docstring of :mod:`scheduler.contention`); kept in :attr:`factors` by name."""
+        cfg, model = self.config, self.config.contention
+        assert model is not None
+        others = {jid: (model.is_memory(self._by_id[jid].spec), cores)
+                  for jid, cores in self._ledger.held.items() if jid != job.job_id}
+        layout = layout_of(job.spec, dict(job.start_cores), others,
+                           self._ledger.graph.sockets, cfg.shape, cfg.pin,
+                           model.is_memory(job.spec))
+        factor = model.factor(model.kind_of(job.spec), layout)
+        self.factors[job.spec.name] = factor
+        return factor
 
     # ------------------------------------------------------------------------ results
 

@@ -53,10 +53,14 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..jobs import JobClass, JobSpec
-from ..resources import nodes_for_cores
+from ..resources import first_fit_cores, nodes_for_cores
+
+#: Where a ``#CORES`` job's cores go (:class:`FreeNodes`).
+PLACEMENTS = ("shares", "first-fit", "first-fit-pack")
 
 __all__ = [
     "DEFAULT_COOLDOWN_S",
+    "PLACEMENTS",
     "Algorithm",
     "Decision",
     "FreeNodes",
@@ -307,9 +311,18 @@ class FreeNodes:
         nodes: the free node names (any order; sorted here with :func:`node_key`).
         cores: ``(node, free cores)`` (:attr:`View.free_cores`); empty: each free node is
             one core.
+        placement: where a ``#CORES`` job's cores go: ``"shares"`` (default: equal shares,
+            :func:`~scheduler.resources.nodes_for_cores`), ``"first-fit"`` (core by core
+            wherever free, :func:`~scheduler.resources.first_fit_cores`) or
+            ``"first-fit-pack"`` (the same, a ``network`` job packed on one node where one
+            has room): the granularity study's layouts (docs/benchmarks.md).
     """
 
-    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = ()) -> None:
+    def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = (),
+                 placement: str = "shares") -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement is one of {', '.join(PLACEMENTS)}, got {placement!r}")
+        self._placement = placement
         self._nodes = sorted_nodes(nodes)
         self._given = cores
         self._cores: dict[str, int] | None = None  # built when a job asks for cores
@@ -352,7 +365,11 @@ class FreeNodes:
         order = sorted_nodes(cores)
         free = {n: c for n, c in cores.items() if c > 0}
         if spec.cores is not None:
-            placed = nodes_for_cores(spec.cores, free, spec.profile, order)
+            if self._placement == "shares":
+                placed = nodes_for_cores(spec.cores, free, spec.profile, order)
+            else:
+                pack = self._placement == "first-fit-pack" and spec.profile == "network"
+                placed = first_fit_cores(spec.cores, free, order, pack)
             if placed is None:
                 return None
         else:
