@@ -120,7 +120,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "CPUTot (--slurm); default: each node one slot")
     p.add_argument("--shape", choices=SHAPES, default="scale",
                    help="places and workers of a job on its cores: scale (a place a node, "
-                        "a worker a core; default) or granularity (a place a core)")
+                        "a worker a core; default), granularity (a place a core; a network "
+                        "job a place a node) or core (a place a core, every profile)")
+    p.add_argument("--no-pin", action="store_true",
+                   help="do not give jobs APGAS_CORES: their places are not bound to the "
+                        "cores they hold (with --cores-per-node)")
     p.add_argument("--algorithm", choices=sorted(registry), default="malleable",
                    help="scheduling algorithm (default malleable)")
     p.add_argument("--port", type=port, default=DEFAULT_PORT,
@@ -349,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
             state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
-            shape=args.shape,
+            shape=args.shape, pin=not args.no_pin,
         )
         server.start()
     except OSError as exc:

@@ -113,9 +113,13 @@ class Server:
             (:class:`~scheduler.notification_listener.ListenerLimits`; default: its defaults).
         shape: how a job's places and workers are laid on its cores
             (:func:`scheduler.resources.shape`): ``"scale"`` (a place a node, a worker a
-            core) or ``"granularity"`` (a place a core).  The nodes' cores come from the
+            core), ``"granularity"`` (a place a core) or ``"core"`` (a place a core, every
+            profile).  The nodes' cores come from the
             backend's ``graph`` (``LocalNodes(n, cores_per_node=C)``, ssh hosts, Slurm);
             a backend without one hands out whole nodes, a slot each, and gives jobs no shape.
+        pin: give jobs their cores (``APGAS_CORES``, ``APGAS_CORES_FILE``) so that their
+            places bind to them (default); ``False`` (``serve --no-pin``): jobs get their
+            shape only and run wherever the kernel puts them (docs/guides/pinning.md).
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, or an
@@ -150,6 +154,7 @@ class Server:
         plain_lines: Iterable[str] = (),
         limits: ListenerLimits | None = None,
         shape: str = "scale",
+        pin: bool = True,
     ) -> None:
         if shape not in SHAPES:
             raise ValueError(f"shape is {' or '.join(SHAPES)}, got {shape!r}")
@@ -175,7 +180,7 @@ class Server:
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
             journal=journal, plain_lines=tuple(plain_lines),
-            graph=getattr(nodes, "graph", None), shape=shape)
+            graph=getattr(nodes, "graph", None), shape=shape, pin=pin)
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
         self.nodes = nodes
@@ -376,6 +381,7 @@ class Server:
                               {"cores": s.graph.size(n), "free_cores": free_cores.get(n, 0)})}
                           for n in sorted(s.all_nodes, key=node_key)],
                 "shape": None if s.graph.slots else s.shape,
+                "pin": None if s.graph.slots else s.pin,
                 "free": len(s.free),
                 "jobs": [{**j.info(now), **s.rm_info(j)} for j in s.jobs.values()],
                 "refused": [list(r) for r in s.refused],

@@ -244,7 +244,8 @@ class ServerState:
                  on_event: Callable[[dict[str, Any]], None] | None,
                  shrink_line_timeout_s: float, grow_timeout_s: float,
                  journal: Journal | None = None, plain_lines: tuple[str, ...] = (),
-                 graph: ResourceGraph | None = None, shape: str = "scale") -> None:
+                 graph: ResourceGraph | None = None, shape: str = "scale",
+                 pin: bool = True) -> None:
         # settings
         self.nodes = nodes
         #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
@@ -286,6 +287,8 @@ class ServerState:
         self.ledger = CoreLedger(self.graph, self.free)
         #: The shape policy of jobs (``serve --shape``): ``scale`` or ``granularity``.
         self.shape = shape
+        #: Whether jobs are told their cores to bind to (``serve --no-pin``: ``False``).
+        self.pin = pin
         self.jobs: dict[int, ServerJob] = {}
         self.pending: list[tuple[float, int]] = []  # (due_s, job id), sorted
         self.queue: list[int] = []  # waiting job ids, in submission order
