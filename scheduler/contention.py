@@ -17,9 +17,9 @@ Pure: plain data in and out, no clock, no process.
                                           │
               KindFactors of its kind ────┤
                                           ▼
-    factor = shape2 ** log2(workers a place)        one place of W workers (GIL, fewer places)
+    factor = grow(shape2, workers a place)          one place of W workers (GIL, fewer places)
            x unpinned          if not pinned and a node of it holds another job's cores
-           x spread2 ** log2(nodes)                 spread over hosts (network-bound)
+           x grow(spread2, nodes)                   spread over hosts (network-bound)
            x straddle          if a node's cores of it lie on two sockets
            x max(1, m / socket_saturation)          memory-bound: m memory-bound cores share
                                                     its busiest socket
@@ -28,9 +28,14 @@ The base time (factor 1) is the job alone, one place a core, pinned, each node's
 socket.  ``shape2``, ``unpinned`` and ``spread2`` are measured on a real machine
 (``python -m benchmarks.granularity --fit``, docs/benchmarks.md "Granularity and affinity");
 ``straddle`` and ``socket_saturation`` cannot be measured on a one-socket machine and are
-assumed, with their source in :attr:`ContentionModel.sources`.  Doubling rule: a factor
-measured at 2 (workers a place, hosts) is extrapolated to ``n`` as ``factor ** log2(n)``
-(each doubling costs the measured ratio again), an assumption stated in the docs.
+assumed, with their source in :attr:`ContentionModel.sources`.
+
+A ratio ``r`` measured at 2 (workers a place, hosts) is extrapolated to ``n`` by
+:func:`grow`: a cost (``r ≥ 1``) grows by Amdahl's law, ``1 + (n-1)(r-1)`` (the share
+``r - 1`` of a worker's time that the GIL, or the network, serialises is paid once for every
+worker or host more), at most ``n`` (all serial); a saving (``r < 1``) stays ``r`` (the
+messages between two places are gone once they are one place; more workers save no more).
+Both rules are assumptions, stated in docs/benchmarks.md.
 
 The factor is fixed at the job's start: neighbours that start or end later do not change it,
 and a malleable job keeps it when it is grown or shrunk.
@@ -44,7 +49,17 @@ from dataclasses import dataclass, field
 
 from .resources import shape
 
-__all__ = ["ContentionModel", "KindFactors", "Layout", "layout_of"]
+__all__ = ["ContentionModel", "KindFactors", "Layout", "grow", "layout_of"]
+
+
+def grow(ratio: float, n: int) -> float:
+    """A ratio measured at 2 extrapolated to ``n`` (≥ 1; module docstring): 1 at ``n = 1``;
+    ``min(n, 1 + (n-1)(ratio-1))`` for ``ratio ≥ 1``; ``ratio`` for ``ratio < 1``."""
+    if n <= 1:
+        return 1.0
+    if ratio >= 1.0:
+        return min(float(n), 1.0 + (n - 1) * (ratio - 1.0))
+    return ratio
 
 
 @dataclass(frozen=True)
@@ -134,10 +149,10 @@ class ContentionModel:
         if kind is None or kind not in self.kinds:
             return 1.0
         k = self.kinds[kind]
-        out = k.shape2 ** math.log2(max(layout.workers, 1))
+        out = grow(k.shape2, layout.workers)
         if not layout.pinned and layout.shared:
             out *= k.unpinned
-        out *= k.spread2 ** math.log2(max(layout.nodes, 1))
+        out *= grow(k.spread2, layout.nodes)
         if layout.straddles:
             out *= k.straddle
         if k.memory:
