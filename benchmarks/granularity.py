@@ -221,17 +221,28 @@ def run_real(entries: list[Any], shape: str, pin: bool, out: Path) -> dict[str, 
 def predict_real(entries: list[Any], model: Any, raw: dict[str, Any], shape: str,
                  pin: bool) -> dict[str, Any]:
     """The simulator's prediction of the real batch: each job's base time its kind's median
-    wall time alone (2 cores: 2 places x 1 worker; 1 core: 1 x 1), the fitted factors, one
-    socket of 2 cores (memory-bound sharing there is in the measured co-run, so not counted
-    again: saturation 2)."""
+    wall time alone (2 cores: 2 places x 1 worker; 1 core: 1 x 1), one socket of 2 cores
+    (memory-bound sharing there is in the measured co-run, so not counted again: saturation
+    2), and the fitted factors diluted by the start-up: a factor ``f`` acts on the
+    computation only, so a job whose computation is the share ``c`` of its wall time alone
+    runs ``1 + (f - 1) c`` times its base time (``c`` of its kind's 2 x 1 runs)."""
     from dataclasses import replace
 
+    from scheduler.contention import KindFactors
     from scheduler.studies.granularity import Scenario, run_scenario
 
-    base = {(k, 2): statistics.median(x["wall_s"] for x in r["2x1"]) for k, r in raw.items()}
-    base.update({(k, 1): statistics.median(x["wall_s"] for x in r["1x1"])
-                 for k, r in raw.items()})
-    local = replace(model, socket_saturation=2)
+    def med(runs: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(x[key] for x in runs)
+
+    base = {(k, 2): med(r["2x1"], "wall_s") for k, r in raw.items()}
+    base.update({(k, 1): med(r["1x1"], "wall_s") for k, r in raw.items()})
+    kinds = {}
+    for kind, f in model.kinds.items():
+        c = min(1.0, med(raw[kind]["2x1"], "seconds") / med(raw[kind]["2x1"], "wall_s"))
+        kinds[kind] = KindFactors(shape2=1 + (f.shape2 - 1) * c,
+                                  unpinned=1 + (f.unpinned - 1) * c,
+                                  spread2=f.spread2, straddle=f.straddle, memory=f.memory)
+    local = replace(model, kinds=kinds, socket_saturation=2)
     run = run_scenario(entries, Scenario("shares", shape, pin, False), local, nodes=1,
                        cores_per_node=2, sockets_per_node=1, base_s=base)
     return {"mean_turnaround_s": round(run["mean_turnaround_s"], 3),

@@ -42,7 +42,8 @@ granularity study's baseline: docs/benchmarks.md, "Granularity and affinity").
 **First fit and task groups** (the granularity study's switches; the scheduler's default is
 neither): :func:`first_fit_cores` takes a job's cores core by core on the nodes in order,
 wherever free (uneven shares); :meth:`CoreLedger.take` with ``group=True`` takes a node's
-share on one socket where one socket has that many free cores (Liu & Guitart's task groups).
+share on one socket where one socket has that many free cores, the one with the most free
+(Liu & Guitart's task groups: a group together, groups spread apart).
 """
 
 from __future__ import annotations
@@ -399,8 +400,8 @@ class CoreLedger:
 
         With ``group`` (a task group, module docstring) and the node's sockets known
         (``graph.sockets``), the cores come from one socket where one has ``count`` free:
-        the one with the fewest free that does (best fit), then the lowest; else the lowest
-        free cores as without.
+        the one with the most free (task groups spread apart, Liu & Guitart 2022), then the
+        lowest; else the lowest free cores as without.
 
         Raises:
             ValueError: ``node`` has fewer than ``count`` free cores.
@@ -418,7 +419,7 @@ class CoreLedger:
             by_socket: dict[int, list[int]] = {}
             for core in sorted(free):
                 by_socket.setdefault(sockets[core], []).append(core)
-            fits = sorted((len(c), s) for s, c in by_socket.items() if len(c) >= count)
+            fits = sorted((-len(c), s) for s, c in by_socket.items() if len(c) >= count)
             if fits:
                 chosen = tuple(by_socket[fits[0][1]][:count])
         for core in chosen:
