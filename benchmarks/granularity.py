@@ -1,7 +1,7 @@
 """The granularity-and-affinity study: fit a contention model on real runs, simulate Liu &
 Guitart's two experiments under six layouts, and check the model on a real batch.
 
-    python -m benchmarks.granularity [--fit] [--repeats 1] [--seed 1] [--raw JSON]
+    python -m benchmarks.granularity [--fit] [--repeats 3] [--seed 1] [--raw JSON]
 
 It does three steps (docs/benchmarks.md, "Granularity and affinity"); ``--fit`` leaves out
 the third, ``--raw FILE`` fits from an earlier result's measurements instead of the first:
@@ -46,7 +46,7 @@ from ._results import RESULTS_DIR, write_result
 FIT_JOBS: dict[str, tuple[str, tuple[str, ...]]] = {
     "network": ("uts", ("-d", "10", "--work-units", "16")),
     "cpu": ("uts", ("-d", "12")),
-    "memory": ("bc", ("--scale", "11", "--verify")),
+    "memory": ("bc", ("--scale", "12", "--verify")),
     "jacobi": ("jacobi", ("-n", "1024", "-i", "100", "--verify")),
 }
 #: Profile of each kind (``#PROFILE``).
@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true",
                         help="the fit and the simulated study only, no real batch")
-    parser.add_argument("--repeats", type=int, default=1, help="runs of each fit point (1)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each fit point, the median fitted (3)")
     parser.add_argument("--raw", type=Path, default=None, metavar="JSON",
                         help="fit from the raw measurements of an earlier result instead of "
                              "measuring (the study and the real batch run as usual)")
