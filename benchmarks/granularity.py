@@ -270,6 +270,44 @@ def table(study: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def markdown(data: dict[str, Any]) -> str:
+    """The tables of docs/benchmarks.md ("Granularity and affinity") from a result: the
+    fitted factors, each experiment's scenarios beside the paper's changes, the real check."""
+    def pct(x: float | None) -> str:
+        return "" if x is None else f"{100 * x:+.0f} %"
+
+    out = ["| kind | shape2 | unpinned | co-run pinned / alone |", "|---|---|---|---|"]
+    for kind, f in data["fit"]["kinds"].items():
+        out.append(f"| {kind} | {f['shape2']:.2f} | {f['unpinned']:.2f} | "
+                   f"{f['corun_pinned_over_alone']:.2f} |")
+    paper = data.get("paper", {})
+    for name in ("experiment1", "experiment2"):
+        vs_none = paper.get(f"{name}_vs_none", {})
+        vs_aff = paper.get(f"{name}_vs_affinity", {})
+        out += ["", f"{name.replace('experiment', 'Experiment ')}:", "",
+                "| scenario | mean response s | makespan s | response vs none | makespan vs "
+                "none | response vs affinity | makespan vs affinity |",
+                "|---|---|---|---|---|---|---|"]
+        for r in data["study"][name]:
+            out.append(f"| {r['scenario']} | {r['mean_turnaround_s']:.0f} | "
+                       f"{r['makespan_s']:.0f} | {pct(r['response_vs_none'])} | "
+                       f"{pct(r['makespan_vs_none'])} | {pct(r['response_vs_affinity'])} | "
+                       f"{pct(r['makespan_vs_affinity'])} |")
+        out.append(f"| paper: granularity + groups + affinity |  |  | "
+                   f"{pct(vs_none.get('response'))} | {pct(vs_none.get('makespan'))} | "
+                   f"{pct(vs_aff.get('response'))} | {pct(vs_aff.get('makespan'))} |")
+    real = data.get("real")
+    if real:
+        out += ["", "| real batch | response s | makespan s | predicted response s | "
+                "predicted makespan s | all correct |", "|---|---|---|---|---|---|"]
+        for name, _, _ in REAL_SCENARIOS:
+            r = real[name]
+            out.append(f"| {name} | {r['mean_turnaround_s']:.1f} | {r['makespan_s']:.1f} | "
+                       f"{r['predicted']['mean_turnaround_s']:.1f} | "
+                       f"{r['predicted']['makespan_s']:.1f} | {r['all_correct']} |")
+    return "\n".join(out)
+
+
 def plot(study: dict[str, Any], path: Path) -> None:
     """Bars of mean response time and makespan per scenario, one panel per experiment."""
     import matplotlib
@@ -307,7 +345,12 @@ def main(argv: list[str] | None = None) -> int:
                              "measuring (the study and the real batch run as usual)")
     parser.add_argument("--seed", type=int, default=1, help="experiment 2's seed (1)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="JSON",
+                        help="measure nothing: print the docs' tables of an earlier result")
     args = parser.parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text(encoding="utf-8"))))
+        return 0
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
     t0 = time.monotonic()
