@@ -20,8 +20,10 @@ the third, ``--raw FILE`` fits from an earlier result's measurements instead of 
               simulator's prediction of the same batch with the fitted model
 
 Writes ``benchmarks/results/granularity.json`` (the machine, its vector ISA and cores, the raw
-measurements, the fit, the tables and the real check) and ``granularity.png``.  Every answer is checked (UTS against its known node count, BC and Jacobi against a
-sequential run); a wrong one makes the exit status 1.
+measurements, the fit, the tables and the real check) and ``granularity.png``.  Every
+answer is checked (UTS against its known node count, BC and Jacobi against a sequential run);
+a wrong one makes the exit status 1.  ``--markdown FILE`` prints the tables of
+docs/benchmarks.md from an earlier result.
 """
 
 from __future__ import annotations

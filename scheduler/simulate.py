@@ -90,12 +90,12 @@ from .algorithms.base import (
     next_change_s,
     sorted_nodes,
 )
+from .contention import ContentionModel, layout_of
 from .job_state import JobState, check_decision
 from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
 from .model import ResizeCostModel, RuntimeModel, ScalingCurve
 from .records import JobRecord, SimResult
-from .contention import ContentionModel, layout_of
 from .resources import CoreLedger, ResourceGraph, cores_refusal, start_counts
 from .workload import Workload
 
@@ -552,8 +552,8 @@ class Simulator:
         docstring of :mod:`scheduler.contention`); kept in :attr:`factors` by name."""
         cfg, model = self.config, self.config.contention
         assert model is not None
-        others = {jid: (model.is_memory(self._by_id[jid].spec), cores)
-                  for jid, cores in self._ledger.held.items() if jid != job.job_id}
+        others = {jid: (model.is_memory(other.spec), self._ledger.cores_of(jid))
+                  for jid, other in self._running.items() if jid != job.job_id}
         layout = layout_of(job.spec, dict(job.start_cores), others,
                            self._ledger.graph.sockets, cfg.shape, cfg.pin,
                            model.is_memory(job.spec))
