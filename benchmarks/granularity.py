@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import socket
 import statistics
 import subprocess
@@ -90,12 +91,18 @@ def _start(kind: str, places: int, workers: int, cores: str | None) -> tuple[Any
     if cores is not None:
         env["APGAS_CORES"] = f"{_host()}={cores}"
     proc = subprocess.Popen(_command(kind, places, workers), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     return proc, time.monotonic()
 
 
 def _finish(proc: Any, t0: float, timeout_s: float = 120.0) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=timeout_s)
+    """Wait for a run (its process group is ended after ``timeout_s``); its report."""
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this run started, places included
+        proc.communicate()
+        raise RuntimeError(f"{proc.args}: still running after {timeout_s:g} s") from None
     wall = time.monotonic() - t0
     report = next((json.loads(x) for x in reversed(out.splitlines()) if x.startswith("{")), None)
     if proc.returncode != 0 or report is None:
@@ -128,9 +135,10 @@ def measure(kinds: list[str], repeats: int, log: Any = print) -> dict[str, Any]:
             r["1x1"] += _run((kind, 1, 1, "0"))
             r["corun_pinned"] += _run((kind, 1, 1, "0"), (kind, 1, 1, "1"))
             r["corun_unpinned"] += _run((kind, 1, 1, None), (kind, 1, 1, None))
+            last = {k: v[-2:] if k.startswith("corun") else v[-1:] for k, v in r.items()}
             log(f"  fit {rep + 1}/{repeats} {kind}: " + ", ".join(
-                f"{k} {statistics.fmean(x['seconds'] for x in v[-2:]):.3f} s"
-                for k, v in r.items()), flush=True)
+                f"{k} {statistics.fmean(x['seconds'] for x in v):.3f} s"
+                for k, v in last.items()), flush=True)
     return raw
 
 

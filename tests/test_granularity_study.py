@@ -119,3 +119,24 @@ def test_no_pin_gives_a_job_its_shape_without_cores(tmp_path, monkeypatch):
     finally:
         server.shutdown()
     assert server.leftover_pids() == []
+
+
+def test_the_fit_takes_ratios_of_medians_and_states_its_sources():
+    from benchmarks.granularity import fit
+
+    def runs(*seconds):
+        return [{"seconds": s, "wall_s": s + 1.0, "correct": True, "places": 1} for s in seconds]
+
+    raw = {"network": {"2x1": runs(1.0, 9.0, 1.2), "1x2": runs(0.3, 0.3, 0.2),
+                       "1x1": runs(2.0), "corun_pinned": runs(2.0, 2.0),
+                       "corun_unpinned": runs(3.0, 2.0, 3.0, 3.0)},
+           "memory": {"2x1": runs(1.0), "1x2": runs(2.0), "1x1": runs(1.0),
+                      "corun_pinned": runs(1.0), "corun_unpinned": runs(1.0)}}
+    model, table = fit(raw)
+    assert model.kinds["network"].shape2 == pytest.approx(0.3 / 1.2)  # medians: a slow run out
+    assert model.kinds["network"].unpinned == pytest.approx(1.5)
+    assert model.kinds["memory"].memory and not model.kinds["network"].memory
+    assert table["kinds"]["memory"]["shape2"] == 2.0
+    assert {"shape2", "unpinned", "straddle", "socket_saturation", "spread2"} <= set(
+        model.sources)
+    assert all(model.sources[k].startswith("assumed") for k in ("straddle", "socket_saturation"))
