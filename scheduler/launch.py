@@ -29,8 +29,9 @@ docs/reference/security.md).
 Cores and shapes (:mod:`scheduler.resources`): where the nodes have a core count
 (``--cores-per-node``, ssh hosts, Slurm), a job is also given its shape: ``APGAS_PLACES_PER_HOST``
 and ``GLB_WORKERS`` (:func:`scheduler.resources.shape` of its profile, the cores it holds on
-its first host and the server's shape policy), ``APGAS_CORES`` (``host=cpulist;…``, the CPUs it
-holds on each host, :mod:`apgaspy.wire.cores`) and ``APGAS_CORES_FILE``: the owner-only file
+its first host and the server's shape policy), and, unless ``serve --no-pin``, ``APGAS_CORES``
+(``host=cpulist;…``, the CPUs it holds on each host, :mod:`apgaspy.wire.cores`) and
+``APGAS_CORES_FILE``: the owner-only file
 ``job-<id>.cores``, one ``host=cpulist`` a line, rewritten before a grow order is sent and
 after a shrink, so that a malleable job learns the cores of a host a grow brings (the order
 names hosts only).  The node file keeps one host a line, as the Java jobs read it.  They
@@ -115,9 +116,11 @@ def shape_env(state: ServerState, job: ServerJob) -> dict[str, str]:
     first = job.nodes[0]
     on_first = len(held[first]) if first in held else state.graph.size(first)
     places, workers = shape(job.shape_profile, on_first, state.shape)
-    return {"APGAS_PLACES_PER_HOST": str(places), "GLB_WORKERS": str(workers),
-            "APGAS_CORES": format_cores_env(state.ledger.cpus_of(job.job_id, job.nodes)),
-            "APGAS_CORES_FILE": str(write_cores_file(state, job))}
+    env = {"APGAS_PLACES_PER_HOST": str(places), "GLB_WORKERS": str(workers)}
+    if state.pin:
+        env["APGAS_CORES"] = format_cores_env(state.ledger.cpus_of(job.job_id, job.nodes))
+        env["APGAS_CORES_FILE"] = str(write_cores_file(state, job))
+    return env
 
 
 def write_cores_file(state: ServerState, job: ServerJob) -> Path:

@@ -36,6 +36,14 @@ lowest names.
 **Shape** (:func:`shape`): policy ``scale`` (default, "node-as-one-place"): one place a
 node with a GLB worker a core; ``granularity``: one place a core with one worker; a
 ``network`` job is one place a node under both (its workers share memory, not the network).
+``core``: one place a core for every profile (the layout without an application layer, the
+granularity study's baseline: docs/benchmarks.md, "Granularity and affinity").
+
+**First fit and task groups** (the granularity study's switches; the scheduler's default is
+neither): :func:`first_fit_cores` takes a job's cores core by core on the nodes in order,
+wherever free (uneven shares); :meth:`CoreLedger.take` with ``group=True`` takes a node's
+share on one socket where one socket has that many free cores, the one with the most free
+(Liu & Guitart's task groups: a group together, groups spread apart).
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ __all__ = [
     "ResourceGraph",
     "cores_refusal",
     "local_cpus",
+    "first_fit_cores",
     "local_graph",
     "with_node",
     "without_node",
@@ -70,7 +79,7 @@ __all__ = [
 #: A job's profile (``#PROFILE``): what limits it (Liu & Guitart's classes).
 PROFILES = ("cpu", "memory", "network")
 #: The shape policies (``serve --shape``).
-SHAPES = ("scale", "granularity")
+SHAPES = ("scale", "granularity", "core")
 
 
 def parse_profile(text: str) -> str:
@@ -371,6 +380,38 @@ def nodes_for_cores(cores: int, free: Mapping[str, int], profile: str,
     return None
 
 
+def first_fit_cores(cores: int, free: Mapping[str, int], order: Sequence[str] | None = None,
+                    pack: bool = False) -> tuple[tuple[str, int], ...] | None:
+    """Where a ``#CORES n`` job goes without task groups (module docstring): core by core on
+    the nodes in ``order``, as many as each has free, so the shares may be uneven.
+
+    Args:
+        cores: n (≥ 1).
+        free: node -> its free cores.
+        order: the nodes in the scheduler's order (default: ``free``'s order).
+        pack: take the first node that holds all ``n`` when there is one (a ``network``
+            job under an application-layer policy), else first fit.
+
+    Returns:
+        ``((node, count), …)`` in node order, or ``None`` when fewer than ``n`` cores are
+        free.
+    """
+    order = list(order if order is not None else free)
+    if pack:
+        for node in order:
+            if free.get(node, 0) >= cores:
+                return ((node, cores),)
+    out, left = [], cores
+    for node in order:
+        take = min(free.get(node, 0), left)
+        if take > 0:
+            out.append((node, take))
+            left -= take
+        if not left:
+            return tuple(out)
+    return None
+
+
 def start_counts(spec: object, nodes: Sequence[str],
                  counts: Sequence[int]) -> tuple[tuple[int, ...], str | None]:
     """The cores a Start takes on each of its nodes, and why they do not match the job.
@@ -418,7 +459,8 @@ def shape(profile: str, cores: int, policy: str = "scale") -> tuple[int, int]:
 
     Returns:
         ``(places per host, GLB workers a place)``: ``(1, cores)`` for ``scale`` and for a
-        ``network`` job, ``(cores, 1)`` for ``granularity``.
+        ``network`` job, ``(cores, 1)`` for ``granularity``; ``(cores, 1)`` for every
+        profile under ``core``.
 
     Raises:
         ValueError: an unknown profile or policy, or ``cores`` below 1.
@@ -429,6 +471,8 @@ def shape(profile: str, cores: int, policy: str = "scale") -> tuple[int, int]:
         raise ValueError(f"unknown shape policy {policy!r}: use {' or '.join(SHAPES)}")
     if cores < 1:
         raise ValueError(f"a host holds at least 1 core, got {cores}")
+    if policy == "core":
+        return cores, 1
     if profile == "network" or policy == "scale":
         return 1, cores
     return cores, 1
@@ -474,10 +518,15 @@ class CoreLedger:
         out.update({n: len(c) for n, c in self.partial.items() if c and n not in self.closed})
         return out
 
-    def take(self, job: object, node: str, count: int) -> tuple[int, ...]:
+    def take(self, job: object, node: str, count: int, group: bool = False) -> tuple[int, ...]:
         """Give ``job`` ``count`` free cores of ``node``, its lowest free ones (deterministic:
         the simulator and the real scheduler hand out the same cores); returns their
         indices.
+
+        With ``group`` (a task group, module docstring) and the node's sockets known
+        (``graph.sockets``), the cores come from one socket where one has ``count`` free:
+        the one with the most free (task groups spread apart, Liu & Guitart 2022), then the
+        lowest; else the lowest free cores as without.
 
         Raises:
             ValueError: ``node`` has fewer than ``count`` free cores.
@@ -490,6 +539,14 @@ class CoreLedger:
             self.partial[node] = list(range(self.graph.size(node)))
         free = self.partial[node]
         chosen = tuple(sorted(free)[:count])
+        sockets = self.graph.sockets.get(node, ()) if group else ()
+        if sockets:
+            by_socket: dict[int, list[int]] = {}
+            for core in sorted(free):
+                by_socket.setdefault(sockets[core], []).append(core)
+            fits = sorted((-len(c), s) for s, c in by_socket.items() if len(c) >= count)
+            if fits:
+                chosen = tuple(by_socket[fits[0][1]][:count])
         for core in chosen:
             free.remove(core)
         mine = self.held.setdefault(job, {})
@@ -594,11 +651,11 @@ class CoreLedger:
         mine[node] = tuple(sorted(mine.get(node, ()) + chosen))
         return chosen
 
-    def acquire(self, job: object, nodes: Sequence[str],
-                counts: Sequence[int] = ()) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    def acquire(self, job: object, nodes: Sequence[str], counts: Sequence[int] = (),
+                group: bool = False) -> tuple[tuple[str, tuple[int, ...]], ...]:
         """``job`` takes ``nodes``: whole (``counts`` empty; they leave ``whole``) or
-        ``counts[i]`` cores of ``nodes[i]``.  Returns ``(node, core indices)`` taken (empty
-        for whole nodes).
+        ``counts[i]`` cores of ``nodes[i]`` (on one socket each with ``group``,
+        :meth:`take`).  Returns ``(node, core indices)`` taken (empty for whole nodes).
 
         Raises:
             ValueError: a node with fewer free cores than asked (checked by the caller's
@@ -607,7 +664,8 @@ class CoreLedger:
         if not counts:
             self.whole.difference_update(nodes)
             return ()
-        return tuple((n, self.take(job, n, c)) for n, c in zip(nodes, counts, strict=True))
+        return tuple((n, self.take(job, n, c, group))
+                     for n, c in zip(nodes, counts, strict=True))
 
     def release(self, job: object, nodes: Iterable[str]) -> list[str]:
         """``job`` gives back ``nodes`` (whole nodes, or its cores there); returns those now

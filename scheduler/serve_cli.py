@@ -138,7 +138,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "CPUTot (--slurm); default: each node one slot")
     p.add_argument("--shape", choices=SHAPES, default="scale",
                    help="places and workers of a job on its cores: scale (a place a node, "
-                        "a worker a core; default) or granularity (a place a core)")
+                        "a worker a core; default), granularity (a place a core; a network "
+                        "job a place a node) or core (a place a core, every profile)")
+    p.add_argument("--no-pin", action="store_true",
+                   help="do not give jobs APGAS_CORES: their places are not bound to the "
+                        "cores they hold (with --cores-per-node)")
     p.add_argument("--colocate-bound", type=_bound, default=None, metavar="B",
                    help="co-location: #COLOCATE yes jobs may share cores while the duty "
                         "cycles of the jobs on each core sum to at most B (1.0: a core's "
@@ -398,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
             listen=args.listen, run_dir=run_dir, log_path=args.log, interval_s=args.interval,
             grace_s=args.grace, job_env=dict(args.env), on_event=None if args.quiet else show,
             state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
-            shape=args.shape, colocate_bound=args.colocate_bound,
+            shape=args.shape, colocate_bound=args.colocate_bound, pin=not args.no_pin,
         )
         server.start()
     except OSError as exc:

@@ -114,7 +114,8 @@ class Server:
             (:class:`~scheduler.notification_listener.ListenerLimits`; default: its defaults).
         shape: how a job's places and workers are laid on its cores
             (:func:`scheduler.resources.shape`): ``"scale"`` (a place a node, a worker a
-            core) or ``"granularity"`` (a place a core).  The nodes' cores come from the
+            core), ``"granularity"`` (a place a core) or ``"core"`` (a place a core, every
+            profile).  The nodes' cores come from the
             backend's ``graph`` (``LocalNodes(n, cores_per_node=C)``, ssh hosts, Slurm);
             a backend without one hands out whole nodes, a slot each, and gives jobs no shape.
         parent: the server is a child scheduler (``serve --parent``, :mod:`scheduler.child`):
@@ -123,6 +124,9 @@ class Server:
             share cores while the duty cycles on each core sum to at most this (> 0; the
             model's knee gives 1.0), or None (default): no job shares a core.  Ignored
             where each node is one slot.
+        pin: give jobs their cores (``APGAS_CORES``, ``APGAS_CORES_FILE``) so that their
+            places bind to them (default); ``False`` (``serve --no-pin``): jobs get their
+            shape only and run wherever the kernel puts them (docs/guides/pinning.md).
 
     Raises:
         ValueError: ``interval_s`` ≤ 0, ``grace_s`` < 0, ``port`` outside 0-65535, an
@@ -159,6 +163,7 @@ class Server:
         shape: str = "scale",
         parent: bool = False,
         colocate_bound: float | None = None,
+        pin: bool = True,
     ) -> None:
         if colocate_bound is not None and not colocate_bound > 0:
             raise ValueError(f"colocate_bound must be > 0, got {colocate_bound}")
@@ -186,7 +191,8 @@ class Server:
             job_env=dict(job_env or {}), clock=clock, on_event=on_event,
             shrink_line_timeout_s=shrink_line_timeout_s, grow_timeout_s=grow_timeout_s,
             journal=journal, plain_lines=tuple(plain_lines),
-            graph=getattr(nodes, "graph", None), shape=shape, colocate_bound=colocate_bound)
+            graph=getattr(nodes, "graph", None), shape=shape, colocate_bound=colocate_bound,
+            pin=pin)
         self._state.parent = parent
         if journal is not None:
             self._state.next_id = journal.max_id() + 1  # ids are never reused
@@ -435,6 +441,7 @@ class Server:
                          "gone": list(s.pool.gone),
                          "added": sorted(s.pool.added, key=node_key)},
                 "shape": None if s.graph.slots else s.shape,
+                "pin": None if s.graph.slots else s.pin,
                 "free": len(s.free),
                 "jobs": [{**j.info(now), **s.rm_info(j), **self._cores(j)}
                          for j in s.jobs.values()],

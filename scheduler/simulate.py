@@ -55,6 +55,11 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   of a malleable job on it (rigid ones are guarded at their start instead).  The result's
   ``colocation`` says which beta (value and source) and counts separations.  Without the
   bound none of this runs and every figure is what it was.
+* Contention (``contention``, off by default): a core job's time is multiplied by a factor
+  fixed at its start from its layout: its shape (``shape``), whether it is pinned (``pin``),
+  spread over nodes, on one socket a node (``task_groups``, ``sockets_per_node``) and how
+  many memory-bound cores share its socket (:mod:`scheduler.contention`).  A grow or shrink
+  keeps the factor of the start.
 
 A decision, a resize done and an end change a job only through the transitions of
 :class:`~scheduler.job_state.JobState` (``start``, ``order_grow`` and ``grant``,
@@ -94,6 +99,7 @@ from .algorithms.base import (
     next_change_s,
     sorted_nodes,
 )
+from .contention import ContentionModel, layout_of
 from .job_state import JobState, LoadSample, check_decision
 from .jobs import BatchEntry, JobClass, JobSpec
 from .metrics import result_from_records
@@ -142,6 +148,18 @@ class SimConfig:
         duty: program label -> the duty cycle of its jobs in [0, 1] (1.0 when not given:
             CPU-bound).
         beta: the beta model's coefficient, or ``None``: :func:`scheduler.colocation.read_beta`.
+        sockets_per_node: sockets of each node (its cores split evenly among them, core
+            ``j`` on socket ``j // (cores_per_node / sockets)``); used by ``task_groups``
+            and ``contention``.
+        task_groups: each node's share of a ``#CORES`` job taken on one socket where one
+            has room (:meth:`~scheduler.resources.CoreLedger.take`); default off.
+        shape: the shape policy jobs are laid by (:func:`scheduler.resources.shape`),
+            read by ``contention`` only.
+        pin: whether jobs' places are bound to their cores (``serve --no-pin`` is
+            ``False``), read by ``contention`` only.
+        contention: a :class:`~scheduler.contention.ContentionModel`: each ``#CORES`` or
+            ``#CORES_PER_NODE`` job runs its factor times its curve's time, fixed at its
+            start; ``None`` (default): every job at its curve's speed.
     """
 
     total_nodes: int = 32
@@ -160,9 +178,19 @@ class SimConfig:
     duty: Mapping[str, float] = field(default_factory=dict)
     beta: float | None = None
 
+    sockets_per_node: int = 1
+    task_groups: bool = False
+    shape: str = "scale"
+    pin: bool = True
+    contention: ContentionModel | None = None
+
     def __post_init__(self) -> None:
         if self.colocate_bound is not None and not self.colocate_bound > 0:
             raise ValueError(f"colocate_bound must be > 0, got {self.colocate_bound}")
+        if self.sockets_per_node < 1 or (self.cores_per_node is not None
+                                         and self.cores_per_node % self.sockets_per_node):
+            raise ValueError(f"sockets_per_node must be >= 1 and divide cores_per_node, got "
+                             f"{self.sockets_per_node}")
         if self.cores_per_node is not None and self.cores_per_node < 1:
             raise ValueError(f"cores_per_node must be >= 1, got {self.cores_per_node}")
         if self.total_nodes < 1:
@@ -182,7 +210,12 @@ class SimConfig:
         """The nodes and their cores."""
         if self.cores_per_node is None:
             return ResourceGraph.whole_nodes(self.nodes())
-        return ResourceGraph.counted({n: self.cores_per_node for n in self.nodes()})
+        graph = ResourceGraph.counted({n: self.cores_per_node for n in self.nodes()})
+        if self.sockets_per_node == 1:
+            return graph
+        per = self.cores_per_node // self.sockets_per_node
+        socket = tuple(j // per for j in range(self.cores_per_node))
+        return ResourceGraph(graph.cpus, {n: socket for n in self.nodes()})
 
     def costs_of(self, spec: JobSpec) -> ResizeCostModel:
         """The resize costs of a job: ``job_costs`` for its ``(program, size)``, else
@@ -224,7 +257,8 @@ class _Job(JobState):
     """A job in simulated time: the shared state and transitions
     (:class:`~scheduler.job_state.JobState`) and its progress (the fraction of its work
     left, counted from ``progress_from``; ``pending_release``: the nodes a shrink in flight
-    gives back; ``version`` voids the end events of an allotment that changed since)."""
+    gives back; ``version`` voids the end events of an allotment that changed since;
+    ``slow``: its contention factor, 1 without a model)."""
 
     job_id: int
     spec: JobSpec
@@ -235,6 +269,7 @@ class _Job(JobState):
     pending_release: tuple[str, ...] = ()
     version: int = 0
     factor: float = 1.0  # the beta model's slowdown while it shares cores
+    slow: float = 1.0  # the contention model's factor, fixed at its start
 
 
 class Simulator:
@@ -275,6 +310,8 @@ class Simulator:
             _Job(i, e.spec, float(e.submit_s), model.curve(e.spec.program, e.spec.size))
             for i, e in enumerate(ordered, start=1)
         ]
+        #: job name -> its contention factor (``config.contention`` set; filled by run).
+        self.factors: dict[str, float] = {}
 
     # ---------------------------------------------------------------------------- run
 
@@ -493,12 +530,12 @@ class Simulator:
             width = self._width(job, len(job.nodes))
             left = job.work_left
             if now > job.progress_from:
-                left -= (now - job.progress_from) / (job.curve(width) * job.factor)
+                left -= (now - job.progress_from) / (job.curve(width) * job.factor * job.slow)
             out[job.job_id] = co.Occupant(
                 duty=job.duty_cycle,
                 colocate=job.spec.colocate, rigid=not job.elastic,
                 required_s=job.spec.required_time_s, elapsed_s=now - job.start_s,
-                alone_left_s=max(left, 0.0) * job.curve(width))
+                alone_left_s=max(left, 0.0) * job.curve(width) * job.slow)
         return out
 
     def _shareable_view(self, now: float) -> tuple[tuple[tuple[str, int], ...],
@@ -554,14 +591,16 @@ class Simulator:
     def _advance(self, job: _Job, now: float) -> None:
         if now > job.progress_from:
             job.work_left -= ((now - job.progress_from)
-                              / (job.curve(self._width(job, len(job.nodes))) * job.factor))
+                              / (job.curve(self._width(job, len(job.nodes))) * job.factor
+                                 * job.slow))
             job.work_left = max(job.work_left, 0.0)
             job.progress_from = now
 
     def _schedule_end(self, job: _Job, nodes_after: int) -> None:
         job.version += 1
         end = (job.progress_from
-               + job.work_left * job.curve(self._width(job, nodes_after)) * job.factor)
+               + job.work_left * job.curve(self._width(job, nodes_after)) * job.factor
+               * job.slow)
         self._push(end, _END, job)
 
     def _apply(self, decision: Decision, now: float) -> None:
@@ -589,8 +628,11 @@ class Simulator:
                     self._ledger, job.job_id, nodes, counts, self._occupants(now), self._bound,
                     self._beta)
             else:
-                job.start_cores = self._ledger.acquire(job.job_id, nodes, counts)
+                job.start_cores = self._ledger.acquire(job.job_id, nodes, counts,
+                                                          cfg.task_groups)
             self._free_changed()
+            if cfg.contention is not None and job.start_cores:
+                job.slow = self._contention(job)
             job.start(now, nodes, elastic=job.spec.job_class in _ELASTIC)
             job.progress_from = now
             if self._bound is not None:  # measured from its start (module docstring)
@@ -631,6 +673,20 @@ class Simulator:
             self._schedule_end(job, len(job.nodes))
             self._push(now + cost, _RESIZE_DONE, job)
             self._recolocate(now)
+
+    def _contention(self, job: _Job) -> float:
+        """The contention factor of a core job that has just taken its cores (module
+        docstring of :mod:`scheduler.contention`); kept in :attr:`factors` by name."""
+        cfg, model = self.config, self.config.contention
+        assert model is not None
+        others = {jid: (model.is_memory(other.spec), self._ledger.cores_of(jid))
+                  for jid, other in self._running.items() if jid != job.job_id}
+        layout = layout_of(job.spec, dict(job.start_cores), others,
+                           self._ledger.graph.sockets, cfg.shape, cfg.pin,
+                           model.is_memory(job.spec))
+        factor = model.factor(model.kind_of(job.spec), layout)
+        self.factors[job.spec.name] = factor
+        return factor
 
     # ------------------------------------------------------------------------ results
 

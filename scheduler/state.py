@@ -268,7 +268,7 @@ class ServerState:
                  shrink_line_timeout_s: float, grow_timeout_s: float,
                  journal: Journal | None = None, plain_lines: tuple[str, ...] = (),
                  graph: ResourceGraph | None = None, shape: str = "scale",
-                 colocate_bound: float | None = None) -> None:
+                 colocate_bound: float | None = None, pin: bool = True) -> None:
         # settings
         self.nodes = nodes
         #: The backend's resource-manager hooks (Slurm), or None (logical nodes, ssh hosts).
@@ -332,6 +332,8 @@ class ServerState:
         #: job name -> the last duty cycle a job of that name reported (what a job of that
         #: name counts as until it reports itself).
         self.duty_by_name: dict[str, float] = {}
+        #: Whether jobs are told their cores to bind to (``serve --no-pin``: ``False``).
+        self.pin = pin
         self.jobs: dict[int, ServerJob] = {}
         self.pending: list[tuple[float, int]] = []  # (due_s, job id), sorted
         self.queue: list[int] = []  # waiting job ids, in submission order

@@ -54,10 +54,14 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..jobs import JobClass, JobSpec
-from ..resources import nodes_for_cores
+from ..resources import first_fit_cores, nodes_for_cores
+
+#: Where a ``#CORES`` job's cores go (:class:`FreeNodes`).
+PLACEMENTS = ("shares", "first-fit", "first-fit-pack")
 
 __all__ = [
     "DEFAULT_COOLDOWN_S",
+    "PLACEMENTS",
     "Algorithm",
     "Decision",
     "FreeNodes",
@@ -325,10 +329,18 @@ class FreeNodes:
             one core.
         shared: ``(node, cores)`` a ``#COLOCATE yes`` job may also take
             (:attr:`View.shareable_cores`); each is handed out once a call.
+        placement: where a ``#CORES`` job's cores go: ``"shares"`` (default: equal shares,
+            :func:`~scheduler.resources.nodes_for_cores`), ``"first-fit"`` (core by core
+            wherever free, :func:`~scheduler.resources.first_fit_cores`) or
+            ``"first-fit-pack"`` (the same, a ``network`` job packed on one node where one
+            has room): the granularity study's layouts (docs/benchmarks.md).
     """
 
     def __init__(self, nodes: Iterable[str], cores: Iterable[tuple[str, int]] = (),
-                 shared: Iterable[tuple[str, int]] = ()) -> None:
+                 shared: Iterable[tuple[str, int]] = (), placement: str = "shares") -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement is one of {', '.join(PLACEMENTS)}, got {placement!r}")
+        self._placement = placement
         self._nodes = sorted_nodes(nodes)
         self._given = cores
         self._shared = dict(shared)
@@ -416,7 +428,10 @@ class FreeNodes:
         room = {n: cores.get(n, 0) + share.get(n, 0) for n in order}
         free = {n: c for n, c in room.items() if c > 0}
         if spec.cores is not None:
-            return nodes_for_cores(spec.cores, free, spec.profile, order)
+            if self._placement == "shares":
+                return nodes_for_cores(spec.cores, free, spec.profile, order)
+            pack = self._placement == "first-fit-pack" and spec.profile == "network"
+            return first_fit_cores(spec.cores, free, order, pack)
         per_node = spec.cores_per_node or 1
         # free cores before shared ones (a co-locating job); then the fullest first
         fit = sorted((n for n in order if free.get(n, 0) >= per_node),

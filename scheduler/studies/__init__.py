@@ -2,15 +2,18 @@
 
 * :mod:`scheduler.studies.paper`: the paper's evaluation (Finnerty et al. 2024);
 * :mod:`scheduler.studies.priority`: the priority study (Bhosale et al. 2024);
-* :mod:`scheduler.studies.evolving`: the evolving study (Posner et al. 2024).
+* :mod:`scheduler.studies.evolving`: the evolving study (Posner et al. 2024);
+* :mod:`scheduler.studies.granularity`: the granularity-and-affinity study (Liu & Guitart
+  2022), run by ``python -m benchmarks.granularity`` with a fitted contention model.
 
-``python -m scheduler simulate`` runs them (docs/guides/simulation.md).  The engine they run
-on is :mod:`scheduler.simulate`; none of it depends on a study.
+``python -m scheduler simulate`` runs the first three (docs/guides/simulation.md).  The
+engine they run on is :mod:`scheduler.simulate`; none of it depends on a study.
 """
 
 from __future__ import annotations
 
 from .evolving import EVOLVING_RANGES, MIXES, evolving_batch, evolving_study, plot_evolving_study
+from .granularity import SCENARIOS, granularity_study
 from .paper import (
     DEFAULT_ALGORITHMS,
     DEFAULT_SEEDS,
@@ -37,6 +40,7 @@ __all__ = [
     "PAPER_TABLE_NODE_S",
     "PRIORITY_POLICIES",
     "RESCALE_GAPS_S",
+    "SCENARIOS",
     "SUBMISSION_GAPS_S",
     "Evaluation",
     "aggregate",
@@ -44,6 +48,7 @@ __all__ = [
     "evaluate_workloads",
     "evolving_batch",
     "evolving_study",
+    "granularity_study",
     "plot_evolving_study",
     "priority_study",
 ]
