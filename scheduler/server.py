@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -380,6 +381,33 @@ class Server:
         """
         return pool.change_nodes(self._state, "remove", list(names), force=force)
 
+    def journal_meta(self, key: str) -> str | None:
+        """The journal's ``meta`` value of ``key`` (None: no journal, or no such key).
+
+        Raises:
+            sqlite3.Error: the journal cannot be read.
+        """
+        j = self._state.journal
+        return None if j is None else j.meta(key)
+
+    def set_journal_meta(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key`` in the journal's ``meta`` table (nothing without a
+        journal); an error is logged as ``journal_error``, not raised."""
+        j = self._state.journal
+        if j is None:
+            return
+        try:
+            j.set_meta(key, value)
+        except sqlite3.Error as exc:
+            self._state.event("journal_error", None, error=f"{type(exc).__name__}: {exc}",
+                              key=key)
+
+    def record_event(self, kind: str, job: int | None = None, **fields: Any) -> None:
+        """Log an event of a part outside the server (a pool keeper): ``kind`` and JSON
+        ``fields``, in the event log with the server's time."""
+        with self._state.lock:
+            self._state.event(kind, job, **fields)
+
     # -------------------------------------------------------------------------- status
 
     def _cores(self, job: Any) -> dict[str, Any]:
@@ -409,6 +437,7 @@ class Server:
         and ``open_connections`` (notification connections open now)."""
         s = self._state
         listener = self._listener
+        slurm = getattr(self.nodes, "pool_status", None)  # a Slurm pool's placeholders
         with s.lock:
             now = s.now()
             return {
@@ -424,7 +453,8 @@ class Server:
                          "draining": sorted(s.pool.draining, key=node_key),
                          "drained": sorted(s.pool.drained, key=node_key),
                          "gone": list(s.pool.gone),
-                         "added": sorted(s.pool.added, key=node_key)},
+                         "added": sorted(s.pool.added, key=node_key),
+                         **({"slurm": slurm()} if slurm is not None else {})},
                 "shape": None if s.graph.slots else s.shape,
                 "free": len(s.free),
                 "jobs": [{**j.info(now), **s.rm_info(j), **self._cores(j)}
