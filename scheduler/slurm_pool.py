@@ -117,7 +117,9 @@ class PoolSettings:
         idle_s: a node idle longer is given back (never below ``min_nodes``).
         poll_s: seconds between two looks at Slurm (``squeue``).
         walltime_s: each placeholder's ``--time`` (None: the partition's default).
-        renew_s: a busy node whose placeholder has less left is replaced and drained.
+        renew_s: a busy node whose placeholder has less walltime left is replaced and
+            drained (at most half the walltime it had when first seen running: a
+            walltime shorter than ``renew_s`` does not renew at once).
 
     Raises:
         ValueError: ``min_nodes > max_nodes``, ``max_nodes < 1``, or a time ≤ 0.
@@ -146,13 +148,15 @@ class PoolSettings:
 class Placeholder:
     """One placeholder job: its Slurm id, Slurm's state (``PENDING``, ``RUNNING`` …), its
     node once running, the walltime left at the last poll (s; None: unlimited or not
-    known) and when that poll was (``time.monotonic``; not journaled)."""
+    known), when that poll was (``time.monotonic``) and the walltime left when it was first
+    seen running (``full_s``; the last two are not journaled)."""
 
     slurm_job: int
     state: str = "PENDING"
     node: str | None = None
     left_s: float | None = None
     polled: float = 0.0
+    full_s: float | None = None
 
 
 class SlurmPool:
@@ -380,6 +384,8 @@ class SlurmPool:
                 p.state, p.left_s, p.polled = state, left, now
                 if state == "RUNNING" and nodes:
                     p.node = nodes[0]
+                    if p.full_s is None:
+                        p.full_s = left
                     if was != "RUNNING":
                         started.append(Placeholder(**asdict(p)))
         self._write_map()

@@ -18,7 +18,8 @@ scheduler's link to its parent (:mod:`scheduler.child`):
             (less the placeholders pending; never more than MAX held + pending)
         no job waits, a node free for > idle_s, more than MIN held ─► node remove ─► gone
             ─► scancel of its placeholder (next tick)
-        a busy node's placeholder with < renew_s walltime left ─► sbatch a replacement
+        a node's placeholder with less than renew_s walltime left (at most half what it had
+            when it began) ─► sbatch a replacement when the node is busy or a job waits
             (within MAX), node remove (jobs shrunk off it; what is left ends with it)
 
 Slurm failing (``sbatch``, ``squeue``, ``scancel``) changes nothing in the pool: running jobs
@@ -222,7 +223,8 @@ class PoolKeeper:
             if (p.state != "RUNNING" or p.left_s is None or p.slurm_job in self._renewing
                     or states.get(p.node or "") not in ("free", "busy")):
                 continue
-            if p.left_s - (now - p.polled) >= self.settings.renew_s:
+            margin = min(self.settings.renew_s, (p.full_s or p.left_s) / 2)
+            if p.left_s - (now - p.polled) >= margin:
                 continue
             self._renewing.add(p.slurm_job)
             replacement = None
