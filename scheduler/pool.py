@@ -131,7 +131,7 @@ def change_nodes(state: ServerState, action: str, names: Sequence[str] = (), *,
         return _add(state, names, count)
     with state.lock:
         problem = state.pool.refusal(action, names, state.all_nodes, _needs(state),
-                                     may_empty=state.capacity is not None)
+                                     may_empty=state.capacity is not None, force=force)
         if problem is not None:
             raise PoolError(problem)
         state.pool.mark(action, names, force=force)

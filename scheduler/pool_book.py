@@ -66,7 +66,7 @@ class PoolBook:
 
     def refusal(self, action: str, names: Sequence[str], nodes: Collection[str],
                 needs: Mapping[str, int] | None = None, *,
-                may_empty: bool = False) -> str | None:
+                may_empty: bool = False, force: bool = False) -> str | None:
         """Why ``action`` (``drain`` or ``remove``) of ``names`` is refused, or None.
 
         Args:
@@ -74,6 +74,8 @@ class PoolBook:
             needs: ``"job <id> '<name>'"`` -> its minimum node count, for the queued jobs.
             may_empty: the pool grows again by itself (a Slurm pool): what would be left
                 is not checked.
+            force: a forced change: a removal under way without ``--force`` may be
+                forced (its jobs are then ended, as a node lost is).
 
         Returns:
             One line: no name, an unknown node, one gone already, a drain of a node
@@ -92,7 +94,8 @@ class PoolBook:
                 return f"unknown node {name!r} (the nodes: {known})"
             if action == "drain" and self.held_out(name):
                 return f"{name} is {'draining' if name in self.draining else 'drained'} already"
-            if action == "remove" and self.draining.get(name) == "remove":
+            if (action == "remove" and self.draining.get(name) == "remove"
+                    and (not force or name in self.force)):
                 return f"{name} is being removed already"
         if may_empty:
             return None
