@@ -240,6 +240,10 @@ def test_an_external_scancel_is_a_node_failure_and_a_restart_adopts(slurm_cluste
         lost = wait_until(lambda: serve.slurm()["lost"], 10, "the lost placeholder")[0]
         assert lost["slurm_job"] == victim[0] and lost["node"] == node
         assert lost["state"] == "CANCELLED", lost
+        text = subprocess.run([PY, "-m", "scheduler", "status", "--control",
+                               str(serve.control)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30).stdout
+        assert f"latest {victim[0]} on {node}: CANCELLED" in text, text
         wait_until(lambda: serve.slurm()["held"] == 2, 20, "MIN again")
         after = serve.submit("after", ["true"], nodes=1)  # the scheduler runs on
         wait_until(lambda: job_of(serve.status(), after)["state"] == "done", 20, "a new job")
