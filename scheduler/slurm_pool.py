@@ -340,7 +340,7 @@ class SlurmPool:
         """
         argv = ["sbatch", "--parsable", f"--job-name={PLACEHOLDER_NAME}",
                 f"--partition={self.partition}", "--nodes=1", "--ntasks=1", "--exclusive",
-                "--output=/dev/null", "--error=/dev/null", f"--chdir={self._scratch}"]
+                "--output=/dev/null", "--error=/dev/null", "--chdir=/tmp"]
         if self.settings.walltime_s is not None:
             argv.append(f"--time={walltime(self.settings.walltime_s)}")
         res = self._slurm(*argv, str(self._script))

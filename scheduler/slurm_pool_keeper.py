@@ -140,9 +140,9 @@ class PoolKeeper:
                     self._lost(p, st)
         st = self.server.status()
         states = {n["name"]: n["state"] for n in st["nodes"]}
-        self._join(states)
-        st = self.server.status()
-        states = {n["name"]: n["state"] for n in st["nodes"]}
+        if self._join(states):
+            st = self.server.status()
+            states = {n["name"]: n["state"] for n in st["nodes"]}
         waiting = [j for j in st["jobs"] if j["state"] == "waiting"]
         self._give_back(states, waiting, now)
         self._renew(st, states, waiting, now)
@@ -150,9 +150,10 @@ class PoolKeeper:
             self._grow(st, states, waiting)
         self._save()
 
-    def _join(self, states: dict[str, str]) -> None:
-        """Running placeholders whose node is not in the pool: node add."""
-        joined = self.pool.joined()
+    def _join(self, states: dict[str, str]) -> bool:
+        """Running placeholders whose node is not in the pool: node add.  Returns whether
+        a node joined."""
+        joined, any_joined = self.pool.joined(), False
         for p in self.pool.placeholders():
             if p.state != "RUNNING" or not p.node or p.node in joined:
                 continue
@@ -166,6 +167,8 @@ class PoolKeeper:
                 continue
             self.server.record_event("pool_node_joined", None, slurm_job=p.slurm_job,
                                      node=p.node, left_s=p.left_s)
+            any_joined = True
+        return any_joined
 
     def _lost(self, p: Placeholder, st: dict[str, Any]) -> None:
         """Slurm ended placeholder ``p``: its node leaves (module docstring)."""
