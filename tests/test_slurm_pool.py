@@ -37,6 +37,7 @@ from test_scheduler_slurm import HOSTS, SITECUSTOMIZE, marked_pids
 
 from scheduler.control_client import request
 from scheduler.server import job_of
+from scheduler.slurm_pool import _left_s, pool_range, walltime
 
 PY = sys.executable
 
@@ -271,6 +272,9 @@ def test_an_external_scancel_is_a_node_failure_and_a_restart_adopts(slurm_cluste
 
 @pytest.mark.timeout(60)
 def test_bad_pool_settings_are_one_line_and_exit_2():
+    assert pool_range("0:4") == (0, 4) and walltime(3661.2) == "1:01:02"
+    assert [_left_s(x) for x in ("1-02:03:04", "5:06", "59", "UNLIMITED")] == [
+        93784, 306, 59, None]
     for bad in (["3:2"], ["two"], ["1:0"], ["1:2", "--pool-idle", "-1"],
                 ["1:2", "--pool-wait", "soon"], ["1:2", "--nodes", "2"]):
         res = subprocess.run([PY, "-m", "scheduler", "serve", "--slurm-pool", *bad], cwd=ROOT,
