@@ -128,17 +128,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Slurm partition for --slurm or --slurm-pool (default: Slurm's "
                         "default one)")
     pool = p.add_argument_group("Slurm pool (--slurm-pool), in seconds")
-    pool.add_argument("--pool-wait", default="3", metavar="S",
+    pool.add_argument("--pool-wait", default=None, metavar="S",
                       help="ask for another placeholder when the queue's head has waited "
                            "this long (default 3)")
-    pool.add_argument("--pool-idle", default="30", metavar="S",
+    pool.add_argument("--pool-idle", default=None, metavar="S",
                       help="give a node back after it was idle this long (default 30)")
-    pool.add_argument("--pool-poll", default="1", metavar="S",
+    pool.add_argument("--pool-poll", default=None, metavar="S",
                       help="seconds between two looks at Slurm (squeue; default 1)")
     pool.add_argument("--pool-walltime", default=None, metavar="S",
                       help="each placeholder's walltime (sbatch --time; default: the "
                            "partition's)")
-    pool.add_argument("--pool-renew", default="120", metavar="S",
+    pool.add_argument("--pool-renew", default=None, metavar="S",
                       help="replace a busy node's placeholder when it has less walltime "
                            "left (default 120)")
     p.add_argument("--slurm-grow", choices=GROW_MODES, default="auto",
@@ -230,13 +230,15 @@ def listener_limits(args: argparse.Namespace) -> ListenerLimits:
 
 
 def make_nodes(args: argparse.Namespace) -> NodeBackend:
-    """The node backend the options describe.
+    """The node backend the options describe (``--slurm-pool``: a
+    :class:`~scheduler.slurm_pool.SlurmPool`, with no node until its keeper runs).
 
     Raises:
         ValueError: contradictory options (``--nodes`` with ``--hosts``, ``--partition``
-            without ``--slurm``), or a bad count.
-        OSError: ``--slurm`` and Slurm does not answer, or has no such partition
-            (:class:`~scheduler.slurm_commands.SlurmError`).
+            without ``--slurm`` or ``--slurm-pool``, a ``--pool-…`` option without
+            ``--slurm-pool``), a bad count, or a bad pool setting (:func:`pool_settings`).
+        OSError: ``--slurm`` or ``--slurm-pool`` and Slurm does not answer, or has no such
+            partition (:class:`~scheduler.slurm_commands.SlurmError`).
     """
     if args.nodes is not None and args.hosts:
         raise ValueError("--nodes and --hosts exclude each other")
@@ -245,6 +247,9 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
         raise ValueError("--partition needs --slurm or --slurm-pool")
     if args.slurm_grow != "auto" and not args.slurm:
         raise ValueError("--slurm-grow needs --slurm")
+    given = [o for o in _POOL_OPTIONS if getattr(args, o.replace("-", "_"), None) is not None]
+    if given and not pool:
+        raise ValueError(f"--{given[0]} needs --slurm-pool")
     if pool:
         if args.nodes is not None or args.cores_per_node is not None:
             raise ValueError("--slurm-pool takes its nodes from its placeholders, not "
@@ -265,6 +270,9 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
         return SshHosts(hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty,
                         cores_per_node=args.cores_per_node)
     return LocalNodes(args.nodes or 4, cores_per_node=args.cores_per_node)
+
+
+_POOL_OPTIONS = ("pool-wait", "pool-idle", "pool-poll", "pool-walltime", "pool-renew")
 
 
 def _pool_seconds(args: argparse.Namespace, option: str) -> float | None:

@@ -282,3 +282,6 @@ def test_bad_pool_settings_are_one_line_and_exit_2():
         assert res.returncode == 2, (bad, res)
         assert len(res.stderr.strip().splitlines()) == 1, (bad, res.stderr)
         assert res.stderr.startswith("error: "), (bad, res.stderr)
+    res = subprocess.run([PY, "-m", "scheduler", "serve", "--pool-idle", "5"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and res.stderr == "error: --pool-idle needs --slurm-pool\n", res
