@@ -422,7 +422,8 @@ class Server:
         """The cluster as JSON data: ``now_s``, ``algorithm``, ``nodes`` (each ``name`` and
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
         allotment), ``pool`` (the pool's latest ``changes`` and the nodes ``draining``,
-        ``drained``, ``gone`` and ``added``: :mod:`scheduler.pool`; each node also has its
+        ``drained``, ``gone`` and ``added``: :mod:`scheduler.pool`, and on a Slurm pool
+        ``slurm``: :meth:`scheduler.slurm_pool.SlurmPool.pool_status`; each node also has its
         ``state``: free, busy, draining, drained or gone, the gone ones listed last),
         ``listen``, ``port``, ``run_dir``, ``log``, ``refused``, ``shape`` (the
         shape policy, null where each node is one slot; each node then also has ``cores``
