@@ -265,6 +265,20 @@ def format_status(st: dict[str, Any]) -> str:
                      "ASKED: +requests (granted)/-nodes given back by an evolving job")
     for change in (st.get("pool") or {}).get("changes", [])[-5:]:
         lines.append(f"pool: {change['t']:.1f} s {change['change']} {' '.join(change['nodes'])}")
+    slurm = (st.get("pool") or {}).get("slurm")
+    if slurm:  # a Slurm pool (serve --slurm-pool)
+        line = (f"slurm pool: {slurm['held']} held, {slurm['pending']} pending "
+                f"({slurm['min']}..{slurm['max']}, partition {slurm['partition']})")
+        if slurm.get("lost"):
+            last = slurm["lost"][-1]
+            line += (f"; {len(slurm['lost'])} lost, latest {last['slurm_job']} on "
+                     f"{last['node'] or '-'}: {last['state']}")
+        if slurm.get("failures"):
+            line += (f"; Slurm failing ({slurm['failures']} in a row, backoff "
+                     f"{slurm['backoff_s']:g} s): {slurm['last_error']}")
+        elif slurm.get("last_error"):
+            line += f"; last error: {slurm['last_error']}"
+        lines.append(line)
     for name, reason in st.get("refused", []):
         lines.append(f"refused: {name}: {reason}")
     co = st.get("colocation")

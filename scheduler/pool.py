@@ -130,7 +130,8 @@ def change_nodes(state: ServerState, action: str, names: Sequence[str] = (), *,
     if action == "add":
         return _add(state, names, count)
     with state.lock:
-        problem = state.pool.refusal(action, names, state.all_nodes, _needs(state))
+        problem = state.pool.refusal(action, names, state.all_nodes, _needs(state),
+                                     may_empty=state.capacity is not None, force=force)
         if problem is not None:
             raise PoolError(problem)
         state.pool.mark(action, names, force=force)

@@ -65,17 +65,22 @@ class PoolBook:
         return "busy" if holder is not None else "free"
 
     def refusal(self, action: str, names: Sequence[str], nodes: Collection[str],
-                needs: Mapping[str, int] | None = None) -> str | None:
+                needs: Mapping[str, int] | None = None, *,
+                may_empty: bool = False, force: bool = False) -> str | None:
         """Why ``action`` (``drain`` or ``remove``) of ``names`` is refused, or None.
 
         Args:
             nodes: the pool's nodes now (gone ones left out).
             needs: ``"job <id> '<name>'"`` -> its minimum node count, for the queued jobs.
+            may_empty: the pool grows again by itself (a Slurm pool): what would be left
+                is not checked.
+            force: a forced change: a removal under way without ``--force`` may be
+                forced (its jobs are then ended, as a node lost is).
 
         Returns:
             One line: no name, an unknown node, one gone already, a drain of a node
-            already draining or drained, or what would be left: no node, or fewer than a
-            queued job needs.
+            already draining or drained, or (unless ``may_empty``) what would be left: no
+            node, or fewer than a queued job needs.
         """
         if action not in ("drain", "remove"):
             return f"unknown node action {action!r}: use {', '.join(ACTIONS)}"
@@ -89,8 +94,11 @@ class PoolBook:
                 return f"unknown node {name!r} (the nodes: {known})"
             if action == "drain" and self.held_out(name):
                 return f"{name} is {'draining' if name in self.draining else 'drained'} already"
-            if action == "remove" and self.draining.get(name) == "remove":
+            if (action == "remove" and self.draining.get(name) == "remove"
+                    and (not force or name in self.force)):
                 return f"{name} is being removed already"
+        if may_empty:
+            return None
         lasting = [n for n in nodes if n not in names and not self.held_out(n)]
         if not lasting:
             return f"{action} {' '.join(names)} would leave no node to run jobs on"

@@ -3,7 +3,10 @@
 ::
 
     python -m scheduler serve [--nodes 4 | --hosts h1,h2 [--ssh PATH]
-                               | --slurm [--partition P] [--nodes N] [--slurm-grow MODE]]
+                               | --slurm [--partition P] [--nodes N] [--slurm-grow MODE]
+                               | --slurm-pool MIN:MAX [--partition P] [--pool-wait S]
+                                 [--pool-idle S] [--pool-poll S] [--pool-walltime S]
+                                 [--pool-renew S]]
                               [--algorithm malleable] [--port 8081] [--listen ADDR]
                               [--control PATH] [--control-group NAME] [--log FILE]
                               [--run-dir DIR] [--state-dir DIR]
@@ -18,6 +21,9 @@ scheduler listens on ``--listen`` (default: the address that routes to the first
 With ``--slurm`` the nodes are those of a Slurm partition (``--nodes N``: its first N in
 Slurm's order; default all), every job is a Slurm job on the nodes the scheduler chose, and
 a malleable job's allocation is resized with it (:mod:`scheduler.slurm_mode`).  With
+``--slurm-pool MIN:MAX`` the scheduler shares the partition with other users: it holds
+MIN to MAX nodes, each through a placeholder Slurm job of its own, and runs its jobs there
+as job steps (:mod:`scheduler.slurm_pool`, :mod:`scheduler.slurm_pool_keeper`).  With
 ``--parent`` it runs as an evolving job of another scheduler, on the nodes of the
 ``NODE_FILE`` that one gave it, and asks it for more (:mod:`scheduler.child`).
 Events are printed to stderr as they happen (``--quiet``: not) and written as JSON lines to
@@ -67,6 +73,8 @@ from .resources import SHAPES, ProfileThresholds
 from .server import DEFAULT_PORT, Server
 from .simulate_cli import add_priority_arguments, priority_options
 from .slurm_mode import GROW_MODES, SlurmNodes
+from .slurm_pool import PoolSettings, SlurmPool, pool_range
+from .slurm_pool_keeper import PoolKeeper
 
 __all__ = ["HELP", "add_arguments", "format_event", "listener_limits", "make_nodes", "run"]
 
@@ -122,8 +130,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--slurm", action="store_true",
                        help="use the nodes of a Slurm partition: each job is a Slurm job, "
                             "resized with the job")
+    where.add_argument("--slurm-pool", default=None, metavar="MIN:MAX",
+                       help="share a Slurm partition with other users: hold MIN to MAX of "
+                            "its nodes, each through a placeholder Slurm job, and run jobs "
+                            "there as job steps (scheduler.slurm_pool)")
     p.add_argument("--partition", default=None,
-                   help="the Slurm partition for --slurm (default: Slurm's default one)")
+                   help="the Slurm partition for --slurm or --slurm-pool (default: Slurm's "
+                        "default one)")
+    pool = p.add_argument_group("Slurm pool (--slurm-pool), in seconds")
+    pool.add_argument("--pool-wait", default=None, metavar="S",
+                      help="ask for another placeholder when the queue's head has waited "
+                           "this long (default 3)")
+    pool.add_argument("--pool-idle", default=None, metavar="S",
+                      help="give a node back after it was idle this long (default 30)")
+    pool.add_argument("--pool-poll", default=None, metavar="S",
+                      help="seconds between two looks at Slurm (squeue; default 1)")
+    pool.add_argument("--pool-walltime", default=None, metavar="S",
+                      help="each placeholder's walltime (sbatch --time; default: the "
+                           "partition's)")
+    pool.add_argument("--pool-renew", default=None, metavar="S",
+                      help="replace a busy node's placeholder when it has less walltime "
+                           "left (default 120)")
     p.add_argument("--slurm-grow", choices=GROW_MODES, default="auto",
                    help="how a Slurm job grows: expand (--dependency=expand), fallback "
                         "(helper allocations beside it), auto (expand where the controller "
@@ -221,18 +248,31 @@ def listener_limits(args: argparse.Namespace) -> ListenerLimits:
 
 
 def make_nodes(args: argparse.Namespace) -> NodeBackend:
-    """The node backend the options describe.
+    """The node backend the options describe (``--slurm-pool``: a
+    :class:`~scheduler.slurm_pool.SlurmPool`, with no node until its keeper runs).
 
     Raises:
         ValueError: contradictory options (``--nodes`` with ``--hosts``, ``--partition``
-            without ``--slurm``), or a bad count.
-        OSError: ``--slurm`` and Slurm does not answer, or has no such partition
-            (:class:`~scheduler.slurm_commands.SlurmError`).
+            without ``--slurm`` or ``--slurm-pool``, a ``--pool-…`` option without
+            ``--slurm-pool``), a bad count, or a bad pool setting (:func:`pool_settings`).
+        OSError: ``--slurm`` or ``--slurm-pool`` and Slurm does not answer, or has no such
+            partition (:class:`~scheduler.slurm_commands.SlurmError`).
     """
     if args.nodes is not None and args.hosts:
         raise ValueError("--nodes and --hosts exclude each other")
-    if (args.partition is not None or args.slurm_grow != "auto") and not args.slurm:
-        raise ValueError("--partition and --slurm-grow need --slurm")
+    pool = getattr(args, "slurm_pool", None)
+    if args.partition is not None and not (args.slurm or pool):
+        raise ValueError("--partition needs --slurm or --slurm-pool")
+    if args.slurm_grow != "auto" and not args.slurm:
+        raise ValueError("--slurm-grow needs --slurm")
+    given = [o for o in _POOL_OPTIONS if getattr(args, o.replace("-", "_"), None) is not None]
+    if given and not pool:
+        raise ValueError(f"--{given[0]} needs --slurm-pool")
+    if pool:
+        if args.nodes is not None or args.cores_per_node is not None:
+            raise ValueError("--slurm-pool takes its nodes from its placeholders, not "
+                             "--nodes or --cores-per-node")
+        return SlurmPool(pool_settings(args), args.partition, listen=args.listen)
     if args.slurm:
         return SlurmNodes(args.partition, args.nodes, listen=args.listen, grow=args.slurm_grow,
                           cores_per_node=args.cores_per_node)
@@ -248,6 +288,36 @@ def make_nodes(args: argparse.Namespace) -> NodeBackend:
         return SshHosts(hosts, ssh=args.ssh, listen=args.listen, tty=not args.no_tty,
                         cores_per_node=args.cores_per_node)
     return LocalNodes(args.nodes or 4, cores_per_node=args.cores_per_node)
+
+
+_POOL_OPTIONS = ("pool-wait", "pool-idle", "pool-poll", "pool-walltime", "pool-renew")
+
+
+def _pool_seconds(args: argparse.Namespace, option: str) -> float | None:
+    text = getattr(args, option.replace("-", "_"))
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--{option} is seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"--{option} must be > 0 s, got {text!r}")
+    return value
+
+
+def pool_settings(args: argparse.Namespace) -> PoolSettings:
+    """The Slurm pool's settings from ``--slurm-pool MIN:MAX`` and ``--pool-…``.
+
+    Raises:
+        ValueError: MIN > MAX, MAX < 1, or a value that is not what it should be (one line).
+    """
+    low, high = pool_range(args.slurm_pool)
+    return PoolSettings(low, high, wait_s=_pool_seconds(args, "pool-wait") or 3.0,
+                        idle_s=_pool_seconds(args, "pool-idle") or 30.0,
+                        poll_s=_pool_seconds(args, "pool-poll") or 1.0,
+                        walltime_s=_pool_seconds(args, "pool-walltime"),
+                        renew_s=_pool_seconds(args, "pool-renew") or 120.0)
 
 
 def parent_hosts() -> list[str]:
@@ -404,11 +474,16 @@ def run(args: argparse.Namespace) -> int:
             state_dir=state_dir, plain_lines=args.plain_lines, limits=limits,
             shape=args.shape, colocate_bound=args.colocate_bound, pin=not args.no_pin,
         )
+        keeper = PoolKeeper(server, nodes) if isinstance(nodes, SlurmPool) else None
+        if keeper is not None:
+            keeper.adopt()  # before the start: the pool's journaled nodes need them
         server.start()
     except OSError as exc:
         _close(nodes)
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if keeper is not None:
+        keeper.start()
     link = None
     if getattr(args, "parent", False):
         try:
@@ -442,4 +517,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     if link is not None:
         link.stop()
+    if keeper is not None:
+        keeper.stop()
+        _close(nodes)  # the placeholders go back to Slurm
     return 0

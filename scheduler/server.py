@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -393,6 +394,33 @@ class Server:
         """
         return pool.change_nodes(self._state, "remove", list(names), force=force)
 
+    def journal_meta(self, key: str) -> str | None:
+        """The journal's ``meta`` value of ``key`` (None: no journal, or no such key).
+
+        Raises:
+            sqlite3.Error: the journal cannot be read.
+        """
+        j = self._state.journal
+        return None if j is None else j.meta(key)
+
+    def set_journal_meta(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key`` in the journal's ``meta`` table (nothing without a
+        journal); an error is logged as ``journal_error``, not raised."""
+        j = self._state.journal
+        if j is None:
+            return
+        try:
+            j.set_meta(key, value)
+        except sqlite3.Error as exc:
+            self._state.event("journal_error", None, error=f"{type(exc).__name__}: {exc}",
+                              key=key)
+
+    def record_event(self, kind: str, job: int | None = None, **fields: Any) -> None:
+        """Log an event of a part outside the server (a pool keeper): ``kind`` and JSON
+        ``fields``, in the event log with the server's time."""
+        with self._state.lock:
+            self._state.event(kind, job, **fields)
+
     # -------------------------------------------------------------------------- status
 
     def _cores(self, job: Any) -> dict[str, Any]:
@@ -407,7 +435,8 @@ class Server:
         """The cluster as JSON data: ``now_s``, ``algorithm``, ``nodes`` (each ``name`` and
         ``job``: the id holding it or null), ``free``, ``jobs`` (each job's state and
         allotment), ``pool`` (the pool's latest ``changes`` and the nodes ``draining``,
-        ``drained``, ``gone`` and ``added``: :mod:`scheduler.pool`; each node also has its
+        ``drained``, ``gone`` and ``added``: :mod:`scheduler.pool`, and on a Slurm pool
+        ``slurm``: :meth:`scheduler.slurm_pool.SlurmPool.pool_status`; each node also has its
         ``state``: free, busy, draining, drained or gone, the gone ones listed last),
         ``listen``, ``port``, ``run_dir``, ``log``, ``refused``, ``shape`` (the
         shape policy, null where each node is one slot; each node then also has ``cores``
@@ -424,6 +453,7 @@ class Server:
         and ``shared``: each shared core's ``node``, ``core`` and ``jobs``)."""
         s = self._state
         listener = self._listener
+        slurm = getattr(self.nodes, "pool_status", None)  # a Slurm pool's placeholders
         with s.lock:
             now = s.now()
             return {
@@ -439,7 +469,8 @@ class Server:
                          "draining": sorted(s.pool.draining, key=node_key),
                          "drained": sorted(s.pool.drained, key=node_key),
                          "gone": list(s.pool.gone),
-                         "added": sorted(s.pool.added, key=node_key)},
+                         "added": sorted(s.pool.added, key=node_key),
+                         **({"slurm": slurm()} if slurm is not None else {})},
                 "shape": None if s.graph.slots else s.shape,
                 "pin": None if s.graph.slots else s.pin,
                 "free": len(s.free),

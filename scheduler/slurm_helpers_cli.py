@@ -29,7 +29,7 @@ from typing import Any
 
 from .slurm_commands import SlurmError, client_env, run_slurm, slurm_job_status
 
-__all__ = ["NODE_MAP_ENV", "launch", "main", "watch"]
+__all__ = ["NODE_MAP_ENV", "launch", "main", "step_argv", "watch"]
 
 #: Environment variable of a fallback job: the JSON file mapping node → Slurm job id.
 NODE_MAP_ENV = "SCHEDULER_SLURM_NODES"
@@ -79,7 +79,12 @@ def watch(slurm_job: int, *, period_s: float = 0.5, env: Mapping[str, str] | Non
 # ---------------------------------------------------------------------------- launcher
 
 
-# ---------------------------------------------------------------------------- launcher
+def step_argv(slurm_job: int, host: str, words: Sequence[str]) -> list[str]:
+    """``srun`` running ``words`` as one task on ``host``, a step of ``slurm_job`` that
+    shares the CPUs with the job's other steps (``--overlap``), with this environment."""
+    return ["srun", f"--jobid={slurm_job}", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
+            "--overlap", "--export=ALL", *words]
+
 
 
 _SSH_VALUE_OPTIONS = set("bcDEeFIiJLlmOopQRSWw")
@@ -132,8 +137,7 @@ def launch(argv: Sequence[str]) -> int:
     if host in nodes:
         env = client_env()
         env["SLURM_OVERLAP"] = "1"
-        srun = ["srun", f"--jobid={nodes[host]}", "--nodes=1", "--ntasks=1",
-                f"--nodelist={host}", "--overlap", "--export=ALL", *words]
+        srun = step_argv(nodes[host], host, words)
         try:
             return subprocess.call(srun, env=env)
         except OSError as exc:
@@ -144,9 +148,6 @@ def launch(argv: Sequence[str]) -> int:
     print(f"slurm-launch: {host!r} is neither a node of this job's Slurm jobs "
           f"({', '.join(sorted(nodes)) or 'none known'}) nor this machine", file=sys.stderr)
     return 255
-
-
-# ---------------------------------------------------------------------------- command line
 
 
 # ---------------------------------------------------------------------------- command line

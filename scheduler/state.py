@@ -318,6 +318,10 @@ class ServerState:
         self.pool = PoolBook()
         #: A child scheduler (:mod:`scheduler.child`): its parent may grant more nodes.
         self.parent = False
+        #: The most nodes a pool that grows by itself may hold (a Slurm pool's MAX,
+        #: :mod:`scheduler.slurm_pool`): jobs up to it are queued, and removals may empty
+        #: the pool; None: the nodes there are.
+        self.capacity: int | None = getattr(nodes, "capacity", None)
         #: The shape policy of jobs (``serve --shape``): ``scale`` or ``granularity``.
         self.shape = shape
         #: Co-location (``serve --colocate-bound``; :mod:`scheduler.colocation`): the bound

@@ -75,8 +75,10 @@ def submit(state: ServerState, spec: JobSpec, *, delay_s: float = 0.0,
     """
     with state.lock:
         lasting = [n for n in state.all_nodes if not state.pool.held_out(n)]
-        reason = (spec.fits(len(lasting) if not state.parent else spec.lo)
-                  or (None if state.parent else cores_refusal(spec, state.graph.sizes())))
+        total = (spec.lo if state.parent else state.capacity if state.capacity is not None
+                 else len(lasting))
+        reason = (spec.fits(total) or (None if state.parent or state.capacity is not None
+                                       else cores_refusal(spec, state.graph.sizes())))
         argv: tuple[str, ...] = ()
         if reason is None:
             try:

@@ -67,6 +67,10 @@ def test_book_refusals_are_one_line_and_change_nothing():
     assert book.refusal("remove", ["127.0.1.3"], NODES3) == "127.0.1.3 is being removed already"
     assert book.refusal("drain", ["127.0.1.3"], NODES3) == "127.0.1.3 is draining already"
     assert "would leave no node" in book.refusal("remove", ["127.0.1.1", "127.0.1.2"], NODES3)
+    # A pool that grows by itself (a Slurm pool) may be emptied, and a removal under way
+    # may be forced (a node lost).
+    assert book.refusal("remove", ["127.0.1.1", "127.0.1.2"], NODES3, may_empty=True) is None
+    assert book.refusal("remove", ["127.0.1.3"], NODES3, force=True) is None
     assert book.refusal("drain", ["127.0.1.1"], NODES3, {"job 4 'big'": 2}) == \
         "drain 127.0.1.1 would leave 1 node; job 4 'big' needs 2"
     assert book.refusal("remove", ["127.0.1.1"], NODES3, {"job 4 'one'": 1}) is None

@@ -718,10 +718,12 @@ def _start(c: SlurmCluster, deadline: float) -> None:
     w = c.workdir
     os.chmod(w, 0o755)  # munged wants its socket dir and all above it searchable by all
     (w / ".apgaspy-slurm").write_text("work dir of a local Slurm cluster (tests/cluster)\n")
+    # munged's socket dir, and slurmd's spool dirs (as a site's /var/spool/slurmd): the
+    # batch script of another user's job is run from there
     for sub in ("munge", "mysql", "state", "spool", "log", "run", "tmp"):
-        (w / sub).mkdir(mode=0o755 if sub == "munge" else 0o700)
+        (w / sub).mkdir(mode=0o755 if sub in ("munge", "spool") else 0o700)
     for node in c.nodes:
-        (w / "spool" / node).mkdir(mode=0o700)
+        (w / "spool" / node).mkdir(mode=0o755)
     munge_socket = w / "munge" / "munge.socket"
     if max(len(str(munge_socket)), len(str(w / "mysql/mysqld.sock"))) > _MAX_SOCKET_PATH:
         raise ClusterError(f"work dir path too long for a unix socket: {w}")

@@ -1,0 +1,287 @@
+"""The Slurm pool (``python -m scheduler serve --slurm-pool MIN:MAX``, ``scheduler/slurm_pool.py``,
+``scheduler/slurm_pool_keeper.py``) on a real Slurm 22.05 shared with another user.
+
+The scheduler holds each node through a placeholder Slurm job (``apgaspy-pool``) and runs
+its jobs there as steps.  A second user, made here (``useradd``, removed at the end),
+submits straight to Slurm with ``sbatch`` at the same time: from ``squeue``'s node lists,
+no node is ever both a placeholder's and that user's, every node in the scheduler's pool is
+one its placeholders hold, and held + pending never exceed MAX.  The pool grows for a job
+that waits (one node taken by the other user, so a placeholder pends until that user's jobs
+go), and gives each idle node back: its placeholder leaves ``squeue`` within the idle
+setting + 2 s.  An external ``scancel`` of a placeholder takes its node out of the pool (its
+job ends), the scheduler runs on and ``status`` says what happened; a scheduler killed and
+started again on the same state directory adopts the placeholders still running and
+cancels none.  Without Slurm: a bad ``--slurm-pool`` is one line and exit status 2.
+
+The name service for the test cluster's node names and the process marker are those of
+tests/test_scheduler_slurm.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_until
+from test_scheduler_slurm import HOSTS, SITECUSTOMIZE, marked_pids
+
+from scheduler.control_client import request
+from scheduler.server import job_of
+from scheduler.slurm_pool import _left_s, pool_range, walltime
+
+PY = sys.executable
+
+
+class PoolServe:
+    """``serve --slurm-pool`` in the background, with the test cluster's environment."""
+
+    def __init__(self, cluster: Any, tmp: Path, *args: str, mark: str | None = None) -> None:
+        self.cluster = cluster
+        self.mark = mark or uuid.uuid4().hex
+        self.control = tmp / "control.sock"
+        self.log = tmp / "events.jsonl"
+        self.err_path = tmp / f"serve-{uuid.uuid4().hex[:6]}.err"
+        shim = tmp / "shim"
+        shim.mkdir(exist_ok=True)
+        (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        self.env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
+                                   SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=self.mark)
+        self.env.pop("APGAS_PLACES", None)
+        argv = [PY, "-m", "scheduler", "serve", "--slurm-pool", *args, "--port", "0",
+                "--control", str(self.control), "--log", str(self.log), "--run-dir",
+                str(tmp / "run"), "--interval", "1", "--grace", "1", "--pool-poll", "0.3",
+                "--quiet"]
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=err, stderr=err, start_new_session=True)
+        self.seen: set[int] = set()
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._sample, daemon=True)
+        self._watch.start()
+        wait_until(lambda: self.control.exists() or self.proc.poll() is not None, 30,
+                   "the control socket")
+        assert self.proc.poll() is None, self.err_path.read_text()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.seen.update(descendants(self.proc.pid))
+            self._stop.wait(0.2)
+
+    def status(self) -> dict[str, Any]:
+        return request(self.control, {"op": "status"})
+
+    def slurm(self) -> dict[str, Any]:
+        return self.status()["pool"]["slurm"]
+
+    def submit(self, name: str, argv: list[str], nodes: int) -> int:
+        job = {"name": name, "command": argv, "required_time_s": 120, "job_class": "rigid",
+               "nodes": nodes}
+        return int(request(self.control, {"op": "submit", "job": job})["jobs"][0])
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [ev for ev in map(json.loads, self.log.read_text().splitlines())
+                if ev["event"] == kind]
+
+    def kill(self) -> None:
+        """SIGKILL the scheduler alone (a crash); its placeholders stay."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.control.unlink()
+
+    def close(self) -> None:
+        shut_down_server(self.proc, self.control)
+        self._stop.set()
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+            self.proc.wait(timeout=10)
+        for pid in sorted(self.seen | set(marked_pids(self.mark))):
+            if alive(pid):
+                kill_tree(pid)
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def queue(cluster: Any) -> list[tuple[int, str, str, str, list[str]]]:
+    """``squeue``'s jobs: (id, user, name, state, nodes)."""
+    out = cluster.run("squeue", "-h", "-o", "%i|%u|%j|%T|%N", check=False).stdout
+    rows = []
+    for line in out.splitlines():
+        job, user, name, state, hosts = line.strip().split("|")
+        nodes = cluster.run("scontrol", "show", "hostnames", hosts).stdout.split() \
+            if hosts else []
+        rows.append((int(job), user, name, state, nodes))
+    return rows
+
+
+def placeholders(cluster: Any) -> list[tuple[int, str, list[str]]]:
+    """Our placeholders in squeue: (id, state, nodes)."""
+    return [(j, s, n) for j, u, name, s, n in queue(cluster)
+            if u == "root" and name == "apgaspy-pool"]
+
+
+def check_apart(cluster: Any, serve: PoolServe, user: str, max_nodes: int) -> None:
+    """No node is both a placeholder's and ``user``'s; the pool's nodes are placeholders'
+    nodes; held + pending <= MAX."""
+    rows = queue(cluster)
+    ours = {n for j, u, name, s, ns in rows if name == "apgaspy-pool" for n in ns}
+    theirs = {n for j, u, name, s, ns in rows if u == user for n in ns}
+    assert not ours & theirs, rows
+    assert len([r for r in rows if r[2] == "apgaspy-pool"]) <= max_nodes, rows
+    serving = {n["name"] for n in serve.status()["nodes"] if n["state"] in ("free", "busy")}
+    assert serving <= ours, (serving, rows)
+
+
+@pytest.fixture
+def other_user() -> Any:
+    """A second user of the cluster (made here, removed after)."""
+    name = f"appool{uuid.uuid4().hex[:6]}"
+    subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name], check=True, timeout=30)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False, timeout=30)
+
+
+@pytest.mark.timeout(90)
+def test_pool_grows_shares_the_partition_and_gives_idle_nodes_back(slurm_cluster, tmp_path,
+                                                                 other_user):
+    cluster = slurm_cluster
+    serve = PoolServe(cluster, tmp_path, "1:3", "--pool-wait", "1", "--pool-idle", "2")
+    try:
+        wait_until(lambda: serve.slurm()["held"] == 1, 20, "MIN placeholders running")
+        # The other user takes two nodes straight from Slurm.
+        theirs = []
+        for _ in range(2):
+            res = subprocess.run(["runuser", "-u", other_user, "--", "sbatch", "--parsable",
+                                  "-N", "1", "--exclusive", "--chdir=/tmp", "-o", "/dev/null",
+                                  "--wrap", "sleep 60"], env=cluster.environ(),
+                                 capture_output=True, text=True, timeout=30)
+            assert res.returncode == 0, res.stderr
+            theirs.append(res.stdout.strip().split(";")[0])
+        wait_until(lambda: sum(1 for r in queue(cluster) if r[1] == other_user
+                               and r[3] == "RUNNING") == 2, 20, "the other user's jobs")
+        # A 2-node job: the pool asks for one more node, the only one left.
+        t_submit = time.monotonic()
+        two = serve.submit("two", ["sh", "-c", "echo $SLURMD_NODENAME; sleep 2"], nodes=2)
+        wait_until(lambda: serve.slurm()["held"] == 2, 20, "a second placeholder running")
+        t_held = time.monotonic()
+        wait_until(lambda: job_of(serve.status(), two)["state"] == "running", 10, "its start")
+        t_start = time.monotonic()
+        check_apart(cluster, serve, other_user, 3)
+        # A 3-node job: its third placeholder pends while the other user holds the rest.
+        three = serve.submit("three", ["sleep", "1"], nodes=3)
+        wait_until(lambda: serve.slurm()["pending"] == 1, 20, "a pending placeholder")
+        assert [s for _, s, _ in placeholders(cluster)].count("PENDING") == 1
+        check_apart(cluster, serve, other_user, 3)
+        assert job_of(serve.status(), three)["state"] == "waiting"
+        cluster.run("scancel", *theirs)  # the other user's jobs go: the pool gets the node
+        wait_until(lambda: job_of(serve.status(), three)["state"] == "done", 40, "3-node job")
+        check_apart(cluster, serve, other_user, 3)
+        st = serve.status()
+        assert job_of(st, two)["state"] == "done"
+        start = [ev for ev in serve.events("start") if ev["job"] == two][0]
+        out = (serve.status()["run_dir"] + f"/job-{two}.out")
+        assert Path(out).read_text().split() == [start["nodes"][0]]  # a step on its node
+        # Idle nodes go back, down to MIN; each placeholder leaves squeue within 2 + 2 s.
+        t_idle = time.monotonic()
+        wait_until(lambda: len(placeholders(cluster)) == 1, 2 + 2, "idle nodes given back")
+        t_back = time.monotonic()
+        assert serve.slurm()["held"] == 1 and serve.proc.poll() is None
+        gone = [n["name"] for n in serve.status()["nodes"] if n["state"] == "gone"]
+        assert len(gone) == 2, serve.status()["nodes"]
+        # Smoke figures (printed with -s; docs/guides/scheduler.md quotes them as such).
+        t = {k: [ev["t"] for ev in serve.events(k) if ev.get("job") in (None, two)]
+             for k in ("queue", "pool_request", "pool_node_joined", "start")}
+        asked = [x for x in t["pool_request"] if x >= t["queue"][0]][0]
+        print(json.dumps({"submit_to_request_s": round(asked - t["queue"][0], 2),
+                          "request_to_node_in_pool_s": round(
+                              [x for x in t["pool_node_joined"] if x >= asked][0] - asked, 2),
+                          "request_to_job_start_s": round(t["start"][0] - asked, 2),
+                          "submit_to_running_seen_s": round(t_start - t_submit, 2),
+                          "placeholder_seen_s": round(t_held - t_submit, 2),
+                          "idle_setting_s": 2,
+                          "idle_to_out_of_squeue_s": round(t_back - t_idle, 2)}))
+        serve.close()
+        assert serve.proc.returncode == 0, serve.err_path.read_text()
+        wait_until(lambda: not placeholders(cluster), 10, "no placeholder after shutdown")
+    finally:
+        serve.close()
+        cluster.run("scancel", "-u", other_user, check=False)
+
+
+@pytest.mark.timeout(90)
+def test_an_external_scancel_is_a_node_failure_and_a_restart_adopts(slurm_cluster, tmp_path):
+    cluster = slurm_cluster
+    serve = PoolServe(cluster, tmp_path, "2:2", "--pool-wait", "1", "--pool-idle", "60")
+    mark = serve.mark
+    try:
+        wait_until(lambda: serve.slurm()["held"] == 2, 20, "MIN placeholders running")
+        job = serve.submit("long", ["sleep", "60"], nodes=1)
+        wait_until(lambda: job_of(serve.status(), job)["state"] == "running", 10, "its start")
+        node = [ev for ev in serve.events("start") if ev["job"] == job][0]["nodes"][0]
+        victim = [p["slurm_job"] for p in serve.slurm()["placeholders"] if p["node"] == node]
+        cluster.run("scancel", str(victim[0]))
+        # Its node leaves, its job ends, status says why; MIN brings a new placeholder.
+        wait_until(lambda: job_of(serve.status(), job)["state"] not in ("running", "waiting"),
+                   10, "the job's end")
+        lost = wait_until(lambda: serve.slurm()["lost"], 10, "the lost placeholder")[0]
+        assert lost["slurm_job"] == victim[0] and lost["node"] == node
+        assert lost["state"] == "CANCELLED", lost
+        text = subprocess.run([PY, "-m", "scheduler", "status", "--control",
+                               str(serve.control)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30).stdout
+        assert f"latest {victim[0]} on {node}: CANCELLED" in text, text
+        wait_until(lambda: serve.slurm()["held"] == 2, 20, "MIN again")
+        after = serve.submit("after", ["true"], nodes=1)  # the scheduler runs on
+        wait_until(lambda: job_of(serve.status(), after)["state"] == "done", 20, "a new job")
+        # A crash, and a restart on the same state directory: the placeholders are adopted.
+        before = sorted(j for j, s, _ in placeholders(cluster))
+        serve.kill()
+        assert sorted(j for j, s, _ in placeholders(cluster)) == before
+        serve = PoolServe(cluster, tmp_path, "2:2", "--pool-wait", "1", "--pool-idle", "60",
+                          mark=mark)
+        wait_until(lambda: serve.slurm()["held"] == 2, 10, "the placeholders adopted")
+        time.sleep(1)  # a few polls: nothing is cancelled, nothing new is asked for
+        assert sorted(j for j, s, _ in placeholders(cluster)) == before
+        assert sorted(p["slurm_job"] for p in serve.slurm()["placeholders"]) == before
+        assert sorted(n["name"] for n in serve.status()["nodes"] if n["state"] == "free") == \
+            sorted(n for _, _, ns in placeholders(cluster) for n in ns)
+        serve.close()
+        assert serve.proc.returncode == 0, serve.err_path.read_text()
+        wait_until(lambda: not placeholders(cluster), 10, "no placeholder after shutdown")
+    finally:
+        serve.close()
+        ids = [str(j) for j, _, _ in placeholders(cluster)]
+        if ids:
+            cluster.run("scancel", *ids, check=False)
+
+
+@pytest.mark.timeout(60)
+def test_bad_pool_settings_are_one_line_and_exit_2():
+    assert pool_range("0:4") == (0, 4) and walltime(3661.2) == "1:01:02"
+    assert [_left_s(x) for x in ("1-02:03:04", "5:06", "59", "UNLIMITED")] == [
+        93784, 306, 59, None]
+    for bad in (["3:2"], ["two"], ["1:0"], ["1:2", "--pool-idle", "-1"],
+                ["1:2", "--pool-wait", "soon"], ["1:2", "--nodes", "2"]):
+        res = subprocess.run([PY, "-m", "scheduler", "serve", "--slurm-pool", *bad], cwd=ROOT,
+                             capture_output=True, text=True, timeout=30)
+        assert res.returncode == 2, (bad, res)
+        assert len(res.stderr.strip().splitlines()) == 1, (bad, res.stderr)
+        assert res.stderr.startswith("error: "), (bad, res.stderr)
+    res = subprocess.run([PY, "-m", "scheduler", "serve", "--pool-idle", "5"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and res.stderr == "error: --pool-idle needs --slurm-pool\n", res
