@@ -91,7 +91,8 @@ def make_communicator() -> Any:
     """A new communicator as configured, or ``None`` when none is configured.
 
     A job the scheduler started as rigid (``ELASTIC=rigid``, as the Java ElasticJobScheduler
-    sets it) gets none: it announces nothing and takes no order port.
+    sets it) gets none: it announces nothing and takes no order port (its load goes out
+    through :func:`make_load_notifier`).
     """
     if os.environ.get("ELASTIC", "").strip().lower() == "rigid":
         log.info("ELASTIC=rigid: the scheduler runs this job as rigid; no communicator")
