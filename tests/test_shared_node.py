@@ -62,7 +62,8 @@ def test_jobs_on_one_node_each_take_orders_and_report(tmp_path, monkeypatch):
         assert len(set(ports)) == 2 and server.port not in ports  # a port each, not 8081's
         for job, port in zip((a, b), ports, strict=True):
             info = job_of(st, job)
-            assert info["nodes"] == [N1] and info["reachable"] and info["order_port"] == port
+            assert info["nodes"] == [N1] and info["order_port"] == port
+            assert info["ready"] and info["reachable"]
         assert job_of(st, r)["nodes"] == [N1] and job_of(st, r)["elastic"] is False
         server.node_add([N2])
         wait_until(lambda: seen("grow_done", b), 60, "the second job's grow")
