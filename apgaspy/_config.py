@@ -50,6 +50,10 @@ def _any(v: Any) -> str | None:
     return None
 
 
+def _port(v: Any) -> str | None:
+    return None if 0 <= v < 65536 else "must be a TCP port, 0-65535 (0: an ephemeral one)"
+
+
 def parse_bool(raw: Any) -> bool:
     """A yes/no setting: a bool, or ``1/true/yes/on`` and ``0/false/no/off`` (any case).
 
@@ -217,6 +221,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("ORDERS_FROM", None, str, _any,
                 "addresses allowed to send orders, comma-separated, or 'any' (default: "
                 "SCHEDULER_IP)"),
+        Setting("ORDER_PORT", None, int, _port,
+                "the port the socket communicator takes orders on, announced as "
+                "APGAS-Ready;<port>; 0: an ephemeral one (apgaspy's scheduler sets it where "
+                "jobs may share a first node; default: SCHEDULER_PORT)"),
         Setting("ORDER_TIMEOUT", 5.0, float, _positive,
                 "seconds the socket communicator waits for an order line on a new connection"),
         Setting("SHRINK_REPLY_TIMEOUT", 18.0, float, _positive,

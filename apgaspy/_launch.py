@@ -33,7 +33,8 @@ is :mod:`apgaspy._spawn`::
       └─ embedded:      _start_embedded place 0 bound to its cores (a pinned job, every
                                        place's assigned at once: apgaspy._pinning),
                                        → _spawn.spawn_places(every place but 0)
-    _install(rt)        place 0: Malleability(rt, _Launcher) (a grow spawns through it)
+    _install(rt)        place 0: Malleability(rt, _Launcher) (a grow spawns through it);
+                        once the places run, a rigid job's load reports (start_notifier)
     serve(rt)           an mpiexec rank other than 0: wait for place 0's shutdown
     stop(rt)            place 0: end every place (SIGKILL the local ones left when interrupted)
 """
@@ -152,8 +153,12 @@ def start(places: int | None = None) -> tuple[Runtime, bool]:
     if world.Get_rank() == 0:
         _check_settings(places, world.Get_size())
     if world.Get_size() > 1:
-        return _start_world(world), world.Get_rank() == 0
-    return _start_embedded(places), True
+        rt, is_main = _start_world(world), world.Get_rank() == 0
+    else:
+        rt, is_main = _start_embedded(places), True
+    if is_main and rt.malleability is not None:
+        rt.malleability.start_notifier()  # a rigid job's load reports (ELASTIC=rigid)
+    return rt, is_main
 
 
 def _check_settings(places: int | None, ranks: int) -> None:

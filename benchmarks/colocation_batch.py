@@ -16,8 +16,8 @@ then gives the simulator the same batch:
   iterations, ``--pause 0.3``: place 0 sleeps 0.3 s between its steps of 8 iterations, so the
   job computes a few percent of its wall time), ``#CORES_PER_NODE 2`` on one node,
   ``#COLOCATE yes``, ``--verify``: each checksum is compared with the sequential solve.  They
-  are malleable jobs of one node (never resized): a job run as rigid starts no communicator
-  (``ELASTIC=rigid``) and so reports no duty cycle, and nothing may join a job that has not.
+  are malleable jobs of one node (never resized; a job run as rigid, ``ELASTIC=rigid``,
+  would report its duty cycle as well).
 * **busy jobs**: ``--glb`` Monte-Carlo pi jobs on GLB (``benchmarks.pi``, 1e9 samples, seeded:
   the same estimate whatever the places), ``#CORES 2``, never co-located; exact when every
   estimate equals the others' and lies within 5 standard errors.

@@ -4,7 +4,9 @@ Configured from the environment the scheduler gives a job (docs/reference/protoc
 ``SCHEDULER_IP``,
 ``SCHEDULER_PORT``, ``NODE_FILE``.  The job's address is the resolved first host of
 ``NODE_FILE`` (without it, this machine's address); the job listens there, on
-``SCHEDULER_PORT``, and nowhere else.  One order per connection; orders run one at a time.
+``SCHEDULER_PORT``, and nowhere else, unless ``APGAS_ORDER_PORT`` gives it a port of its own
+(apgaspy's scheduler gives ``0`` where jobs may share a first node: an ephemeral port,
+announced as ``APGAS-Ready;<port>``).  One order per connection; orders run one at a time.
 Only the scheduler's address may send orders unless ``APGAS_ORDERS_FROM`` says otherwise.
 
 With a key from the scheduler (``SCHEDULER_KEY``, or the owner-only file
@@ -28,7 +30,12 @@ never sends one to an evolving job).
 
 While it runs, every ``APGAS_LOAD_INTERVAL`` seconds (5; 0: never) it sends the job's load,
 ``APGAS-Load;<duty>;<bytes/s>;<gil>;<rss>`` (:class:`apgaspy.elastic.LoadReporter`), signed
-as every line; the Java scheduler answers it ``undefined Message`` and goes on.
+as every line; the Java scheduler answers it ``undefined Message`` and goes on.  A job run
+as rigid (``ELASTIC=rigid``) takes no orders but still reports its load, through a
+:class:`SocketNotifier` (the sending half of this communicator)::
+
+    SocketNotifier            signs and sends lines, runs the LoadReporter   (rigid jobs)
+      └─ SocketMalleableCommunicator   + the order listener, APGAS-Ready   (malleable jobs)
 """
 
 from __future__ import annotations
@@ -61,7 +68,6 @@ from apgaspy.wire.protocol import (
     DISABLED,
     GROW_TIME,
     MAX_LINE_BYTES,
-    READY,
     SHRINK_TIME,
     OrderError,
     evolving_release,
@@ -69,12 +75,13 @@ from apgaspy.wire.protocol import (
     format_notification,
     format_reply,
     parse_order,
+    ready_message,
     refusal,
     rigid_message,
     timing_message,
 )
 
-__all__ = ["SocketMalleableCommunicator"]
+__all__ = ["SocketMalleableCommunicator", "SocketNotifier"]
 
 log = logging.getLogger("apgaspy.communicators")
 
@@ -153,18 +160,21 @@ def scheduler_host_addresses(ip: str) -> set[str]:
     return allowed
 
 
-class SocketMalleableCommunicator(MalleableCommunicator):
-    """Receives orders on ``<job address>:SCHEDULER_PORT``, notifies ``SCHEDULER_IP``.
+class SocketNotifier:
+    """Sends signed notifications to ``SCHEDULER_IP:SCHEDULER_PORT`` and the job's load; takes
+    no orders.  A job the scheduler runs as rigid (``ELASTIC=rigid``) gets one of these
+    alone (:meth:`SocketMalleableCommunicator.load_notifier`), so that its duty cycle is
+    known (docs/guides/colocation.md); the socket communicator is one, and listens too.
 
     Attributes:
-        refused_orders: order connections refused for failed authentication (count).
+        scheduler: ``(SCHEDULER_IP, SCHEDULER_PORT)``.
+        address: the job's address (its first host's), which every line names.
+        load_reporter: the job's :class:`~apgaspy.elastic.LoadReporter`.
 
     Raises:
         ConfigurationError: ``SCHEDULER_IP`` or ``SCHEDULER_PORT`` is missing or invalid, or
             the key (``SCHEDULER_KEY``, ``SCHEDULER_KEY_FILE``) is malformed or unreadable.
     """
-
-    EVOLVING = True
 
     def __init__(self) -> None:
         ip = os.environ.get("SCHEDULER_IP", "").strip()
@@ -181,6 +191,69 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self.scheduler = (ip, port)
         hosts = node_file_hosts()
         self.address = resolve_host(hosts[0] if hosts else socket.gethostname())
+        self.notify_timeout = setting("NOTIFY_TIMEOUT")
+        try:
+            self._key = load_key()
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._job = os.environ.get("JOBNAME", "").strip()
+        self._counter = Counter()
+        self._send_lock = threading.Lock()
+        self.load_reporter = LoadReporter(self.notify)
+
+    def start(self) -> None:
+        """Start the load reports (every ``APGAS_LOAD_INTERVAL`` seconds)."""
+        self.load_reporter.start()
+
+    def stop(self) -> None:
+        """Stop the load reports; never raises."""
+        self.load_reporter.stop()
+
+    def notify(self, message: str) -> None:
+        """Send ``message`` as ``<message>:<job address>`` (signed with a key); a line that
+        cannot be delivered is logged as a warning and dropped."""
+        try:
+            self._send(message)
+        except OSError as exc:
+            log.warning("could not notify the scheduler at %s:%d of %r: %s",
+                        *self.scheduler, message, exc)
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether the scheduler gave this job a key (lines are signed and checked)."""
+        return self._key is not None
+
+    def _send(self, message: str) -> None:
+        """Send one notification line (signed when the job has a key); raises OSError when
+        the scheduler cannot be reached.  Notifications go out one at a time, so that their
+        counters arrive in order."""
+        line = format_notification(message, self.address)
+        with self._send_lock:
+            if self._key is not None:
+                line = sign_line(self._key, NOTIFICATION, self._job, line,
+                                 self._counter.next()) + "\n"
+            with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
+                s.sendall(line.encode("ascii"))
+
+
+class SocketMalleableCommunicator(SocketNotifier, MalleableCommunicator):
+    """Receives orders on ``<job address>:SCHEDULER_PORT`` (or ``APGAS_ORDER_PORT``), notifies
+    ``SCHEDULER_IP`` (:class:`SocketNotifier`).
+
+    Attributes:
+        refused_orders: order connections refused for failed authentication (count).
+        order_port: the port it takes orders on once started (``None`` before).
+
+    Raises:
+        ConfigurationError: ``SCHEDULER_IP`` or ``SCHEDULER_PORT`` is missing or invalid, or
+            the key (``SCHEDULER_KEY``, ``SCHEDULER_KEY_FILE``) is malformed or unreadable.
+    """
+
+    EVOLVING = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        ip = self.scheduler[0]
         allowed = setting("ORDERS_FROM")
         if allowed is None:
             self.allowed: set[str] | None = scheduler_host_addresses(ip)
@@ -189,22 +262,24 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         else:
             self.allowed = {resolve_host(a.strip()) for a in allowed.split(",") if a.strip()}
         self.order_timeout = setting("ORDER_TIMEOUT")
-        self.notify_timeout = setting("NOTIFY_TIMEOUT")
         self.shrink_reply_timeout = setting("SHRINK_REPLY_TIMEOUT")
         self.evolving = evolving_mode()
-        try:
-            self._key = load_key()
-        except ValueError as exc:
-            raise ConfigurationError(str(exc)) from None
-        self._job = os.environ.get("JOBNAME", "").strip()
-        self._counter = Counter()
+        self._own_port: int | None = setting("ORDER_PORT")
+        self.order_port: int | None = None
         self._guard = ReplayGuard()
         self._refusals = RefusalLog()
-        self._send_lock = threading.Lock()
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self.load_reporter = LoadReporter(self.notify)
+
+    @classmethod
+    def load_notifier(cls) -> SocketNotifier:
+        """A :class:`SocketNotifier` (load reports, no orders) for a job run as rigid.
+
+        Raises:
+            ConfigurationError: as the class.
+        """
+        return SocketNotifier()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -216,23 +291,26 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         ``APGAS-Rigid;<reason>`` instead of ``APGAS-Ready`` (the Java scheduler answers it
         ``undefined Message`` and treats the job as rigid, which it is).
         """
+        port = self.scheduler[1] if self._own_port is None else self._own_port
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            server.bind((self.address, self.scheduler[1]))
+            server.bind((self.address, port))
         except OSError as exc:
             server.close()
-            why = f"cannot listen for orders on {self.address}:{self.scheduler[1]}: {exc}"
+            why = f"cannot listen for orders on {self.address}:{port}: {exc}"
             log.error("%s; the program computes on as a rigid job", why)
             self.notify(rigid_message(why))
             self.load_reporter.start()
             return
         server.listen(16)
         self._server = server
+        self.order_port = server.getsockname()[1]
         self._thread = threading.Thread(target=self._listen, name="apgaspy-orders", daemon=True)
         self._thread.start()
-        log.info("accepting orders on %s:%d", self.address, self.scheduler[1])
-        self.notify(READY)
+        log.info("accepting orders on %s:%d", self.address, self.order_port)
+        # a port of its own is announced: the scheduler cannot guess an ephemeral one
+        self.notify(ready_message(None if self._own_port is None else self.order_port))
         self.load_reporter.start()
 
     def stop(self) -> None:
@@ -246,34 +324,10 @@ class SocketMalleableCommunicator(MalleableCommunicator):
         self._server = None
         self.notify(DISABLED)
 
-    def notify(self, message: str) -> None:
-        try:
-            self._send(message)
-        except OSError as exc:
-            log.warning("could not notify the scheduler at %s:%d of %r: %s",
-                        *self.scheduler, message, exc)
-
-    @property
-    def authenticated(self) -> bool:
-        """Whether the scheduler gave this job a key (lines are signed and checked)."""
-        return self._key is not None
-
     @property
     def refused_orders(self) -> int:
         """Order connections refused for failed authentication so far."""
         return self._refusals.total
-
-    def _send(self, message: str) -> None:
-        """Send one notification line (signed when the job has a key); raises OSError when
-        the scheduler cannot be reached.  Notifications go out one at a time, so that their
-        counters arrive in order."""
-        line = format_notification(message, self.address)
-        with self._send_lock:
-            if self._key is not None:
-                line = sign_line(self._key, NOTIFICATION, self._job, line,
-                                 self._counter.next()) + "\n"
-            with socket.create_connection(self.scheduler, timeout=self.notify_timeout) as s:
-                s.sendall(line.encode("ascii"))
 
     # ---------------------------------------------------------------- evolving
     def request(self, n: int) -> None:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from apgaspy.wire.auth import KEY_ENV, KEY_FILE_ENV
+from apgaspy.wire.protocol import ORDER_PORT_ENV
 
 if TYPE_CHECKING:
     from .server import Server
@@ -49,7 +50,7 @@ log = logging.getLogger("scheduler.child")
 #: read, so that the child's own jobs never see them.
 PARENT_ENV = ("SCHEDULER_IP", "SCHEDULER_PORT", "JOBNAME", "NODE_FILE", "NODES", "ELASTIC",
               KEY_ENV, KEY_FILE_ENV, "APGAS_CORES", "APGAS_CORES_FILE",
-              "APGAS_PLACES_PER_HOST", "GLB_WORKERS")
+              "APGAS_PLACES_PER_HOST", "GLB_WORKERS", ORDER_PORT_ENV)
 
 _TICK_S = 0.2
 

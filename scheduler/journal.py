@@ -90,7 +90,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     requests INTEGER NOT NULL DEFAULT 0,   -- evolving: request lines taken
     requests_served INTEGER NOT NULL DEFAULT 0,  -- evolving: requests granted
     releases INTEGER NOT NULL DEFAULT 0,   -- evolving: nodes given back
-    cores TEXT NOT NULL DEFAULT '{}'       -- JSON {node: [core indices]} held now (core jobs)
+    cores TEXT NOT NULL DEFAULT '{}',      -- JSON {node: [core indices]} held now (core jobs)
+    order_port INTEGER           -- the port it announced for orders (APGAS-Ready;<port>)
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -100,11 +101,12 @@ _COLUMNS = ("id", "spec", "argv", "state", "user", "submit_wall", "due_wall", "q
             "start_wall", "end_wall", "nodes", "allotment", "elastic", "ready", "reachable",
             "order_kind", "shrinks", "grows", "address", "pid", "pid_start", "returncode",
             "ending", "reason", "files", "rm", "requested", "requests", "requests_served",
-            "releases", "cores")
+            "releases", "cores", "order_port")
 #: Columns added after the first journals: (name, SQL type and default), added on open.
 _ADDED = (("requested", "INTEGER NOT NULL DEFAULT 0"), ("requests", "INTEGER NOT NULL DEFAULT 0"),
           ("requests_served", "INTEGER NOT NULL DEFAULT 0"),
-          ("releases", "INTEGER NOT NULL DEFAULT 0"), ("cores", "TEXT NOT NULL DEFAULT '{}'"))
+          ("releases", "INTEGER NOT NULL DEFAULT 0"), ("cores", "TEXT NOT NULL DEFAULT '{}'"),
+          ("order_port", "INTEGER"))
 _UPSERT = (f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' for _ in _COLUMNS)})")
 
@@ -175,6 +177,7 @@ class JobRow:
     requests_served: int = 0
     releases: int = 0
     cores: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    order_port: int | None = None
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values, JSON columns encoded, in ``_COLUMNS`` order."""

@@ -38,6 +38,13 @@ names hosts only).  The node file keeps one host a line, as the Java jobs read i
 override the same variables of ``job_env``.  Without a core count (each node one slot) a job
 is given none of them.
 
+Where nodes have a core count, jobs may share a first node (``#CORES`` jobs, co-location:
+docs/guides/colocation.md), and only one of them could listen on ``<address>:SCHEDULER_PORT``:
+so each malleable or evolving job with a key (an apgaspy job) is given ``APGAS_ORDER_PORT=0``,
+listens on an ephemeral port and announces it (``APGAS-Ready;<port>``); its orders go there
+(:attr:`scheduler.state.ServerJob.order_port`).  A keyless (Java) job gets no such variable
+and takes its orders on ``SCHEDULER_PORT``, as in Java.
+
 Every function here is called with the state's lock held.
 """
 
@@ -53,7 +60,7 @@ from pathlib import Path
 
 from apgaspy.wire.auth import KEY_ENV, KEY_FILE_ENV, new_key, write_key_file
 from apgaspy.wire.cores import format_cores_env, format_cpulist
-from apgaspy.wire.protocol import job_environment
+from apgaspy.wire.protocol import ORDER_PORT_ENV, job_environment
 
 from .jobs import JobClass
 from .nodes import JobLaunch
@@ -95,6 +102,9 @@ def job_env(state: ServerState, job: ServerJob) -> dict[str, str]:
         env["ELASTIC"] = "evolving"  # its runtime asks for and gives back nodes itself
     env["PYTHONUNBUFFERED"] = "1"
     env.update(shape_env(state, job))
+    env.pop(ORDER_PORT_ENV, None)
+    if job.elastic and job.key is not None and not state.graph.slots:
+        env[ORDER_PORT_ENV] = "0"  # a port of its own: jobs may share its first node
     env.pop(KEY_ENV, None)  # never one from job_env: a job's key is its own
     env.pop(KEY_FILE_ENV, None)
     if job.key is not None and job.key_file is not None:

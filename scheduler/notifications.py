@@ -1,7 +1,9 @@
 """Notifications from jobs: what each line of :mod:`apgaspy.wire.protocol` does to a job.
 
 ``APGAS-Ready`` makes a running malleable job ready for orders (a job that is not malleable
-under this algorithm is ignored, as the Java scheduler ignores rigid jobs); ``APGAS-Rigid``
+under this algorithm is ignored, as the Java scheduler ignores rigid jobs), and
+``APGAS-Ready;<port>`` also says where its orders go from then on (the job's
+:attr:`~scheduler.state.ServerJob.order_port`, journaled); ``APGAS-Rigid``
 marks it not reachable (it could not open its order port); ``APGAS-Disabled`` makes it not
 ready; timing lines are logged split as the Java scheduler splits them; anything else is
 logged as undefined.
@@ -71,6 +73,7 @@ from apgaspy.wire.protocol import (
     parse_evolving,
     parse_load,
     parse_notification,
+    ready_port,
     split_timing,
 )
 
@@ -184,8 +187,12 @@ def on_notification(state: ServerState, line: str, peer: str) -> None:
                             reason="the job is not malleable under this algorithm")
                 return
             job.ready = True
+            port = ready_port(message)
+            if port is not None:  # its orders go to a port of its own (APGAS_ORDER_PORT)
+                job.order_port = port
             state.persist(job)
-            state.event("ready", job_id, after_s=round(state.now() - job.start_s, 3))
+            state.event("ready", job_id, after_s=round(state.now() - job.start_s, 3),
+                        **({"order_port": port} if port is not None else {}))
             state.dirty = True
         elif kind is NotificationKind.RIGID:
             if job.state == "running":

@@ -1,6 +1,8 @@
 """Orders to running jobs: a shrink or a grow, each exchanged with the job on its own thread.
 
-As the Java scheduler sends them (:mod:`scheduler.order_transport`), signed for a job with a key
+As the Java scheduler sends them (:mod:`scheduler.order_transport`), to ``<job address>:<port>``
+where the port is the one the job announced (``APGAS-Ready;<port>``) or else the server's,
+signed for a job with a key
 (:meth:`scheduler.state.ServerJob.signer`): a failed shrink (an ``ERROR``
 line, a line later than 20 s, the job unreachable) frees no node and marks the job *not
 reachable*: it is treated as rigid from then on.  A refused grow gives its nodes back.
@@ -88,7 +90,8 @@ def _send_order(state: ServerState, job: ServerJob, kind: str,
         return False
     state.event(f"{kind}_order", job.job_id, **event)
     threading.Thread(target=exchange,
-                     args=(state, job, job.order_seq, (job.address, state.port), arg),
+                     args=(state, job, job.order_seq,
+                           (job.address, job.order_port or state.port), arg),
                      name=f"{kind}-{job.job_id}", daemon=True).start()
     return True
 

@@ -112,7 +112,8 @@ def _job(state: ServerState, row: JobRow) -> ServerJob:
 
     job = ServerJob(row.id, spec_from_json(row.spec), tuple(row.argv), s(row.submit_wall),
                     state=row.state, elastic=row.elastic, nodes=list(row.nodes),
-                    address=row.address, start_s=s(row.start_wall), end_s=s(row.end_wall),
+                    address=row.address, order_port=row.order_port,
+                    start_s=s(row.start_wall), end_s=s(row.end_wall),
                     returncode=row.returncode, ready=row.ready, reachable=row.reachable,
                     shrinks=row.shrinks, grows=row.grows, ending=row.ending, user=row.user,
                     reason=row.reason, queue_seq=row.queue_seq,

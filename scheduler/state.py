@@ -73,6 +73,8 @@ class ServerJob(JobState):
             (``ELASTIC=malleable``), or evolving under an evolving policy
             (``ELASTIC=evolving``).
         address: where it takes orders (its first node's address).
+        order_port: the port it announced for its orders (``APGAS-Ready;<port>``, given
+            ``APGAS_ORDER_PORT``), or None: orders go to the server's port, as in Java.
         order_seq: counts its orders, so that a late reply to an old one is recognised.
         orders: the orders it carried out, ``(kind, nodes)``, for ``status``.
         kill_at_s: when it gets SIGKILL if still running (after the grace).
@@ -98,6 +100,7 @@ class ServerJob(JobState):
     argv: tuple[str, ...]
     submit_s: float
     address: str = ""
+    order_port: int | None = None
     proc: Any = None
     tree: ProcessTree | None = None
     returncode: int | None = None
@@ -169,6 +172,7 @@ class ServerJob(JobState):
             "authenticated": self.key is not None,
             "ready": self.ready and not self.busy and self.reachable,
             "reachable": self.reachable,
+            "order_port": self.order_port,
             "order_in_flight": self.busy,
             "submit_s": round(self.submit_s, 3),
             "start_s": num(self.start_s),
@@ -449,6 +453,7 @@ class ServerState:
             allotment=[[self.wall(t), list(n)] for t, n in job.allotment],
             elastic=job.elastic, ready=job.ready, reachable=job.reachable,
             order_kind=order_kind, shrinks=job.shrinks, grows=job.grows, address=job.address,
+            order_port=job.order_port,
             pid=pid, pid_start=job.pid_start if pid is not None else None,
             returncode=job.returncode, ending=job.ending, reason=job.reason, files=files,
             rm=self.rm_info(job), requested=job.requested, requests=job.requests,

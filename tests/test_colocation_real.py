@@ -5,8 +5,8 @@
   the second starts on the first one's cores once the first has reported its duty cycle,
   both see the same CPUs in ``APGAS_CORES``, the status shows the shared cores, each job's
   load lines count as its own though both send from the node's address, and both answers
-  are exact.  The jobs are malleable of one node under the malleable policy: a job run as
-  rigid has no communicator (``ELASTIC=rigid``), so it sends no load line;
+  are exact.  The jobs are malleable of one node under the malleable policy (a job run as
+  rigid, ``ELASTIC=rigid``, reports its load too: tests/test_shared_node.py);
 * a co-located malleable job whose duty cycle rises is separated: grown onto the cores of
   an idle rigid job while its own load is low (``tests/programs/load_lines.py`` sends the
   load lines it is told to), it is shrunk off them once its load lines say 0.9.

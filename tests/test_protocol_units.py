@@ -14,6 +14,7 @@ from apgaspy.wire.framing import LineReader, LineTimeoutError, LineTooLongError
 from apgaspy.wire.protocol import (
     JOB_ENVIRONMENT,
     MESSAGES,
+    ORDER_PORT_ENV,
     EvolvingMessage,
     NotificationKind,
     Order,
@@ -31,6 +32,8 @@ from apgaspy.wire.protocol import (
     parse_evolving,
     parse_notification,
     parse_order,
+    ready_message,
+    ready_port,
     reference_markdown,
     refusal,
     rigid_message,
@@ -132,8 +135,26 @@ def test_job_environment():
                            port=8081, job_id=7, malleable=True) == {
         "NODES": "2", "NODE_FILE": "/tmp/job-7.nodes", "SCHEDULER_IP": "127.0.0.1",
         "SCHEDULER_PORT": "8081", "JOBNAME": "7", "ELASTIC": "malleable"}
+    # the Java scheduler's variables, then apgaspy's order port (set by launch, not here)
     assert [v.name for v in JOB_ENVIRONMENT] == \
-        ["NODES", "NODE_FILE", "SCHEDULER_IP", "SCHEDULER_PORT", "JOBNAME", "ELASTIC"]
+        ["NODES", "NODE_FILE", "SCHEDULER_IP", "SCHEDULER_PORT", "JOBNAME", "ELASTIC",
+         ORDER_PORT_ENV]
+
+
+def test_ready_with_an_order_port():
+    """``APGAS-Ready;<port>``: a job's own order port; both schedulers still read it as
+    ready, and only a plain port number in 1-65535 is taken."""
+    assert ready_message() == "APGAS-Ready"
+    assert ready_message(40123) == "APGAS-Ready;40123"
+    assert ready_port("APGAS-Ready;40123") == 40123
+    for message in ("APGAS-Ready", "APGAS-Ready;", "APGAS-Ready;0", "APGAS-Ready;65536",
+                    "APGAS-Ready;x1", "APGAS-Load;40123"):
+        assert ready_port(message) is None, message
+    assert classify_notification("APGAS-Ready;40123") is NotificationKind.READY
+    assert java_classify_notification("APGAS-Ready;40123:127.0.1.1") is NotificationKind.READY
+    for bad in (0, 65536, True, "1"):
+        with pytest.raises(ValueError, match="not a TCP port"):
+            ready_message(bad)
 
 
 def test_the_scheduler_does_not_import_the_runtime():

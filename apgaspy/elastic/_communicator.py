@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MalleabilityError
 
@@ -56,6 +56,18 @@ class MalleableCommunicator(ABC):
         Raises:
             ConfigurationError: a setting is missing or malformed (the message names it).
         """
+
+    @classmethod
+    def load_notifier(cls) -> Any:
+        """What reports the load of a job the scheduler runs as rigid (``ELASTIC=rigid``),
+        which gets no communicator: an object with ``start()`` and ``stop()`` (the socket
+        communicator: its :class:`~communicators.socket.SocketNotifier`), or ``None`` (the
+        default: this scheduler is told nothing).
+
+        Raises:
+            ConfigurationError: a setting the notifier reads is bad.
+        """
+        return None
 
     @abstractmethod
     def start(self) -> None:

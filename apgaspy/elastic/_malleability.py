@@ -69,7 +69,7 @@ from ..wire.protocol import SHRINK_TIME, timing_message
 from ._handler import MalleableHandler
 from ._interfaces import OrderReport
 from ._shrink_answer import check_shrink_answer
-from ._registry import make_communicator
+from ._registry import make_communicator, make_load_notifier
 
 if TYPE_CHECKING:
     from ._interfaces import MalleabilityHost
@@ -156,6 +156,7 @@ class Malleability:
         self.state = HandlerState.UNDEFINED  # then DEFINED, then DISABLED
         self.handler: MalleableHandler | None = None
         self.communicator: Any = None
+        self.notifier: Any = None  # a rigid job's load reports (start_notifier)
         self.order_lock = threading.RLock()  # a handler may disable from inside an order
         self.next_place: int | None = None
         self.next_slot: int | None = None
@@ -244,8 +245,29 @@ class Malleability:
             except Exception:  # noqa: BLE001 - the program must end anyway
                 log.exception("error while stopping the malleable communicator")
 
+    def start_notifier(self) -> None:
+        """Start a rigid job's load reports (:func:`~apgaspy.elastic._registry.
+        make_load_notifier`), once the places run; nothing for a job that is not rigid or
+        has no scheduler.  Never raises: a notifier that fails to start is logged."""
+        notifier = make_load_notifier()
+        if notifier is None:
+            return
+        try:
+            notifier.start()
+        except Exception:  # noqa: BLE001 - a rigid job computes on without reports
+            log.exception("a rigid job's load reports could not start")
+            return
+        self.notifier = notifier
+
     def close(self) -> None:
-        """At the end of the program: stop the communicator if still running."""
+        """At the end of the program: stop the communicator if still running, and a rigid
+        job's load reports."""
+        notifier, self.notifier = self.notifier, None
+        if notifier is not None:
+            try:
+                notifier.stop()
+            except Exception:  # noqa: BLE001 - the program must end anyway
+                log.exception("error while stopping the load reports")
         self._stop_monitor()
         if self.state is HandlerState.DEFINED:
             self.state = HandlerState.DISABLED

@@ -5,6 +5,12 @@ among the entry points of group ``apgaspy.communicators``, the one registry of c
 (apgaspy's ``pyproject.toml`` registers ``socket`` and ``schedule``; another package
 registers its own the same way).  Unset: the socket communicator when
 ``SCHEDULER_PORT`` is set, else none (the handler is defined, but no scheduler talks to us).
+
+A job the scheduler runs as rigid (``ELASTIC=rigid``) gets no communicator, but under a
+scheduler (``SCHEDULER_IP`` and ``SCHEDULER_PORT`` set) the configured communicator's
+:meth:`~apgaspy.elastic.MalleableCommunicator.load_notifier` still reports its load from the
+start of the runtime (:func:`make_load_notifier`), so that co-location can judge it
+(docs/guides/colocation.md).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from .._exceptions import ConfigurationError
 if TYPE_CHECKING:
     from ._communicator import MalleableCommunicator
 
-__all__ = ["check_communicator", "make_communicator", "load_communicator_class"]
+__all__ = ["check_communicator", "make_communicator", "make_load_notifier",
+           "load_communicator_class"]
 
 log = logging.getLogger("apgaspy")
 
@@ -84,7 +91,8 @@ def make_communicator() -> Any:
     """A new communicator as configured, or ``None`` when none is configured.
 
     A job the scheduler started as rigid (``ELASTIC=rigid``, as the Java ElasticJobScheduler
-    sets it) gets none: it announces nothing and takes no order port.
+    sets it) gets none: it announces nothing and takes no order port (its load goes out
+    through :func:`make_load_notifier`).
     """
     if os.environ.get("ELASTIC", "").strip().lower() == "rigid":
         log.info("ELASTIC=rigid: the scheduler runs this job as rigid; no communicator")
@@ -96,3 +104,21 @@ def make_communicator() -> Any:
             return None
         spec = "socket"
     return load_communicator_class(spec)()
+
+
+def make_load_notifier() -> Any:
+    """What reports a rigid job's load (module docstring): the configured communicator's
+    :meth:`~apgaspy.elastic.MalleableCommunicator.load_notifier`, not started, or ``None``:
+    the job is not rigid (its communicator reports), no scheduler is named, or the notifier
+    cannot be made (logged as an error: a rigid job computes on without reports).
+    """
+    if os.environ.get("ELASTIC", "").strip().lower() != "rigid":
+        return None
+    if not os.environ.get("SCHEDULER_IP", "").strip() or \
+            not os.environ.get("SCHEDULER_PORT", "").strip():
+        return None
+    try:
+        return load_communicator_class(setting("COMMUNICATOR") or "socket").load_notifier()
+    except ConfigurationError as exc:
+        log.error("ELASTIC=rigid: no load reports to the scheduler: %s", exc)
+        return None

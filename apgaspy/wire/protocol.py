@@ -21,8 +21,10 @@ use, so the scheduler imports it without importing the apgaspy runtime.  :data:`
 key signs its lines and checks the scheduler's (:mod:`apgaspy.wire.auth`).
 
 Transport: TCP, one message a connection, ASCII lines ending in ``\\n``.  Orders go to
-``<job address>:SCHEDULER_PORT`` (the job's address is its first host's); notifications go
-to ``SCHEDULER_IP:SCHEDULER_PORT`` as ``<message>:<job address>``.
+``<job address>:SCHEDULER_PORT`` (the job's address is its first host's), or, for a job
+apgaspy's scheduler gives :data:`ORDER_PORT_ENV`, to the port it announced
+(``APGAS-Ready;<port>``: jobs that share a first node each listen on a port of their own);
+notifications go to ``SCHEDULER_IP:SCHEDULER_PORT`` as ``<message>:<job address>``.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ __all__ = [
     "format_order",
     "format_reply",
     "is_refusal",
+    "ORDER_PORT_ENV",
+    "ready_message",
+    "ready_port",
     "job_environment",
     "java_classify_notification",
     "parse_evolving",
@@ -89,6 +94,9 @@ __all__ = [
 DEFAULT_PORT = 8081
 #: Seconds the Java scheduler waits for each reply line of a shrink.
 SHRINK_LINE_TIMEOUT_S = 20.0
+#: The variable by which apgaspy's scheduler gives a job an order port of its own (apgaspy):
+#: ``0`` binds an ephemeral port, announced as ``APGAS-Ready;<port>``.
+ORDER_PORT_ENV = "APGAS_ORDER_PORT"
 #: The longest order line a job reads.
 MAX_LINE_BYTES = 65536
 #: How a reply line that refuses an order begins (apgaspy; host names have no spaces).
@@ -174,6 +182,11 @@ MESSAGES: tuple[Message, ...] = (
     Message(READY, "job",
             "the program has defined its malleable handler: orders are accepted from now on",
             "none; the scheduler marks the job malleable"),
+    Message(f"{READY};<port>", "job",
+            f"as `{READY}`, from a job given `{ORDER_PORT_ENV}`: it takes its orders on "
+            "`<job address>:<port>`, a port of its own (jobs that share a first node)",
+            "none; the scheduler marks the job malleable and sends its orders to that port "
+            "(journaled); the Java scheduler reads it as `APGAS-Ready`", "apgaspy"),
     Message(DISABLED, "job",
             "the program has disabled its handler (end of the malleable phase); the Java "
             "APGAS job sends nothing then",
@@ -223,6 +236,10 @@ JOB_ENVIRONMENT: tuple[EnvVar, ...] = (
                       "`evolving` for an evolving job under an evolving policy (the Java "
                       "scheduler: its strategy's and the job's name contain `evolving`), else "
                       "`rigid`; an apgaspy job reads it as `APGAS_ELASTIC`'s default"),
+    EnvVar(ORDER_PORT_ENV, "apgaspy's scheduler, to a keyed job where nodes have cores "
+                           "(`--cores-per-node`): the port it takes orders on instead of "
+                           "`SCHEDULER_PORT`, `0` for an ephemeral one; the job announces it "
+                           f"(`{READY};<port>`). Unset: `SCHEDULER_PORT`, as in Java"),
 )
 
 
@@ -518,6 +535,30 @@ def parse_load(message: str) -> LoadReport:
     return report
 
 
+def ready_message(port: int | None = None) -> str:
+    """``APGAS-Ready``, or ``APGAS-Ready;<port>`` for a job that takes its orders on a port
+    of its own (:data:`ORDER_PORT_ENV`).
+
+    Raises:
+        ValueError: ``port`` is not a TCP port (1-65535).
+    """
+    if port is None:
+        return READY
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"not a TCP port: {port!r}")
+    return f"{READY};{port}"
+
+
+def ready_port(message: str) -> int | None:
+    """The order port an ``APGAS-Ready;<port>`` message announces, or ``None``: a plain
+    ``APGAS-Ready`` (orders go to ``SCHEDULER_PORT``), or a port that is not a number in
+    1-65535 (the message says nothing the scheduler can use)."""
+    head, _, port = message.strip().partition(";")
+    if head != READY or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return int(port)
+
+
 def rigid_message(reason: str) -> str:
     """``APGAS-Rigid;<reason>``, the reason's colons and newlines made spaces."""
     return f"{RIGID};" + reason.replace(":", " ").replace("\n", " ")
@@ -595,7 +636,8 @@ def reference_markdown() -> str:
         "",
         "### Orders (scheduler to job)",
         "",
-        "Sent to `<job address>:SCHEDULER_PORT`; the reply comes on the same connection.",
+        "Sent to `<job address>:SCHEDULER_PORT`, or to the port the job announced",
+        f"(`{READY};<port>`, given `{ORDER_PORT_ENV}`); the reply comes on the same connection.",
         "",
         *_table(("line", "when", "reply", "origin"),
                 ((f"`{m.line}`", m.when, m.reply, m.origin) for m in orders)),
