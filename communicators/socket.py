@@ -202,8 +202,11 @@ class SocketNotifier:
         self.load_reporter = LoadReporter(self.notify)
 
     def start(self) -> None:
-        """Start the load reports (every ``APGAS_LOAD_INTERVAL`` seconds)."""
-        self.load_reporter.start()
+        """Start the load reports (every ``APGAS_LOAD_INTERVAL`` seconds), only for a job
+        that has a line key: apgaspy's scheduler gives every job one and reads the reports,
+        while the Java scheduler (no key) would answer each ``undefined Message`` and log it."""
+        if self._key is not None:
+            self.load_reporter.start()
 
     def stop(self) -> None:
         """Stop the load reports; never raises."""
