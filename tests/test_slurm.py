@@ -60,6 +60,25 @@ def gone(pids, timeout=10.0):
     return not any(alive(p) for p in pids)
 
 
+def batch_end(cluster, job_id: str, timeout: float = 90.0) -> tuple[str, str]:
+    """Wait for the end of batch job ``job_id``; its final ``(JobState, ExitCode)``.
+
+    Polls ``scontrol show job`` every 0.1 s (the record stays ``MinJobAge`` = 10 s after the
+    end): ``sbatch --wait`` would tell the same (its exit status is the job's) but polls
+    after 2 s and then every 8 s, so a job of 3 s cost 10 s.  Fails the test after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = cluster.run("scontrol", "-o", "show", "job", job_id, timeout=10).stdout
+        fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+        if fields["JobState"] not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+            return fields["JobState"], fields["ExitCode"]
+        if time.monotonic() > deadline:
+            cluster.run("scancel", job_id, check=False)
+            pytest.fail(f"batch job {job_id} did not end within {timeout} s: {out}")
+        time.sleep(0.1)
+
+
 @pytest.mark.timeout(240)
 def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
     """The embedded default (it used to hang: places were spawned with host 'localhost',
@@ -81,9 +100,10 @@ def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
         assert gone([w[1] for w in placed(res).values()]), name
 
     out = tmp_path / "uts.out"
-    res = slurm_run(slurm_cluster, ["sbatch", "-N", "2", "--wait", "-o", str(out),
+    res = slurm_run(slurm_cluster, ["sbatch", "-N", "2", "--parsable", "-o", str(out),
                                     "--wrap", f"{PY} -m benchmarks.uts --depth 10 --json"])
     assert res.returncode == 0, res.stderr
+    assert batch_end(slurm_cluster, res.stdout.strip().split(";")[0]) == ("COMPLETED", "0:0")
     batch = Result(0, out.read_text(), "")
     (uts,) = [o for o in batch.json_lines() if o.get("benchmark") == "uts"]
     assert uts["result"] == 4_130_071 and uts["correct"] and uts["places"] == 2
