@@ -359,8 +359,11 @@ def test_a_glb_benchmark_in_task_mode_asks_for_a_place(java, tmp_path):
     env = _job_env(java, tmp_path, ["127.0.1.1"], ELASTIC="evolving",
                    APGAS_EVOLVING_MODE="task", APGAS_EVOLVING_INTERVAL="0.5",
                    APGAS_EVOLVING_STANDBY="0.5", APGAS_EVOLVING_HIGH="50")
-    report = run_benchmark("uts", ["--depth", "14"], 1, env=env, timeout=150)
-    assert report["correct"] is True and report["result"] == 1_057_675_516
+    # UTS d=13 (11 CPU s with the numpy kernels on one place, a quarter of d=14) is still
+    # busy long after the request (0.5 s standby, 0.5 s samples) and the grow it brings: a
+    # grow that missed the run fails the orders check
+    report = run_benchmark("uts", ["--depth", "13"], 1, env=env, timeout=150)
+    assert report["correct"] is True and report["result"] == 264_459_392
     assert report["orders"][0] == ["grow", [1]]
     lines = [line for _, line in list(java.notifications.queue)]
     assert lines[:2] == ["APGAS-Ready:127.0.1.1", "Evolving;Request;1:127.0.1.1"]
