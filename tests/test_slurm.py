@@ -91,6 +91,9 @@ def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
         "srun": ["salloc", "-w", "n1,n2,n3", "srun", "--mpi=pmi2", PY, where],
     }
     for name, argv in cases.items():
+        # every node idle again first: an allocation asked for while the last one's nodes
+        # are still completing waits for one of slurmctld's later scheduling passes
+        slurm_cluster.settle()
         res = slurm_run(slurm_cluster, argv)
         nodes = {p: w[3] for p, w in placed(res).items()}
         if name == "embedded":  # place 0 runs in salloc's shell, outside any job step
@@ -100,6 +103,7 @@ def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
         assert gone([w[1] for w in placed(res).values()]), name
 
     out = tmp_path / "uts.out"
+    slurm_cluster.settle()
     res = slurm_run(slurm_cluster, ["sbatch", "-N", "2", "--parsable", "-o", str(out),
                                     "--wrap", f"{PY} -m benchmarks.uts --depth 10 --json"])
     assert res.returncode == 0, res.stderr
