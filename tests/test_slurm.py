@@ -126,7 +126,9 @@ def test_grow_onto_a_node_of_the_allocation_and_shrink_back(slurm_cluster, mode)
         argv = ["salloc", "-w", "n1,n2,n3", "--ntasks-per-node=1", MPIEXEC, "-n", "2", PY,
                 str(PROGRAMS / "malleable.py")]
         target, extra = "n3", {"SLURM_OVERLAP": "1"}
-    schedule = f"after 1 s grow 1 on {target}; after 3 s grow 1 on n4; after 5 s shrink 1"
+    # the orders run one at a time, each after the one before it is done: 0.5 s apart
+    # is enough (2 s apart checked the same)
+    schedule = f"after 0.5 s grow 1 on {target}; after 1 s grow 1 on n4; after 1.5 s shrink 1"
     env = slurm_cluster.environ(PATH=f"{BIN}:/usr/bin:/bin", APGAS_START_TIMEOUT="30",
                                 APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=schedule,
                                 PYTHONUNBUFFERED="1", **extra)
