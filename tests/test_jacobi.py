@@ -131,10 +131,11 @@ def test_under_mpiexec():
 
 def test_grow_then_shrink_mid_run_keeps_the_bits():
     # 2 places, grow to 3, then shrink to 1; the pause between steps makes the run last
-    # at least 6 s, so that both orders land mid-run, with steps on 3 places between them
-    n, k = 60, 480
+    # at least 4 s, so that both orders land mid-run (the grow is done about 1 s in, the
+    # shrink comes at 2 s), with steps on 3 places between them
+    n, k = 60, 320
     env = env_for(None, APGAS_COMMUNICATOR="schedule",
-                  APGAS_SCHEDULE="after 0.3 s grow 1 on localhost; after 3 s shrink 2")
+                  APGAS_SCHEDULE="after 0.3 s grow 1 on localhost; after 2 s shrink 2")
     rep = _report(["--grid", str(n), "--iterations", str(k), "--batch", "4", "--places", "2",
                    "--pause", "0.05"], env=env, timeout=90)
     assert [(o["kind"], o["places"], o["places_after"]) for o in rep["orders"]] == [

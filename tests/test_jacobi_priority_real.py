@@ -82,8 +82,10 @@ def test_bad_input_is_a_clear_error(args, message):
 
 
 def test_small_real_run_checks_every_job_and_simulates_the_same_batch(tmp_path):
+    # decisions every 0.5 s (the jobs wait for one to start): the same checks, sooner
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.priority_real", "--small",
-                             "--out", str(tmp_path), "--quiet"], cwd=ROOT, env=env_for(None),
+                             "--interval", "0.5", "--out", str(tmp_path), "--quiet"],
+                            cwd=ROOT, env=env_for(None),
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:

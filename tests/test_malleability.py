@@ -133,9 +133,11 @@ def test_handler_misuse_is_refused_clearly():
 
 
 def test_schedule_communicator_plays_its_orders():
+    # here and below: the program ends once its two orders are carried out (at the latest
+    # after 5 s), not after a fixed 2.5 s
     env = env_for(2, APGAS_COMMUNICATOR="schedule",
                   APGAS_SCHEDULE="after 0.3 s grow 2 on localhost localhost; after 1.2 s shrink 1")
-    r = run_program("timed_malleable.py", 2, "spawn", "2.5", env=env, timeout=60)
+    r = run_program("timed_malleable.py", 2, "spawn", "5.0", "2", env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     report = r.json_lines()[0]
     assert report["calls"] == [["pre_grow", 2], ["post_grow", 4, [2, 3]],
@@ -147,7 +149,7 @@ def test_places_per_host(tmp_path):
     # two places per host: grow 1 host starts 2 places, shrink 1 host releases both
     env = env_for(2, APGAS_COMMUNICATOR="schedule", APGAS_PLACES_PER_HOST="2",
                   APGAS_SCHEDULE="after 0.3 s grow 1 127.0.1.7; after 1.2 s shrink 1")
-    r = run_program("timed_malleable.py", 2, "spawn", "2.5", env=env, timeout=60)
+    r = run_program("timed_malleable.py", 2, "spawn", "5.0", "2", env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     report = r.json_lines()[0]
     assert report["calls"] == [["pre_grow", 2], ["post_grow", 4, [2, 3]],
@@ -162,7 +164,9 @@ def test_a_user_communicator_by_configuration(tmp_path):
     env = env_for(2, APGAS_COMMUNICATOR="custom_comm:FileCommunicator",
                   ORDERS_FILE=str(orders), RESULTS_FILE=str(results),
                   PYTHONPATH=f"{PROGRAMS}:{ROOT}")  # this tree's apgaspy, not an installed one
-    r = run_program("timed_malleable.py", 2, "spawn", "8.0", env=env, timeout=60)
+    # the program ends once both orders are carried out (at the latest after 8 s: a loaded
+    # machine needs that room), not after a fixed 8 s
+    r = run_program("timed_malleable.py", 2, "spawn", "8.0", "2", env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert results.read_text().splitlines() == [
         "started", "grew [2, 3]", "released ['localhost']", "stopped"]

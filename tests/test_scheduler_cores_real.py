@@ -199,10 +199,11 @@ def test_a_malleable_job_keeps_its_shape_when_grown_and_shrunk(tmp_path, monkeyp
         wait_until(lambda: _events(server, "grow_done", job), 40, "the grow")
         wait_until(lambda: any(e.get("event") == "grown" for e in json_lines(out)), 20,
                    "the job's places after the grow")
-        rigid = server.submit(JobSpec(name="rigid", nodes=1, command=("sleep", "4"),
+        # the job ends after its shrink (shape.py), so the rigid job needs no length and no
+        # later grow can rewrite the cores file read here
+        rigid = server.submit(JobSpec(name="rigid", nodes=1, command=("sleep", "0.5"),
                                       required_time_s=30))
         wait_until(lambda: _events(server, "shrink_done", job), 40, "the shrink")
-        # (once the rigid job has ended, the job is grown again, and its file says so)
         cores_after_shrink = (server.run_dir / f"job-{job}.cores").read_text()
         wait_until(lambda: any(e.get("event") == "shrunk" for e in json_lines(out)), 20,
                    "the job's places after the shrink")

@@ -270,9 +270,12 @@ def test_refusals_and_odd_replies_of_a_job(tmp_path):
     no node freed); the waiting rigid job starts when the stand-in ends."""
     fake = tmp_path / "fake_job.py"
     fake.write_text(FAKE_JOB)
+    # decisions every 0.5 s; the stand-in runs until the test has seen its last checks (its
+    # end file), not for a fixed 7 s: it is alive through the two periods checked below
+    end = tmp_path / "end"
     server = Server(LocalNodes(3), _malleable(0.0), port=0, run_dir=tmp_path / "run",
-                    log_path=tmp_path / "events.jsonl", interval_s=1.0, grace_s=1.0,
-                    job_env={"FAKE_SECONDS": "7",
+                    log_path=tmp_path / "events.jsonl", interval_s=0.5, grace_s=1.0,
+                    job_env={"FAKE_SECONDS": "60", "FAKE_END_FILE": str(end),
                              "FAKE_REPLIES": "ERROR no room;ok;names:127.0.1.9,127.0.1.3;"
                                              "ERROR busy"},
                     plain_lines=["fak?"])  # the stand-in speaks plain Java lines
@@ -300,6 +303,8 @@ def test_refusals_and_odd_replies_of_a_job(tmp_path):
         assert job_of(st, b)["state"] == "waiting"
         wait_decisions(server, 2)  # two periods: a not-reachable job is never ordered again
         assert len(ev("shrink_order", a)) == 2 and len(ev("grow_order", a)) == 2
+        assert job_of(server.status(), a)["state"] == "running"  # it was there to be ordered
+        end.touch()
         wait_until(server.all_done, 30, "both jobs")
         assert ev("start", b)[0]["t"] >= ev("end", a)[0]["t"]
         assert ev("notify_undefined", a)[0]["line"] == "hello there:127.0.1.1"

@@ -259,7 +259,8 @@ def all_nodes_grantable(cluster: Any) -> bool:
 def test_slurm_mode_resizes_the_slurm_job_with_the_job(slurm_cluster, tmp_path, grow):
     cluster = slurm_cluster
     wait_until(lambda: all_nodes_grantable(cluster), 90, "Slurm granting every node")
-    serve = Serve(slurm_cluster, tmp_path, "--slurm-grow", grow)
+    # decisions every 0.5 s (the grow, the shrink and the grow again each wait for one)
+    serve = Serve(slurm_cluster, tmp_path, "--slurm-grow", grow, "--interval", "0.5")
     try:
         st = serve.ask(op="status")
         assert [n["name"] for n in st["nodes"]] == ["n1", "n2", "n3", "n4"]

@@ -60,6 +60,25 @@ def gone(pids, timeout=10.0):
     return not any(alive(p) for p in pids)
 
 
+def batch_end(cluster, job_id: str, timeout: float = 90.0) -> tuple[str, str]:
+    """Wait for the end of batch job ``job_id``; its final ``(JobState, ExitCode)``.
+
+    Polls ``scontrol show job`` every 0.1 s (the record stays ``MinJobAge`` = 10 s after the
+    end): ``sbatch --wait`` would tell the same (its exit status is the job's) but polls
+    after 2 s and then every 8 s, so a job of 3 s cost 10 s.  Fails the test after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = cluster.run("scontrol", "-o", "show", "job", job_id, timeout=10).stdout
+        fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+        if fields["JobState"] not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+            return fields["JobState"], fields["ExitCode"]
+        if time.monotonic() > deadline:
+            cluster.run("scancel", job_id, check=False)
+            pytest.fail(f"batch job {job_id} did not end within {timeout} s: {out}")
+        time.sleep(0.1)
+
+
 @pytest.mark.timeout(240)
 def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
     """The embedded default (it used to hang: places were spawned with host 'localhost',
@@ -72,6 +91,9 @@ def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
         "srun": ["salloc", "-w", "n1,n2,n3", "srun", "--mpi=pmi2", PY, where],
     }
     for name, argv in cases.items():
+        # every node idle again first: an allocation asked for while the last one's nodes
+        # are still completing waits for one of slurmctld's later scheduling passes
+        slurm_cluster.settle()
         res = slurm_run(slurm_cluster, argv)
         nodes = {p: w[3] for p, w in placed(res).items()}
         if name == "embedded":  # place 0 runs in salloc's shell, outside any job step
@@ -81,9 +103,11 @@ def test_launches_inside_an_allocation(slurm_cluster, tmp_path):
         assert gone([w[1] for w in placed(res).values()]), name
 
     out = tmp_path / "uts.out"
-    res = slurm_run(slurm_cluster, ["sbatch", "-N", "2", "--wait", "-o", str(out),
+    slurm_cluster.settle()
+    res = slurm_run(slurm_cluster, ["sbatch", "-N", "2", "--parsable", "-o", str(out),
                                     "--wrap", f"{PY} -m benchmarks.uts --depth 10 --json"])
     assert res.returncode == 0, res.stderr
+    assert batch_end(slurm_cluster, res.stdout.strip().split(";")[0]) == ("COMPLETED", "0:0")
     batch = Result(0, out.read_text(), "")
     (uts,) = [o for o in batch.json_lines() if o.get("benchmark") == "uts"]
     assert uts["result"] == 4_130_071 and uts["correct"] and uts["places"] == 2
@@ -102,7 +126,9 @@ def test_grow_onto_a_node_of_the_allocation_and_shrink_back(slurm_cluster, mode)
         argv = ["salloc", "-w", "n1,n2,n3", "--ntasks-per-node=1", MPIEXEC, "-n", "2", PY,
                 str(PROGRAMS / "malleable.py")]
         target, extra = "n3", {"SLURM_OVERLAP": "1"}
-    schedule = f"after 1 s grow 1 on {target}; after 3 s grow 1 on n4; after 5 s shrink 1"
+    # the orders run one at a time, each after the one before it is done: 0.5 s apart
+    # is enough (2 s apart checked the same)
+    schedule = f"after 0.5 s grow 1 on {target}; after 1 s grow 1 on n4; after 1.5 s shrink 1"
     env = slurm_cluster.environ(PATH=f"{BIN}:/usr/bin:/bin", APGAS_START_TIMEOUT="30",
                                 APGAS_COMMUNICATOR="schedule", APGAS_SCHEDULE=schedule,
                                 PYTHONUNBUFFERED="1", **extra)

@@ -145,32 +145,46 @@ def test_without_numba_the_benchmark_runs_on_places_with_numpy(
 # -- the compiled kernels' cache -----------------------------------------------------------------
 
 
+_WARM_UP_PROBE = """
+    import json, time
+    t = time.perf_counter()
+    from benchmarks.kernels import warm_up
+    took = warm_up(["benchmarks.kernels.uts"])
+    seconds = time.perf_counter() - t
+    from benchmarks.kernels import _uts_numba as k
+    from benchmarks.kernels.uts import count_nodes
+    stats = {f.__name__: (sum(f.stats.cache_hits.values()),
+                          sum(f.stats.cache_misses.values()))
+             for f in (k.process, k.sha1_children, k.child_counts)}
+    print(json.dumps({"seconds": seconds, "stats": stats, "took": took,
+                      "count": count_nodes(19, 9)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def uts_compiled(
+        tmp_path_factory: pytest.TempPathFactory) -> tuple[str, subprocess.CompletedProcess]:
+    """One cold warm-up of the UTS kernels into an empty numba cache, shared by the tests of
+    the cache (a compile takes seconds; they only read the cache it leaves): the cache
+    directory and the run of ``_WARM_UP_PROBE`` that filled it."""
+    cache = str(tmp_path_factory.mktemp("numba") / "cache")
+    return cache, _python(_WARM_UP_PROBE, _env(NUMBA_CACHE_DIR=cache, APGAS_KERNELS="numba"),
+                          timeout=550)
+
+
 @needs_numba
 @pytest.mark.timeout(600)
-def test_a_fresh_process_loads_the_kernels_that_a_warm_up_compiled(tmp_path: Path) -> None:
+def test_a_fresh_process_loads_the_kernels_that_a_warm_up_compiled(
+        uts_compiled: tuple[str, subprocess.CompletedProcess]) -> None:
     """After a warm-up in one process, another process loads every compiled UTS kernel from
     the on-disk cache (numba's dispatcher statistics: hits, no misses) in well under the time
     a compile takes, and they count exactly."""
-    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "cache"), APGAS_KERNELS="numba")
-    probe = """
-        import json, time
-        t = time.perf_counter()
-        from benchmarks.kernels import warm_up
-        took = warm_up(["benchmarks.kernels.uts"])
-        seconds = time.perf_counter() - t
-        from benchmarks.kernels import _uts_numba as k
-        from benchmarks.kernels.uts import count_nodes
-        stats = {f.__name__: (sum(f.stats.cache_hits.values()),
-                              sum(f.stats.cache_misses.values()))
-                 for f in (k.process, k.sha1_children, k.child_counts)}
-        print(json.dumps({"seconds": seconds, "stats": stats, "took": took,
-                          "count": count_nodes(19, 9)}))
-    """
-    first = _python(probe, env, timeout=550)
+    cache, first = uts_compiled
+    env = _env(NUMBA_CACHE_DIR=cache, APGAS_KERNELS="numba")
     assert first.returncode == 0, first.stderr
     cold = json.loads(first.stdout)
-    assert all(misses > 0 for _, misses in cold["stats"].values()), cold  # compiled here
-    second = _python(probe, env)
+    assert all(misses > 0 for _, misses in cold["stats"].values()), cold  # compiled there
+    second = _python(_WARM_UP_PROBE, env)
     assert second.returncode == 0, second.stderr
     warm = json.loads(second.stdout)
     assert warm["count"] == cold["count"] == 1031269
@@ -197,16 +211,15 @@ _STARTING_PLACE = """
 
 
 @needs_numba
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_a_starting_place_loads_the_kernels_of_the_main_module_in_the_background(
-        tmp_path: Path) -> None:
+        uts_compiled: tuple[str, subprocess.CompletedProcess]) -> None:
     """A kernel module imported while a place imports the program's main module starts its
     warm-up in a thread: once that thread is done, every compiled UTS kernel is loaded, before
-    any call of the program's; under numpy the thread imports nothing of numba."""
-    cache = str(tmp_path / "cache")
-    warm = _python("from benchmarks.kernels import warm_up; "
-                   "warm_up(['benchmarks.kernels.uts'])",
-                   _env(NUMBA_CACHE_DIR=cache, APGAS_KERNELS="numba"), timeout=280)
+    any call of the program's; under numpy the thread imports nothing of numba.  The cache
+    is the one a warm-up in another process filled (``uts_compiled``: the same warm-up
+    call)."""
+    cache, warm = uts_compiled
     assert warm.returncode == 0, warm.stderr
     r = _python(_STARTING_PLACE, _env(NUMBA_CACHE_DIR=cache, APGAS_KERNELS="numba"))
     assert r.returncode == 0, r.stderr

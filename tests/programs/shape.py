@@ -8,13 +8,15 @@ Prints JSON lines.  The first: ``{"env": {...}, "places": {host: places there}, 
 started with, then what its places see.  With ``malleable SECONDS``: a malleable handler
 prints ``{"event": "grown" | "shrunk", "places": ..., "workers": ..., "cores": ...}`` after
 each order carried out (``cores`` read from ``APGAS_CORES_FILE``, which the scheduler
-rewrites for the job's new hosts), and the job ends after SECONDS.
+rewrites for the job's new hosts), and the job ends after its first shrink (once that order
+is finished: a grow then a shrink is all the test looks at), or after SECONDS at the
+latest.
 """
 
 import json
 import os
 import sys
-import time
+import threading
 
 from apgaspy import (
     MalleableHandler,
@@ -59,6 +61,9 @@ def cores_file():
         return parse_cores_env(";".join(line.strip() for line in fh))
 
 
+SHRUNK = threading.Event()
+
+
 class Shape(MalleableHandler):
     def pre_shrink(self, n):
         return places()[-n:]
@@ -68,6 +73,7 @@ class Shape(MalleableHandler):
 
     def post_shrink(self, n, removed):
         emit(event="shrunk", **layout())
+        SHRUNK.set()
 
     def post_grow(self, n, continued, added):
         emit(event="grown", **layout())
@@ -77,8 +83,8 @@ def main():
     emit(env={k: os.environ.get(k) for k in SHAPE_VARS}, **layout())
     if len(sys.argv) > 2 and sys.argv[1] == "malleable":
         define_malleable_handler(Shape())
-        time.sleep(float(sys.argv[2]))  # paces on purpose: the scheduler resizes meanwhile
-        disable_malleable_handler()
+        SHRUNK.wait(float(sys.argv[2]))  # the scheduler grows and shrinks the job meanwhile
+        disable_malleable_handler()  # the shrink under way (its reply) finishes first
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""Runs tasks for a fixed time with a recording handler (orders come from configuration)."""
+"""Runs tasks for a fixed time with a recording handler (orders come from configuration).
+
+    python timed_malleable.py SECONDS [ORDERS]
+
+With ``ORDERS``, the tasks stop as soon as that many orders have been carried out (their
+``post_grow`` or ``post_shrink`` called), at the latest after ``SECONDS``."""
 
 import json
 import os
@@ -37,11 +42,13 @@ class Recorder(MalleableHandler):
         self.calls.append(["post_grow", n, [p.id for p in added]])
 
 
-def main(seconds):
+def main(seconds, orders=None):
     handler = Recorder()
     define_malleable_handler(handler)
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not (
+            orders is not None
+            and sum(c[0].startswith("post_") for c in handler.calls) >= orders):
         try:
             with finish():
                 for p in places():
@@ -54,4 +61,4 @@ def main(seconds):
 
 
 if __name__ == "__main__":
-    run(main, float(sys.argv[1]))
+    run(main, float(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
