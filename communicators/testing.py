@@ -16,6 +16,7 @@ from apgaspy.wire.protocol import (
     DEFAULT_PORT,
     EVOLVING_RELEASE,
     EVOLVING_REQUEST,
+    LOAD,
     SHRINK_LINE_TIMEOUT_S,
     UNDEFINED_EVOLVING_REPLY,
     UNDEFINED_REPLY,
@@ -93,7 +94,9 @@ class SchedulerEndpoint:
         Args:
             prefix: what the line must start with.
             timeout: seconds to wait (for all of it, skipped lines included).
-            skip: prefixes of lines to pass over (e.g. GLB's ``preGrowTimeGLB``).
+            skip: prefixes of lines to pass over (e.g. GLB's ``preGrowTimeGLB``); the job's
+                periodic load reports (``APGAS-Load``) are always passed over unless
+                ``prefix`` asks for one.
 
         Raises:
             AssertionError: none arrived within ``timeout`` seconds, or another one came.
@@ -111,7 +114,9 @@ class SchedulerEndpoint:
             except queue.Empty:
                 raise AssertionError(f"no notification {prefix!r} within {timeout} s") \
                     from None
-            if skip and line.startswith(skip) and not line.startswith(prefix):
+            if line.startswith(prefix):
+                return arrived, line
+            if line.startswith((LOAD, *skip)):
                 continue
             if not line.startswith(prefix):
                 raise AssertionError(f"expected a notification {prefix!r}, got {line!r}")

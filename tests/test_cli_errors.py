@@ -232,7 +232,8 @@ def test_status_shows_what_the_notification_port_turned_away():
                           "refused_lines": 0, "dropped_lines": 7})
     assert text.splitlines()[-1] == (
         "notification port: 3 connections refused over a cap, 0 cut (idle, long or chatty), "
-        "0 lines refused (a job's check), 7 lines dropped (no job at the address)")
+        "0 lines refused (a job's check), 0 load lines refused (not running, malformed, "
+        "range), 7 lines dropped (no job at the address)")
 
 
 # ------------------------------------------------------------------ settings of a program

@@ -223,12 +223,15 @@ def test_the_journal_records_cores_and_an_old_row_still_loads(tmp_path):
     # a journal written before the column existed: its rows load, with no cores
     old = tmp_path / "old"
     old.mkdir(mode=0o700)
-    schema = re.sub(r",([^\n]*\n)\s*cores TEXT[^\n]*\n", r"\1", journal_module._SCHEMA)
+    # (older than the cores column, and so than the order port column after it)
+    schema = re.sub(r",([^\n]*\n)\s*cores TEXT[^\n]*\n\s*order_port INTEGER[^\n]*\n", r"\1",
+                    journal_module._SCHEMA)
     assert "cores" not in schema.split("CREATE INDEX")[0]
+    assert "order_port" not in schema.split("CREATE INDEX")[0]
     with sqlite3.connect(old / JOURNAL_NAME) as db:
         db.executescript(schema)
         values = dict(zip(journal_module._COLUMNS, row.values(), strict=True))
-        del values["cores"]
+        del values["cores"], values["order_port"]
         db.execute(f"INSERT INTO jobs ({', '.join(values)}) VALUES "
                    f"({', '.join('?' for _ in values)})", tuple(values.values()))
     (old / JOURNAL_NAME).chmod(0o600)

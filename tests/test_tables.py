@@ -50,7 +50,8 @@ def test_status_keeps_the_asked_column_apart_from_the_node_list():
                           "jobs": [job]})
     lines = text.splitlines()
     node_row = next(line for line in lines if line.startswith("a-very-long"))
-    assert node_row.split() == ["a-very-long-node-name.example.org", "1234567", "evo"]
+    # NODE, STATE (a node without one, from an older server, shows "-"), JOB
+    assert node_row.split() == ["a-very-long-node-name.example.org", "-", "1234567", "evo"]
     i = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ID"))
     head, row = lines[i], lines[i + 1]
     assert row.split() == ["1234567", "evo", "evolving", "1-3", "running", "1", "2393306.5",
