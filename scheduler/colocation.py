@@ -385,6 +385,8 @@ class Mover:
             move soon: no overload is counted meanwhile).
         named: it carries out a named shrink (apgaspy; a keyless Java job gives back its
             newest node whatever is named, so only its last node can be taken off it).
+        may_move: it has not been moved before (a job is moved once: one whose handler
+            gave back another node than the named one would otherwise be moved forever).
     """
 
     nodes: tuple[str, ...]
@@ -394,9 +396,10 @@ class Mover:
     takes_orders: bool
     busy: bool = False
     named: bool = True
+    may_move: bool = True
 
 
-def mover(job: object, named: bool = True) -> Mover:
+def mover(job: object, named: bool = True, may_move: bool = True) -> Mover:
     """The :class:`Mover` of a :class:`~scheduler.job_state.JobState` (any object with its
     ``nodes``, ``spec``, ``takes_orders`` and ``busy``); only a malleable job takes
     separation orders (an evolving one is never shrunk)."""
@@ -407,7 +410,7 @@ def mover(job: object, named: bool = True) -> Mover:
                       and spec.job_class is JobClass.MALLEABLE),
                  bool(job.busy or (spec.job_class is JobClass.MALLEABLE  # type: ignore[attr-defined]
                                    and job.elastic and job.reachable  # type: ignore[attr-defined]
-                                   and not job.ready)), named)  # type: ignore[attr-defined]
+                                   and not job.ready)), named, may_move)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -446,7 +449,8 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
        step: its newest job that may move (takes orders, holds the node but not as its
        first) is grown onto the node with free cores for its per-node share that it does
        not hold (the fullest first, then the lowest name: best fit) when it is below its
-       maximum; else shrunk off the node when it holds more than its minimum.  With none,
+       maximum and has not been moved before; else shrunk off the node when it holds more
+       than its minimum.  With none,
        and no order in flight to a job there, an ``"overload"``.
 
     Args:
@@ -455,8 +459,9 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
         moving: job -> ``(shared node, target)`` of the moves under way.
 
     Returns:
-        The steps, moves' shrinks first, then in core order; the caller orders them (and
-        records a ``"grow"`` in ``moving`` until its shrink).
+        The steps, moves' shrinks first, then in core order; the caller orders them, records
+        a ``"grow"`` in ``moving`` until its shrink, and forgets a move whose job takes
+        orders and was given no step (it can no longer be shrunk off the node).
     """
     from .algorithms.base import sorted_nodes  # the policies' node order
 
@@ -464,10 +469,12 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
     acted: set[object] = set()
     for job, (node, target) in moving.items():
         mv = jobs.get(job)
-        if mv is None or node not in mv.nodes:
+        if mv is None or node not in mv.nodes or not mv.takes_orders:
+            if mv is not None and mv.busy:
+                acted.add(job)  # its grow is in flight
             continue
-        acted.add(job)
-        if mv.takes_orders and len(mv.nodes) > mv.lo and node != mv.nodes[0]:
+        if len(mv.nodes) > mv.lo and node != mv.nodes[0]:
+            acted.add(job)
             users = dict.fromkeys(u for (n, _c), us in sorted(ledger.shared.items())
                                   if n == node for u in us)
             out.append(Separation("shrink", job, node, None, tuple(users),
@@ -483,7 +490,8 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
                     or node == mv.nodes[0] or (not mv.named and node != mv.nodes[-1])):
                 continue
             per = mv.per_node
-            fits = ([] if per is None or len(mv.nodes) >= mv.hi or not mv.named else
+            fits = ([] if per is None or len(mv.nodes) >= mv.hi or not mv.named
+                    or not mv.may_move else
                     [n for n in sorted_nodes(free) if n not in mv.nodes and free[n] >= per])
             if fits:
                 target = min(fits, key=lambda n: free[n])  # best fit; ties: lowest name

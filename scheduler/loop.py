@@ -152,9 +152,14 @@ class MainLoop:
         for job_id in [j for j, (node, _) in s.moving.items()
                        if j not in running or node not in running[j].nodes]:
             del s.moving[job_id]
-        movers = {i: colocation.mover(j, named=j.key is not None) for i, j in running.items()}
-        for step in colocation.separations(s.ledger, s.occupants(now), s.colocate_bound,
-                                           movers, s.moving):
+        movers = {i: colocation.mover(j, named=j.key is not None, may_move=i not in s.moved)
+                  for i, j in running.items()}
+        steps = colocation.separations(s.ledger, s.occupants(now), s.colocate_bound, movers,
+                                       s.moving)
+        stepped = {step.job for step in steps}
+        for job_id in [j for j in s.moving if movers[j].takes_orders and j not in stepped]:
+            del s.moving[job_id]
+        for step in steps:
             where = {"node": step.node, "core": step.core, "jobs": list(step.users),
                      "duty_sum": round(step.duty_sum, 3)}
             job = running.get(step.job)  # type: ignore[arg-type]
@@ -168,6 +173,7 @@ class MainLoop:
                                            s.free | {step.target}, s.ledger.free_counts())
                 if problem is None and order_grow(s, job, [step.target], now):
                     s.moves += 1
+                    s.moved.add(job.job_id)
                     s.moving[job.job_id] = (step.node, step.target)
                     s.event("colocation_move", job.job_id, to=step.target, **where)
             elif job is not None:

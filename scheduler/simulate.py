@@ -352,6 +352,7 @@ class Simulator:
         self._separations = self._overloads = self._moves = 0
         self._overloaded: set[tuple[object, ...]] = set()
         self._moving: dict[object, tuple[str, str]] = {}  # job -> (shared node, target)
+        self._moved: set[object] = set()  # a job is moved once
         self._sizes = self._ledger.graph.sizes()
         self._free_view: tuple[str, ...] | None = None
         self._cores_view: tuple[tuple[str, int], ...] = ()
@@ -588,9 +589,13 @@ class Simulator:
         for job_id in [j for j, (node, _) in self._moving.items()
                        if j not in running or node not in running[j].nodes]:  # type: ignore[index]
             del self._moving[job_id]
-        movers = {i: co.mover(j) for i, j in running.items()}
-        for step in co.separations(self._ledger, self._occupants(now), self._bound, movers,
-                                   self._moving):
+        movers = {i: co.mover(j, may_move=i not in self._moved) for i, j in running.items()}
+        steps = co.separations(self._ledger, self._occupants(now), self._bound, movers,
+                               self._moving)
+        stepped = {step.job for step in steps}
+        for job_id in [j for j in self._moving if movers[j].takes_orders and j not in stepped]:
+            del self._moving[job_id]
+        for step in steps:
             if step.action == "overload":
                 if step.users not in self._overloaded:
                     self._overloaded.add(step.users)
@@ -602,6 +607,7 @@ class Simulator:
                 decision = Grow(step.job, (step.target,))  # type: ignore[arg-type]
                 self._apply(decision, now, also=step.target)
                 self._moves += 1
+                self._moved.add(step.job)
                 self._moving[step.job] = (step.node, step.target)
             else:
                 decision = Shrink(step.job, 1)  # type: ignore[arg-type]

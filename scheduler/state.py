@@ -333,8 +333,8 @@ class ServerState:
         #: one slot); the beta model's coefficient the rigid guard uses; the separations
         #: ordered (named shrinks off a shared node), the moves (grows onto free cores
         #: before such a shrink) and the overloads seen (shared cores past the bound);
-        #: the moves under way (job id -> (shared node, target)); the rigid jobs the guard
-        #: has kept off shared cores (logged once each).
+        #: the moves under way (job id -> (shared node, target)) and the jobs moved (once
+        #: each); the rigid jobs the guard has kept off shared cores (logged once each).
         self.colocate_bound = None if self.graph.slots else colocate_bound
         self.beta, self.beta_source = colocation.read_beta()
         self.separations = 0
@@ -342,6 +342,7 @@ class ServerState:
         self.overloads = 0
         self.overloaded: set[tuple[object, ...]] = set()
         self.moving: dict[object, tuple[str, str]] = {}
+        self.moved: set[object] = set()
         self.guarded: set[int] = set()
         #: job name -> the last duty cycle a job of that name reported (what a job of that
         #: name counts as until it reports itself).

@@ -162,7 +162,6 @@ def test_separation_moves_a_job_onto_free_cores_then_names_the_shared_node():
     busy = co.Mover(("n2", "n1", "n3"), 1, 3, 2, False, busy=True)
     assert co.separations(ledger, occ, 1.0, {"m": busy}, {"m": ("n1", "n3")}) == []
     # no free cores: shrunk off n1 (not its last node), above its minimum only
-    ledger.take("x", "n3", 0)
     full = co.Mover(("n2", "n1", "n3"), 1, 4, 2, True)
     steps = co.separations(ledger, occ, 1.0, {"m": full}, {})
     assert [(s.action, s.node, s.target) for s in steps] == [("shrink", "n1", None)]

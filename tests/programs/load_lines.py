@@ -44,6 +44,9 @@ class Handler(MalleableHandler):
     def pre_shrink(self, n):
         return places()[-n:]
 
+    def pre_release(self, chosen):
+        return chosen  # a named shrink: exactly those places
+
     def post_shrink(self, n, removed):
         emit(event="post_shrink", n=n, places=len(places()))
         if self.grown:
