@@ -444,7 +444,7 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
     1. A job being moved (``moving``: job -> ``(shared node, target)``, the caller's record
        of the grows it ordered) whose grow is done gets the named shrink off the shared
        node (when it still holds it and more than its minimum); one with its order in
-       flight is waited for.
+       flight is waited for; one whose grow failed is treated as in step 2.
     2. Each overloaded core (:func:`overloaded`), unless a job on it has just been given a
        step: its newest job that may move (takes orders, holds the node but not as its
        first) is grown onto the node with free cores for its per-node share that it does
@@ -473,6 +473,8 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
             if mv is not None and mv.busy:
                 acted.add(job)  # its grow is in flight
             continue
+        if target not in mv.nodes:
+            continue  # the grow failed: forgotten, and the job is not moved again
         if len(mv.nodes) > mv.lo and node != mv.nodes[0]:
             acted.add(job)
             users = dict.fromkeys(u for (n, _c), us in sorted(ledger.shared.items())

@@ -154,6 +154,10 @@ def test_separation_moves_a_job_onto_free_cores_then_names_the_shared_node():
                            {})
     assert [(s.action, s.job, s.node, s.core, s.target) for s in steps] == [
         ("grow", "m", "n1", 0, "n3")]  # one step for both cores of n1
+    # the grow failed (m does not hold n3): not moved again, shrunk off n1
+    failed = co.Mover(("n2", "n1"), 1, 3, 2, True, may_move=False)
+    steps = co.separations(ledger, occ, 1.0, {"m": failed}, {"m": ("n1", "n3")})
+    assert [(s.action, s.node, s.target) for s in steps] == [("shrink", "n1", None)]
     # the grow done (m holds n3 too): the named shrink off n1, wherever n1 is in its list
     ledger.take("m", "n3", 2)
     moved = co.Mover(("n2", "n1", "n3"), 1, 3, 2, True)

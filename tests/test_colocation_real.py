@@ -215,7 +215,7 @@ def test_a_rigid_job_that_sharing_would_make_late_waits_for_free_cores(tmp_path,
     try:
         beta = server.status()["colocation"]["beta"]
         assert not co.newcomer_fits(20.0, None, None, 2.0, beta)  # the path under test
-        a = _idle(server, 5)
+        a = _idle(server, 3)
         r = server.submit(JobSpec(name="r", cores=2, colocate=True, required_time_s=20,
                                   command=(PY, "-c", "import time; time.sleep(1)")))
         wait_until(lambda: job_of(server.status(), r)["state"]
