@@ -287,7 +287,8 @@ def format_status(st: dict[str, Any]) -> str:
         for core in co["shared"]:
             shared.setdefault(tuple(core["jobs"]), []).append(f"{core['node']}:{core['core']}")
         lines.append(f"co-location: bound {co['bound']:g}, beta {co['beta']:g}, "
-                     f"{co['separations']} separations, {co['overloads']} overloads")
+                     f"{co['separations']} separations, {co.get('moves', 0)} moves, "
+                     f"{co['overloads']} overloads")
         for jobs, cores in shared.items():
             lines.append(f"  jobs {','.join(map(str, jobs))} share {' '.join(cores)}")
     counts = [(st.get(key) or 0, what) for key, what in _PORT_COUNTS]

@@ -15,7 +15,11 @@ simulator ask it the same questions:
         ▼
     shareable(ledger, occupants, bound) ──► View.shareable_cores ──► policy ──► Start
     pick_shared(...)                     ──► which held cores a co-locating Start takes
-    overloaded(ledger, occupants, bound) ──► separation (a shrink of the malleable sharer)
+    overloaded(ledger, occupants, bound) ──► separations(...): per overloaded core, a
+                                              move (grow onto free cores, then the named
+                                              shrink off the shared node), a named shrink,
+                                              or an overload of jobs that cannot move
+    newcomer_fits(...)                   ──► may a rigid newcomer start on shared cores
     slowdown(beta, rho_N, rho_1)         ──► how much slower a co-located job runs
 
 **The cost model** (Xie 2026): N jobs sharing the cores of one job run each in
@@ -32,14 +36,19 @@ cycle a job of its name reported (the caller's :attr:`Occupant.duty`), and with 
 bound minus the others on its cores (optimistic for it, and its cores then have no room
 left): nothing joins a job before it is measured, and a newcomer is let in wherever the
 others leave room.  A newcomer that turns out busier is separated later
-(:func:`overloaded`): a malleable job whose last node is the shared one is shrunk off it
-(the malleable policy grows such jobs onto shared cores,
-:func:`scheduler.algorithms.base.shared_grows`).
+(:func:`separations`): a malleable job on the overloaded core that holds the node as one of
+its others (not its first: place 0 stays) is moved, grown onto a node with free cores for
+its per-node share and then, once that grow is done, given the named shrink
+``shrink 1 <node>`` off the shared node; with no free cores anywhere it is shrunk off it
+alone, when it holds more than its minimum (the malleable policy grows such jobs onto shared
+cores, :func:`scheduler.algorithms.base.shared_grows`).
 
 **Rigid jobs** are never slowed past their ``#REQUIRED_TIME``: a core with a rigid job on it
 is shareable only when the model, at the worst load the bound allows, still ends the job in
-time (:func:`rigid_fits`).  The simulator knows each job's time left alone; the real scheduler
-estimates it (:data:`ASSUMED_ALONE_SHARE`).
+time (:func:`rigid_fits`), and a rigid ``#COLOCATE yes`` newcomer starts on shared cores
+only when the model, at that worst load, ends it in time too (:func:`newcomer_fits`; else
+the policies see it as exclusive: it waits for free cores).  The simulator knows each job's
+time alone; the real scheduler estimates it (:data:`ASSUMED_ALONE_SHARE`).
 """
 
 from __future__ import annotations
@@ -50,23 +59,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .jobs import JobClass
 from .resources import CoreLedger
 
 __all__ = [
     "ASSUMED_ALONE_SHARE",
     "DEFAULT_BOUND",
     "PAPER_BETA",
+    "Mover",
     "Occupant",
+    "Separation",
     "acquire_colocated",
     "core_load",
     "job_factor",
     "load",
+    "mover",
+    "newcomer_fits",
     "overloaded",
     "pick_shared",
     "grow_targets",
     "read_beta",
     "rigid_fits",
     "rooms",
+    "separations",
     "shareable",
     "sharing",
     "slowdown",
@@ -336,3 +351,161 @@ def sharing(ledger: CoreLedger) -> list[dict[str, object]]:
     order."""
     return [{"node": n, "core": c, "jobs": list(users)}
             for (n, c), users in sorted(ledger.shared.items(), key=lambda kv: kv[0])]
+
+
+def newcomer_fits(required_s: float, alone_s: float | None, duty: float | None,
+                  bound: float, beta: float) -> bool:
+    """Whether a rigid ``#COLOCATE yes`` job may start on shared cores: the model, at the
+    worst load the bound allows (``slowdown(beta, bound, its duty)``), still ends it within
+    ``required_s`` (:func:`rigid_fits` at an elapsed time of 0).
+
+    Args:
+        required_s: its ``#REQUIRED_TIME`` (s; ``inf``: none, always fits).
+        alone_s: its time alone (s), or ``None``: unknown, then
+            :data:`ASSUMED_ALONE_SHARE` x ``required_s`` (the real scheduler).
+        duty: its expected duty cycle (the last one a job of its name reported), or
+            ``None`` (0: the worst case).
+        bound: the bound on a core's load (> 0); beta: the model's coefficient (>= 0).
+    """
+    alone = ASSUMED_ALONE_SHARE * required_s if alone_s is None else alone_s
+    own = min(duty or 0.0, bound)
+    return rigid_fits(required_s, 0.0, alone, slowdown(beta, bound, own))
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A running job as separation sees it (:func:`mover` reads one from a job's state).
+
+    Attributes:
+        nodes: the nodes it holds, its first (place 0's) first.
+        lo, hi: its node range.
+        per_node: its ``#CORES_PER_NODE`` (``None``: it cannot be grown onto free cores).
+        takes_orders: a malleable job that may be ordered now (ready, no order in flight).
+        busy: an order to it is in flight, or it is malleable and not ready yet (it may
+            move soon: no overload is counted meanwhile).
+        named: it carries out a named shrink (apgaspy; a keyless Java job gives back its
+            newest node whatever is named, so only its last node can be taken off it).
+        may_move: it has not been moved before (a job is moved once: one whose handler
+            gave back another node than the named one would otherwise be moved forever).
+    """
+
+    nodes: tuple[str, ...]
+    lo: int
+    hi: int
+    per_node: int | None
+    takes_orders: bool
+    busy: bool = False
+    named: bool = True
+    may_move: bool = True
+
+
+def mover(job: object, named: bool = True, may_move: bool = True) -> Mover:
+    """The :class:`Mover` of a :class:`~scheduler.job_state.JobState` (any object with its
+    ``nodes``, ``spec``, ``takes_orders`` and ``busy``); only a malleable job takes
+    separation orders (an evolving one is never shrunk)."""
+    spec = job.spec  # type: ignore[attr-defined]
+    return Mover(tuple(job.nodes), spec.lo, spec.hi,  # type: ignore[attr-defined]
+                 spec.cores_per_node,
+                 bool(job.takes_orders  # type: ignore[attr-defined]
+                      and spec.job_class is JobClass.MALLEABLE),
+                 bool(job.busy or (spec.job_class is JobClass.MALLEABLE  # type: ignore[attr-defined]
+                                   and job.elastic and job.reachable  # type: ignore[attr-defined]
+                                   and not job.ready)), named, may_move)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Separation:
+    """One step of separation (:func:`separations`).
+
+    Attributes:
+        action: ``"grow"`` (a move's first step: ``job`` grows onto ``target``),
+            ``"shrink"`` (``job`` is given the named shrink off ``node``; ``target``: the
+            node it was moved to, or ``None``) or ``"overload"`` (no job on the core can
+            move: ``job`` is ``None``).
+        node, core: the overloaded shared core (``core`` ``None`` for a move's shrink: the
+            node it leaves); users: the jobs on it; duty_sum: their sum.
+    """
+
+    action: str
+    job: object | None
+    node: str
+    core: int | None
+    users: tuple[object, ...]
+    duty_sum: float
+    target: str | None = None
+
+
+def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
+                jobs: Mapping[object, Mover],
+                moving: Mapping[object, tuple[str, str]]) -> list[Separation]:
+    """What separation does now (module docstring; docs/guides/colocation.md, Separation):
+    the same decisions for the real scheduler and the simulator.
+
+    1. A job being moved (``moving``: job -> ``(shared node, target)``, the caller's record
+       of the grows it ordered) whose grow is done gets the named shrink off the shared
+       node (when it still holds it and more than its minimum); one with its order in
+       flight is waited for; one whose grow failed is treated as in step 2.
+    2. Each overloaded core (:func:`overloaded`), unless a job on it has just been given a
+       step: its newest job that may move (takes orders, holds the node but not as its
+       first) is grown onto the node with free cores for its per-node share that it does
+       not hold (the fullest first, then the lowest name: best fit) when it is below its
+       maximum and has not been moved before; else shrunk off the node when it holds more
+       than its minimum.  With none,
+       and no order in flight to a job there, an ``"overload"``.
+
+    Args:
+        ledger: the cores held now; occupants: :func:`occupants`' answer; bound: the bound.
+        jobs: running job -> its :class:`Mover` (jobs left out never move).
+        moving: job -> ``(shared node, target)`` of the moves under way.
+
+    Returns:
+        The steps, moves' shrinks first, then in core order; the caller orders them, records
+        a ``"grow"`` in ``moving`` until its shrink, and forgets a move whose job takes
+        orders and was given no step (it can no longer be shrunk off the node).
+    """
+    from .algorithms.base import sorted_nodes  # the policies' node order
+
+    out: list[Separation] = []
+    acted: set[object] = set()
+    for job, (node, target) in moving.items():
+        mv = jobs.get(job)
+        if mv is None or node not in mv.nodes or not mv.takes_orders:
+            if mv is not None and mv.busy:
+                acted.add(job)  # its grow is in flight
+            continue
+        if target not in mv.nodes:
+            continue  # the grow failed: forgotten, and the job is not moved again
+        if len(mv.nodes) > mv.lo and node != mv.nodes[0]:
+            acted.add(job)
+            users = dict.fromkeys(u for (n, _c), us in sorted(ledger.shared.items())
+                                  if n == node for u in us)
+            out.append(Separation("shrink", job, node, None, tuple(users),
+                                  core_load(tuple(users), occupants, bound), target))
+    free = ledger.free_counts()
+    for node, core, users, total in overloaded(ledger, occupants, bound):
+        if any(u in acted for u in users):
+            continue
+        step = None
+        for job in reversed(users):
+            mv = jobs.get(job)
+            if (mv is None or not mv.takes_orders or node not in mv.nodes
+                    or node == mv.nodes[0] or (not mv.named and node != mv.nodes[-1])):
+                continue
+            per = mv.per_node
+            fits = ([] if per is None or len(mv.nodes) >= mv.hi or not mv.named
+                    or not mv.may_move else
+                    [n for n in sorted_nodes(free) if n not in mv.nodes and free[n] >= per])
+            if fits:
+                target = min(fits, key=lambda n: free[n])  # best fit; ties: lowest name
+                free[target] -= per  # type: ignore[operator]
+                step = Separation("grow", job, node, core, users, total, target)
+            elif len(mv.nodes) > mv.lo:
+                step = Separation("shrink", job, node, core, users, total)
+            if step is not None:
+                acted.add(job)
+                break
+        if step is None and not any(jobs[u].busy for u in users if u in jobs):
+            step = Separation("overload", None, node, core, users, total)
+        if step is not None:
+            out.append(step)
+    return out

@@ -21,24 +21,29 @@ algorithm that raises is logged as ``algorithm_error``: neither stops the schedu
 
 Co-location (``serve --colocate-bound``; :mod:`scheduler.colocation`): the view also gives
 ``shareable_cores``, a ``#COLOCATE yes`` Start may take them, and after the algorithm's
-decisions the loop separates the shared cores whose measured duty cycles sum past the bound:
-a shrink of a malleable job on such a core whose last node it is (``colocation_separate``),
-else, once a set of jobs, ``colocation_overload`` (rigid jobs cannot be moved; the guard at
-their start is what keeps them in time).
+decisions the loop separates the shared cores whose measured duty cycles sum past the bound
+(:func:`scheduler.colocation.separations`): a malleable job on such a core (not its first
+node) is moved, grown onto free cores elsewhere (``colocation_move``) and, once that grow is
+done, given the named shrink ``shrink 1 <node>`` off the shared node
+(``colocation_separate``); with no free cores it is shrunk off it alone; else, once a set of
+jobs, ``colocation_overload`` (rigid jobs cannot be moved; the guard at their start is what
+keeps them in time: a rigid ``#COLOCATE yes`` job the model says sharing would push past its
+required time is shown to the policy as exclusive, ``colocation_guard``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from .algorithms import Decision, Grow, Shrink, Start, View
+from .algorithms import Decision, Grow, Shrink, Start, View, WaitingJob
 from . import colocation
 from .algorithms.base import node_key
 from .job_state import decision_refusal
 from .launch import police, reap, scan, start_job
 from .orders import order_grow, order_shrink
 from .pool import settle
-from .state import ServerState
+from .state import ServerJob, ServerState
 from .submission import admit_due
 
 __all__ = ["MainLoop"]
@@ -88,9 +93,9 @@ class MainLoop:
         s = self.state
         running = [job.running_view() for job in s.jobs.values() if job.state == "running"]
         running.sort(key=lambda r: (r.start_s, r.job_id))
-        waiting = tuple(s.jobs[i].waiting_view() for i in s.queue)
         cores = s.ledger.free_counts()
         rooms = s.shareable(now)
+        waiting = tuple(self._waiting_view(s.jobs[i], rooms) for i in s.queue)
         shared = sorted(rooms, key=node_key)
         return View(now, tuple(sorted(s.free, key=node_key)), tuple(running), waiting,
                     len(s.all_nodes),
@@ -99,6 +104,23 @@ class MainLoop:
                     tuple((n, s.graph.size(n)) for n in sorted(s.all_nodes, key=node_key)),
                     tuple((n, len(rooms[n])) for n in shared),
                     tuple((n, min(rooms[n])) for n in shared))
+
+    def _waiting_view(self, job: ServerJob, rooms: dict[str, list[float]]) -> WaitingJob:
+        """A waiting job as the policy sees it: a ``#COLOCATE yes`` job that may not share
+        (:meth:`scheduler.state.ServerState.may_share`, the rigid guard) is shown as
+        exclusive, and logged once as ``colocation_guard`` when shared cores were there."""
+        s = self.state
+        view = job.waiting_view()
+        if not job.spec.colocate or s.colocate_bound is None or s.may_share(job):
+            return view
+        if rooms and job.job_id not in s.guarded:
+            s.guarded.add(job.job_id)
+            alone = colocation.ASSUMED_ALONE_SHARE * job.spec.required_time_s
+            s.event("colocation_guard", job.job_id, required_s=job.spec.required_time_s,
+                    alone_s=alone, beta=s.beta, factor=round(colocation.slowdown(
+                        s.beta, s.colocate_bound,
+                        min(s.duty_by_name.get(job.spec.name) or 0.0, s.colocate_bound)), 3))
+        return replace(view, spec=replace(job.spec, colocate=False))
 
     def _schedule(self, now: float) -> None:
         s = self.state
@@ -120,27 +142,45 @@ class MainLoop:
             self._separate(now)
 
     def _separate(self, now: float) -> None:
-        """Separate the shared cores whose measured duty cycles sum past the bound (module
-        docstring)."""
+        """Separate the shared cores whose measured duty cycles sum past the bound
+        (:func:`scheduler.colocation.separations`, the simulator's decisions): a move's grow
+        (``colocation_move``), a named shrink off the shared node (``colocation_separate``)
+        or, once a set of jobs, ``colocation_overload``."""
         s = self.state
         assert s.colocate_bound is not None
-        occupants = s.occupants(now)
-        for node, core, users, total in colocation.overloaded(s.ledger, occupants,
-                                                              s.colocate_bound):
-            jobs = [s.jobs[u] for u in users if u in s.jobs]  # type: ignore[index]
-            movable = [j for j in jobs if j.takes_orders and len(j.nodes) > j.spec.lo
-                       and j.nodes[-1] == node and j.nodes[0] != node]
-            if movable:
-                job = movable[-1]
+        running = {j.job_id: j for j in s.jobs.values() if j.state == "running"}
+        for job_id in [j for j, (node, _) in s.moving.items()
+                       if j not in running or node not in running[j].nodes]:
+            del s.moving[job_id]
+        movers = {i: colocation.mover(j, named=j.key is not None, may_move=i not in s.moved)
+                  for i, j in running.items()}
+        steps = colocation.separations(s.ledger, s.occupants(now), s.colocate_bound, movers,
+                                       s.moving)
+        stepped = {step.job for step in steps}
+        for job_id in [j for j in s.moving if movers[j].takes_orders and j not in stepped]:
+            del s.moving[job_id]
+        for step in steps:
+            where = {"node": step.node, "core": step.core, "jobs": list(step.users),
+                     "duty_sum": round(step.duty_sum, 3)}
+            job = running.get(step.job)  # type: ignore[arg-type]
+            if step.action == "overload":
+                if step.users not in s.overloaded:
+                    s.overloaded.add(step.users)
+                    s.overloads += 1
+                    s.event("colocation_overload", None, **where)
+            elif step.action == "grow" and job is not None and step.target is not None:
+                problem = decision_refusal(Grow(job.job_id, (step.target,)), job,
+                                           s.free | {step.target}, s.ledger.free_counts())
+                if problem is None and order_grow(s, job, [step.target], now):
+                    s.moves += 1
+                    s.moved.add(job.job_id)
+                    s.moving[job.job_id] = (step.node, step.target)
+                    s.event("colocation_move", job.job_id, to=step.target, **where)
+            elif job is not None:
+                s.moving.pop(job.job_id, None)
                 s.separations += 1
-                s.event("colocation_separate", job.job_id, node=node, core=core,
-                        jobs=list(users), duty_sum=round(total, 3))
-                order_shrink(s, job, 1, now)
-            elif not any(j.busy for j in jobs) and users not in s.overloaded:
-                s.overloaded.add(users)
-                s.overloads += 1
-                s.event("colocation_overload", None, node=node, core=core, jobs=list(users),
-                        duty_sum=round(total, 3))
+                s.event("colocation_separate", job.job_id, moved_to=step.target, **where)
+                order_shrink(s, job, 1, now, [step.node])
 
     def _apply(self, decision: Decision, now: float) -> str | None:
         """Apply one decision; return why it cannot be applied, or None.
@@ -151,7 +191,7 @@ class MainLoop:
         s = self.state
         job = s.jobs.get(getattr(decision, "job_id", None))  # type: ignore[arg-type]
         room, free = s.ledger.free_counts(), s.free
-        if isinstance(decision, Start) and job is not None and job.spec.colocate:
+        if isinstance(decision, Start) and job is not None and s.may_share(job):
             shared = {n: len(r) for n, r in s.shareable(now).items()}
             room = colocation.start_room(room, shared)
         elif isinstance(decision, Grow) and job is not None:

@@ -58,11 +58,14 @@ def order_grow(state: ServerState, job: ServerJob, nodes: list[str], now: float)
     per_node = job.spec.cores_per_node
     state.acquire(job, nodes, [per_node] * len(nodes) if per_node else (), now)
     job.order_grow(now, nodes)
+    # The cores file names the new hosts before the order goes out: the job reads it as
+    # soon as the order comes (written after, a quick job read it truncated or stale).
+    _cores_file(state, job)
     if not _send_order(state, job, "grow", _grow_exchange, nodes, before,
                        added=nodes, nodes=list(job.nodes)):
         state.ledger.release(job.job_id, nodes)
+        _cores_file(state, job)
         return False
-    _cores_file(state, job)
     return True
 
 

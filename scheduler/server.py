@@ -449,8 +449,8 @@ class Server:
         ``refused_connections`` (notification connections closed at once, over a cap),
         ``cut_connections`` (closed for a long line, too many lines or the idle deadline),
         ``open_connections`` (notification connections open now) and ``colocation`` (null
-        when off; else ``bound``, ``beta``, ``beta_source``, ``separations``, ``overloads``
-        and ``shared``: each shared core's ``node``, ``core`` and ``jobs``)."""
+        when off; else ``bound``, ``beta``, ``beta_source``, ``separations``, ``moves``,
+        ``overloads`` and ``shared``: each shared core's ``node``, ``core`` and ``jobs``)."""
         s = self._state
         listener = self._listener
         slurm = getattr(self.nodes, "pool_status", None)  # a Slurm pool's placeholders
@@ -485,7 +485,7 @@ class Server:
                 "open_connections": listener.open_connections if listener else 0,
                 "colocation": None if s.colocate_bound is None else {
                     "bound": s.colocate_bound, "beta": s.beta, "beta_source": s.beta_source,
-                    "separations": s.separations, "overloads": s.overloads,
+                    "separations": s.separations, "moves": s.moves, "overloads": s.overloads,
                     "shared": colocation.sharing(s.ledger)},
             }
 

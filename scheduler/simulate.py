@@ -51,10 +51,13 @@ Model of a job (see :mod:`scheduler.model` for the numbers):
   take cores co-locatable jobs hold (``View.shareable_cores``); each job's duty cycle is its
   program's (``duty``, known from its start); a job on shared cores runs slower by the beta
   model, ``T_N = T_1 (1 + beta (rho_N - rho_1))``, re-evaluated whenever the jobs on its
-  cores change; a shared core whose duty cycles sum past the bound is separated by a shrink
-  of a malleable job on it (rigid ones are guarded at their start instead).  The result's
-  ``colocation`` says which beta (value and source) and counts separations.  Without the
-  bound none of this runs and every figure is what it was.
+  cores change; a shared core whose duty cycles sum past the bound is separated as the real
+  scheduler does (:func:`scheduler.colocation.separations`): a malleable job on it is moved
+  (grown onto free cores, then given the named shrink off the shared node) or shrunk off it;
+  rigid ones are guarded at their start instead (a rigid newcomer the model says sharing
+  would make late is shown to the policy as exclusive).  The result's ``colocation`` says
+  which beta (value and source) and counts separations and moves.  Without the bound none
+  of this runs and every figure is what it was.
 * Contention (``contention``, off by default): a core job's time is multiplied by a factor
   fixed at its start from its layout: its shape (``shape``), whether it is pinned (``pin``),
   spread over nodes, on one socket a node (``task_groups``, ``sockets_per_node``) and how
@@ -346,8 +349,10 @@ class Simulator:
         if self._bound is not None:
             self._beta, self._beta_source = ((cfg.beta, "given") if cfg.beta is not None
                                              else co.read_beta())
-        self._separations = self._overloads = 0
+        self._separations = self._overloads = self._moves = 0
         self._overloaded: set[tuple[object, ...]] = set()
+        self._moving: dict[object, tuple[str, str]] = {}  # job -> (shared node, target)
+        self._moved: set[object] = set()  # a job is moved once
         self._sizes = self._ledger.graph.sizes()
         self._free_view: tuple[str, ...] | None = None
         self._cores_view: tuple[tuple[str, int], ...] = ()
@@ -472,7 +477,7 @@ class Simulator:
                 self._count_done()
                 return False
             job.state = "waiting"
-            self._waiting[job.job_id] = job.waiting_view()
+            self._waiting[job.job_id] = self._waiting_view(job)
             return True
         if job.job_id not in self._running:
             return False
@@ -561,24 +566,55 @@ class Simulator:
                 job.factor = factor
                 self._schedule_end(job, len(job.nodes) - len(job.pending_release))
 
+    def _waiting_view(self, job: _Job) -> WaitingJob:
+        """A queued job as the policy sees it: a rigid ``#COLOCATE yes`` job that the model
+        says sharing would push past its required time (:func:`scheduler.colocation.
+        newcomer_fits`, its time alone known here) is shown as exclusive."""
+        view = job.waiting_view()
+        if (self._bound is None or not job.spec.colocate or job.spec.job_class in _ELASTIC
+                or co.newcomer_fits(job.spec.required_time_s,
+                                    job.curve(self._width(job, job.spec.lo)) * job.work_left,
+                                    self.config.duty.get(job.spec.program or "", 1.0),
+                                    self._bound, self._beta)):
+            return view
+        return replace(view, spec=replace(job.spec, colocate=False))
+
     def _separate(self, now: float) -> list[Decision]:
-        """Separate the shared cores whose duty cycles sum past the bound: a shrink of a
-        malleable job on it whose last node is that core's (the node its shrink gives back);
-        a core of rigid jobs only is counted as an overload once."""
+        """Separate the shared cores whose duty cycles sum past the bound, as the real
+        scheduler does (:func:`scheduler.colocation.separations`): a move's grow onto free
+        cores, a named shrink off the shared node (its node leaves at the resize done), or
+        an overload of rigid jobs, counted once."""
         out: list[Decision] = []
-        occupants = self._occupants(now)
-        for node, _core, users, _total in co.overloaded(self._ledger, occupants, self._bound):
-            jobs = [self._running[u] for u in users if u in self._running]  # type: ignore[index]
-            movable = [j for j in jobs if j.takes_orders and len(j.nodes) > j.spec.lo
-                       and j.nodes[-1] == node and j.nodes[0] != node]
-            if movable:
-                decision = Shrink(movable[-1].job_id, 1)
-                self._apply(decision, now)
+        running = self._running
+        for job_id in [j for j, (node, _) in self._moving.items()
+                       if j not in running or node not in running[j].nodes]:  # type: ignore[index]
+            del self._moving[job_id]
+        movers = {i: co.mover(j, may_move=i not in self._moved) for i, j in running.items()}
+        steps = co.separations(self._ledger, self._occupants(now), self._bound, movers,
+                               self._moving)
+        stepped = {step.job for step in steps}
+        for job_id in [j for j in self._moving if movers[j].takes_orders and j not in stepped]:
+            del self._moving[job_id]
+        for step in steps:
+            if step.action == "overload":
+                if step.users not in self._overloaded:
+                    self._overloaded.add(step.users)
+                    self._overloads += 1
+                continue
+            decision: Decision
+            if step.action == "grow":
+                assert step.target is not None
+                decision = Grow(step.job, (step.target,))  # type: ignore[arg-type]
+                self._apply(decision, now, also=step.target)
+                self._moves += 1
+                self._moved.add(step.job)
+                self._moving[step.job] = (step.node, step.target)
+            else:
+                decision = Shrink(step.job, 1)  # type: ignore[arg-type]
+                self._moving.pop(step.job, None)
+                self._apply(decision, now, named=step.node)
                 self._separations += 1
-                out.append(decision)
-            elif not any(j.busy for j in jobs) and users not in self._overloaded:
-                self._overloaded.add(users)
-                self._overloads += 1
+            out.append(decision)
         return out
 
     def _width(self, job: _Job, nodes: int) -> int:
@@ -603,7 +639,10 @@ class Simulator:
                * job.slow)
         self._push(end, _END, job)
 
-    def _apply(self, decision: Decision, now: float) -> None:
+    def _apply(self, decision: Decision, now: float, *, also: str | None = None,
+               named: str | None = None) -> None:
+        """Apply ``decision`` at ``now`` (s); a separation's grow may take ``also`` (a node
+        with free cores, not wholly free), its shrink gives back ``named``."""
         cfg = self.config
         room = None
         if job_asks_cores(decision, self._by_id):
@@ -618,6 +657,8 @@ class Simulator:
             if target is not None and target.spec.colocate and per_node is not None:
                 free = free | co.grow_targets(self._ledger, target.job_id, per_node,
                                               self._occupants(now), self._bound, self._beta)
+            if also is not None:
+                free = free | {also}
         job = check_decision(decision, self._by_id, free, self.algorithm.name, room)
         if isinstance(decision, Start):
             nodes = tuple(decision.nodes)
@@ -651,6 +692,8 @@ class Simulator:
             job.progress_from = now + cost
             # the job keeps the nodes until its reply (the resize done)
             job.pending_release = job.order_shrink(now, count)
+            if named is not None:  # a named shrink (separation): that node, not the newest
+                job.pending_release = (named,)
             self._refresh(job)
             self._schedule_end(job, len(job.nodes) - count)
             self._push(now + cost, _RESIZE_DONE, job)
@@ -700,7 +743,8 @@ class Simulator:
             return result
         return replace(result, colocation={
             "bound": self._bound, "beta": self._beta, "beta_source": self._beta_source,
-            "separations": self._separations, "overloads": self._overloads})
+            "separations": self._separations, "moves": self._moves,
+            "overloads": self._overloads})
 
 
 def job_asks_cores(decision: object, jobs: Mapping[int, JobState]) -> bool:

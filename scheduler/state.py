@@ -46,7 +46,7 @@ from apgaspy.wire.auth import (
 from . import colocation
 from .algorithms import RESIZING_ALGORITHMS, Algorithm
 from .job_state import JobState
-from .jobs import JobSpec
+from .jobs import JobClass, JobSpec
 from .journal import JobRow, Journal, spec_to_json
 from .nodes import NodeBackend, ResourceManager
 from .pool_book import PoolBook
@@ -331,12 +331,19 @@ class ServerState:
         #: Co-location (``serve --colocate-bound``; :mod:`scheduler.colocation`): the bound
         #: on the duty cycles of the jobs on one core, or None (off; also where each node is
         #: one slot); the beta model's coefficient the rigid guard uses; the separations
-        #: ordered and the overloads seen (shared cores past the bound).
+        #: ordered (named shrinks off a shared node), the moves (grows onto free cores
+        #: before such a shrink) and the overloads seen (shared cores past the bound);
+        #: the moves under way (job id -> (shared node, target)) and the jobs moved (once
+        #: each); the rigid jobs the guard has kept off shared cores (logged once each).
         self.colocate_bound = None if self.graph.slots else colocate_bound
         self.beta, self.beta_source = colocation.read_beta()
         self.separations = 0
+        self.moves = 0
         self.overloads = 0
         self.overloaded: set[tuple[object, ...]] = set()
+        self.moving: dict[object, tuple[str, str]] = {}
+        self.moved: set[object] = set()
+        self.guarded: set[int] = set()
         #: job name -> the last duty cycle a job of that name reported (what a job of that
         #: name counts as until it reports itself).
         self.duty_by_name: dict[str, float] = {}
@@ -368,6 +375,18 @@ class ServerState:
                     required_s=j.spec.required_time_s, elapsed_s=now - j.start_s,
                     malleable=j.takes_orders)
                 for j in running}
+
+    def may_share(self, job: ServerJob) -> bool:
+        """Whether waiting ``job`` may start on shared cores: it says ``#COLOCATE yes``
+        and, if it will run rigid, :func:`scheduler.colocation.newcomer_fits` (its time
+        alone unknown: half its required time)."""
+        if self.colocate_bound is None or not job.spec.colocate:
+            return False
+        elastic = ((job.spec.job_class is JobClass.MALLEABLE and self.elastic_algorithm)
+                   or (job.spec.job_class is JobClass.EVOLVING and self.evolving_algorithm))
+        return elastic or colocation.newcomer_fits(
+            job.spec.required_time_s, None, self.duty_by_name.get(job.spec.name),
+            self.colocate_bound, self.beta)
 
     def shareable(self, now: float) -> dict[str, list[float]]:
         """node -> the room of each held core a ``#COLOCATE yes`` job may join now

@@ -134,6 +134,51 @@ def test_a_rigid_job_is_not_slowed_past_its_required_time():
     # unknown time alone: half the required time (co.ASSUMED_ALONE_SHARE)
     guessed = {"r": _occ(0.2, required_s=60.0, elapsed_s=1.0)}
     assert co.shareable(ledger, guessed, 1.0, 0.5) == {"n1": 2}  # 1 + 29 x 1.4 <= 60
+    # a rigid newcomer: alone 10 s at duty 0 -> 1 + 0.5 x 1.0 = 1.5, 15 s; unknown: half
+    # its required time, so it fits exactly when beta x (bound - duty) <= 1
+    assert co.newcomer_fits(15.0, 10.0, None, 1.0, 0.5)
+    assert not co.newcomer_fits(14.9, 10.0, None, 1.0, 0.5)
+    assert co.newcomer_fits(20.0, None, None, 1.0, 1.0)
+    assert not co.newcomer_fits(20.0, None, None, 1.0, 1.05)
+    assert co.newcomer_fits(20.0, None, 0.3, 1.0, 1.05)  # its name's duty: 1.735 <= 2
+
+
+def test_separation_moves_a_job_onto_free_cores_then_names_the_shared_node():
+    ledger = CoreLedger(ResourceGraph.counted({"n1": 2, "n2": 2, "n3": 2}), {"n1", "n2", "n3"})
+    ledger.take("a", "n1", 2)
+    ledger.take("m", "n2", 2)
+    ledger.share("m", "n1", (0, 1))
+    occ = {"a": _occ(0.3, rigid=False), "m": _occ(0.9, rigid=False)}
+    m = co.Mover(("n2", "n1"), 1, 3, 2, True)
+    steps = co.separations(ledger, occ, 1.0, {"a": co.Mover(("n1",), 1, 1, 2, True), "m": m},
+                           {})
+    assert [(s.action, s.job, s.node, s.core, s.target) for s in steps] == [
+        ("grow", "m", "n1", 0, "n3")]  # one step for both cores of n1
+    # the grow failed (m does not hold n3): not moved again, shrunk off n1
+    failed = co.Mover(("n2", "n1"), 1, 3, 2, True, may_move=False)
+    steps = co.separations(ledger, occ, 1.0, {"m": failed}, {"m": ("n1", "n3")})
+    assert [(s.action, s.node, s.target) for s in steps] == [("shrink", "n1", None)]
+    # the grow done (m holds n3 too): the named shrink off n1, wherever n1 is in its list
+    ledger.take("m", "n3", 2)
+    moved = co.Mover(("n2", "n1", "n3"), 1, 3, 2, True)
+    steps = co.separations(ledger, occ, 1.0, {"m": moved}, {"m": ("n1", "n3")})
+    assert [(s.action, s.job, s.node, s.target) for s in steps] == [("shrink", "m", "n1", "n3")]
+    busy = co.Mover(("n2", "n1", "n3"), 1, 3, 2, False, busy=True)
+    assert co.separations(ledger, occ, 1.0, {"m": busy}, {"m": ("n1", "n3")}) == []
+    # no free cores: shrunk off n1 (not its last node), above its minimum only
+    full = co.Mover(("n2", "n1", "n3"), 1, 4, 2, True)
+    steps = co.separations(ledger, occ, 1.0, {"m": full}, {})
+    assert [(s.action, s.node, s.target) for s in steps] == [("shrink", "n1", None)]
+    at_min = co.Mover(("n2", "n1", "n3"), 3, 4, 2, True)
+    assert [s.action for s in co.separations(ledger, occ, 1.0, {"m": at_min}, {})] == [
+        "overload", "overload"]
+    # never its first node; a keyless job only off its last node; nothing while it is busy
+    first = co.Mover(("n1", "n2", "n3"), 1, 4, 2, True)
+    keyless = co.Mover(("n2", "n1", "n3"), 1, 4, 2, True, named=False)
+    for mv in (first, keyless):
+        assert {s.action for s in co.separations(ledger, occ, 1.0, {"m": mv}, {})} == {
+            "overload"}
+    assert co.separations(ledger, occ, 1.0, {"m": busy}, {}) == []
 
 
 # -------------------------------------------------------------------------------- policy
@@ -173,7 +218,7 @@ def test_the_simulator_colocates_idle_jobs_and_slows_them_by_the_model():
                    model=model).run()
     assert off.colocation is None and off.makespan_s == 40.0
     assert on.colocation == {"bound": 1.0, "beta": 0.5, "beta_source": "given",
-                             "separations": 0, "overloads": 0}
+                             "separations": 0, "moves": 0, "overloads": 0}
     ends = {r.name: r for r in on.records}
     # j0 alone until j1 joins at the 5 s tick (rho 0.6: factor 1.15), j2 at 10 s (0.9: 1.3)
     assert ends["j1"].start_s == 5.0 and ends["j2"].start_s == 10.0
@@ -207,7 +252,48 @@ def test_the_simulator_separates_a_malleable_job_whose_duty_is_too_high():
     assert rec["a"].cores == (("n2", (0, 1)),)
     assert rec["m"].allotment[0][1] == ("n1", "n2")  # shared n2 last
     assert rec["m"].shrinks == 1 and rec["m"].allotment[-2][1] == ("n1",)
-    assert result.colocation["separations"] == 1
+    assert result.colocation["separations"] == 1 and result.colocation["moves"] == 0
+
+
+def test_the_simulator_moves_a_job_onto_free_cores_then_off_the_shared_node():
+    """x2 holds n3 until 2.2 s, m (ready at 2.4 s) starts at 2.0 s on n1 and beside a on n2
+    (1.2 > 1): once ready it grows onto n3, then gives n2 back by name."""
+    model = RuntimeModel()
+    for name, seconds in [("x", 1.0), ("x2", 2.2), ("a", 30.0), ("m", 20.0)]:
+        model.add("p", name, ScalingCurve({1: seconds, 2: seconds / 2, 3: seconds / 3}, 0.0))
+    cores = dict(cores=2, profile="network", program="p")
+    entries = [BatchEntry(JobSpec(name="x", size="x", **cores), 0.0),
+               BatchEntry(JobSpec(name="a", size="a", colocate=True, required_time_s=300,
+                                  **cores), 0.0),
+               BatchEntry(JobSpec(name="x2", size="x2", **cores), 0.0),
+               BatchEntry(JobSpec(name="m", job_class=JobClass.MALLEABLE, min_nodes=1,
+                                  max_nodes=3, cores_per_node=2, program="p", size="m",
+                                  colocate=True), 2.0)]
+    config = SimConfig(total_nodes=3, cores_per_node=2, colocate_bound=1.0, beta=0.5,
+                       duty={"p": 0.6}, node_names=("n1", "n2", "n3"))
+    result = Simulator("fcfs", entries, config, model=model).run()
+    rec = {r.name: r for r in result.records}
+    steps = [nodes for _, nodes in rec["m"].allotment]
+    assert steps[:3] == [("n1", "n2"), ("n1", "n2", "n3"), ("n1", "n3")]
+    assert rec["m"].grows == 1 and rec["m"].shrinks == 1
+    assert result.colocation["moves"] == 1 and result.colocation["separations"] == 1
+    assert result.colocation["overloads"] == 0  # m could move: no overload counted
+
+
+def test_the_simulator_keeps_a_rigid_newcomer_off_shared_cores_that_would_make_it_late():
+    model = RuntimeModel()
+    model.add("p", "a", ScalingCurve({1: 10.0}, 0.0))
+    model.add("p", "r", ScalingCurve({1: 4.0}, 0.0))
+    for required, shared in [(5.0, False), (6.0, True)]:  # 4 s x 1.35 = 5.4 s
+        entries = [BatchEntry(JobSpec(name="a", cores=2, program="p", size="a", colocate=True,
+                                      required_time_s=60), 0.0),
+                   BatchEntry(JobSpec(name="r", cores=2, program="p", size="r", colocate=True,
+                                      required_time_s=required), 1.0)]
+        config = SimConfig(total_nodes=1, cores_per_node=2, colocate_bound=1.0, beta=0.5,
+                           duty={"p": 0.3})
+        rec = {r.name: r for r in Simulator("fcfs", entries, config, model=model).run().records}
+        assert (rec["r"].start_s < rec["a"].end_s) is shared
+        assert rec["r"].end_s - rec["r"].start_s <= required
 
 
 def test_the_malleable_policy_grows_a_colocating_job_onto_shared_cores():
