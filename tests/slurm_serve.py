@@ -112,7 +112,7 @@ class SlurmServe:
 
     Raises:
         AssertionError: the server ended before its control socket appeared (its stderr).
-        TimeoutError: no control socket within 30 s.
+        pytest's ``Failed``: no control socket within 30 s.
     """
 
     def __init__(self, cluster: Any, tmp: Path, *options: str, mark: str | None = None) -> None:
