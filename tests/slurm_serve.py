@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from cluster.slurm import env_pids
 from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_until
 
 from scheduler.control_client import request
@@ -69,19 +70,7 @@ if _MAP:
 
 def marked_pids(mark: str) -> list[int]:
     """Pids of live processes whose environment holds ``SCHEDULER_TEST_MARK=<mark>``."""
-    needle = f"SCHEDULER_TEST_MARK={mark}".encode()
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in env and alive(int(entry)):
-            out.append(int(entry))
-    return out
+    return env_pids("SCHEDULER_TEST_MARK", mark)
 
 
 def slurm_env(cluster: Any, tmp: Path, mark: str) -> dict[str, str]:
