@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, wait_gone, wait_until
-
 from slurm_serve import SlurmServe, marked_pids
 
 from scheduler.server import job_of
