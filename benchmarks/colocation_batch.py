@@ -88,7 +88,7 @@ def run_real(entries: list[Any], bound: float | None, out: Path,
     name, so that each counts as the duty cycle its predecessors reported until it reports
     its own (docs/guides/colocation.md)."""
     from scheduler.algorithms import make
-    from scheduler.demo import job_report, serve_batch
+    from scheduler.demo import job_report, printed_result, serve_batch
     from scheduler.metrics import result_from_records
     from scheduler.nodes import LocalNodes
     from scheduler.server import Server
@@ -106,7 +106,7 @@ def run_real(entries: list[Any], bound: float | None, out: Path,
     jobs, pi_results = [], set()
     for info in status["jobs"]:
         rep = job_report(info)
-        printed = _printed(info)
+        printed = printed_result(info)
         if rep["name"].startswith("pi"):
             pi_results.add(printed.get("result"))
         jobs.append({"id": rep["id"], "name": rep["name"], "start_s": rep["start_s"],
@@ -128,25 +128,6 @@ def run_real(entries: list[Any], bound: float | None, out: Path,
         "timed_out": timed_out,
         "processes_left": left,
     }
-
-
-def _printed(info: dict[str, Any]) -> dict[str, Any]:
-    import json
-
-    try:
-        text = Path(info["stdout"]).read_text(encoding="utf-8", errors="replace")
-    except (OSError, KeyError, TypeError):
-        return {}
-    found: dict[str, Any] = {}
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and "benchmark" in obj:
-                found = obj
-    return found
 
 
 def _shared_starts(jobs: list[dict[str, Any]]) -> int:

@@ -57,7 +57,8 @@ from .server import Server
 
 __all__ = ["DEMO_PLAN", "EVOLVING_DEMO_BATCH", "EVOLVING_JOB_ENV", "HELP", "JOB_SECONDS",
            "DemoJob", "TimedJob", "add_arguments", "demo_batch", "demo_entries",
-           "evotree_command", "job_report", "pi_rate", "run", "run_batch", "serve_batch"]
+           "evotree_command", "job_report", "pi_rate", "printed_result", "run", "run_batch",
+           "serve_batch"]
 
 HELP = ("run a real batch of benchmark jobs on 4 logical nodes (malleable algorithm; "
         "--evolving: evotree jobs under an evolving policy)")
@@ -220,25 +221,44 @@ def demo_entries(batch: tuple[DemoJob, ...] | None = None) -> list[BatchEntry]:
     return out
 
 
+def printed_result(info: dict[str, Any]) -> dict[str, Any]:
+    """The last benchmark report a job printed: the last line of its output file that is a
+    JSON object with a ``benchmark`` key (what ``--json`` prints, :mod:`benchmarks._cli`).
+
+    Args:
+        info: the job's entry in the server's ``status()["jobs"]``; its ``stdout`` is the path
+            of the job's output file (``None`` or absent: none).
+
+    Returns:
+        That object, or ``{}`` when there is no output file, it cannot be read, or it has no
+        such line (a job that failed before its report, or a program that is no benchmark).
+        Never raises.
+    """
+    path = info.get("stdout")
+    if not path:
+        return {}
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    printed: dict[str, Any] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "benchmark" in obj:
+                printed = obj
+    return printed
+
+
 def job_report(info: dict[str, Any]) -> dict[str, Any]:
     """One job's line of the report: the scheduler's view plus what the job printed
-    (``job_seconds``: the computation's own time, which ``run_s`` exceeds by the start-up and
-    the shutdown)."""
-    printed: dict[str, Any] = {}
-    if info.get("stdout"):
-        try:
-            text = Path(info["stdout"]).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        for line in text.splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and "benchmark" in obj:
-                    printed = obj
+    (:func:`printed_result`; ``job_seconds``: the computation's own time, which ``run_s``
+    exceeds by the start-up and the shutdown)."""
+    printed = printed_result(info)
     return {
         "id": info["id"],
         "name": info["name"],

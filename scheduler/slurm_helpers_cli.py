@@ -18,6 +18,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -27,9 +28,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .private import write_private
 from .slurm_commands import SlurmError, client_env, run_slurm, slurm_job_status
 
-__all__ = ["NODE_MAP_ENV", "launch", "main", "step_argv", "watch"]
+__all__ = ["NODE_MAP_ENV", "launch", "main", "step_argv", "watch", "write_launcher"]
 
 #: Environment variable of a fallback job: the JSON file mapping node → Slurm job id.
 NODE_MAP_ENV = "SCHEDULER_SLURM_NODES"
@@ -148,6 +150,28 @@ def launch(argv: Sequence[str]) -> int:
     print(f"slurm-launch: {host!r} is neither a node of this job's Slurm jobs "
           f"({', '.join(sorted(nodes)) or 'none known'}) nor this machine", file=sys.stderr)
     return 255
+
+
+def write_launcher(run_dir: Path) -> Path:
+    """The fallback launcher as a file a job can name (``HYDRA_LAUNCHER_EXEC``):
+    ``run_dir/slurm-launch``, a shell script that runs :func:`launch` with this interpreter,
+    written once (0700: the job's own user alone runs it; :func:`scheduler.private.write_private`).
+
+    Args:
+        run_dir: the scheduler's run directory (it exists and is the scheduler's own).
+
+    Returns:
+        The script's path.
+
+    Raises:
+        UnsafePathError: a path planted there is not a regular file of this user.
+        OSError: it cannot be written.
+    """
+    path = run_dir / "slurm-launch"
+    if not path.exists():
+        write_private(path, f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m "
+                      "scheduler.slurm_helpers_cli launch \"$@\"\n", mode=0o700)
+    return path
 
 
 # ---------------------------------------------------------------------------- command line

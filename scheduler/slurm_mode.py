@@ -97,7 +97,7 @@ from .slurm_commands import (
     run_slurm,
     scontrol_fields,
 )
-from .slurm_helpers_cli import NODE_MAP_ENV
+from .slurm_helpers_cli import NODE_MAP_ENV, write_launcher
 
 __all__ = ["GROW_MODES", "SlurmNodes", "node_cpus"]
 
@@ -334,7 +334,7 @@ class SlurmNodes:
         if fallback:
             held.map_file = run_dir / f"job-{job.job_id}.slurm-nodes.json"
             full.update({"APGAS_SLURM": "0", "HYDRA_LAUNCHER": "ssh",
-                         "HYDRA_LAUNCHER_EXEC": str(self._launcher(run_dir)),
+                         "HYDRA_LAUNCHER_EXEC": str(write_launcher(run_dir)),
                          NODE_MAP_ENV: str(held.map_file)})
         script = run_dir / f"job-{job.job_id}.sbatch"
         write_private(script, "#!/bin/sh\n# written by the apgaspy scheduler (Slurm mode)\n"
@@ -675,11 +675,4 @@ class SlurmNodes:
         tmp = held.map_file.with_suffix(".tmp")
         write_private(tmp, json.dumps(held.node_map()))
         os.replace(tmp, held.map_file)
-
-    def _launcher(self, run_dir: Path) -> Path:
-        path = run_dir / "slurm-launch"
-        if not path.exists():  # run by the job's own user only: 0700
-            write_private(path, f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m "
-                          "scheduler.slurm_helpers_cli launch \"$@\"\n", mode=0o700)
-        return path
 

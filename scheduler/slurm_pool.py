@@ -38,11 +38,9 @@ import contextlib
 import json
 import math
 import os
-import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -62,7 +60,7 @@ from .slurm_commands import (
     scontrol_fields,
     slurm_job_status,
 )
-from .slurm_helpers_cli import NODE_MAP_ENV, step_argv
+from .slurm_helpers_cli import NODE_MAP_ENV, step_argv, write_launcher
 
 __all__ = ["PLACEHOLDER_NAME", "Placeholder", "PoolSettings", "SlurmPool", "pool_range",
            "walltime"]
@@ -299,16 +297,9 @@ class SlurmPool:
         full.update(env)
         full["PATH"] = f"{python_bin_dir()}{os.pathsep}{full.get('PATH', '')}"
         full.update({"SLURM_OVERLAP": "1", "APGAS_SLURM": "0", "HYDRA_LAUNCHER": "ssh",
-                     "HYDRA_LAUNCHER_EXEC": str(self._launcher(run_dir)),
+                     "HYDRA_LAUNCHER_EXEC": str(write_launcher(run_dir)),
                      NODE_MAP_ENV: str(self.map_file)})
         return _popen(step_argv(holders[nodes[0]], nodes[0], list(job.argv)), job, full)
-
-    def _launcher(self, run_dir: Path) -> Path:
-        path = run_dir / "slurm-launch"
-        if not path.exists():  # run by the job's own user only: 0700
-            write_private(path, f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m "
-                          "scheduler.slurm_helpers_cli launch \"$@\"\n", mode=0o700)
-        return path
 
     def _write_map(self) -> None:
         if self.map_file is None:

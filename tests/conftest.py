@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -122,6 +123,25 @@ def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
         time.sleep(0.05)
         left = [p for p in left if alive(p)]
     return left
+
+
+def old_journal(state: Path, without: tuple[str, ...], job_state: str) -> None:
+    """Write a scheduler journal of an older schema into ``state``: today's
+    (:class:`scheduler.journal.Journal`) less the ``jobs`` columns ``without``, holding one row,
+    job 1 named ``old`` in ``job_state`` (``"running"``, ``"done"`` …), for the tests that a
+    newer scheduler opens it, read only and to write."""
+    from scheduler.journal import Journal
+
+    Journal(state).close()
+    db = sqlite3.connect(state / "journal.sqlite")
+    try:
+        for column in without:
+            db.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+        db.execute("INSERT INTO jobs (id, spec, argv, state, submit_wall) VALUES "
+                   "(1, '{\"name\": \"old\"}', '[]', ?, 1.0)", (job_state,))
+        db.commit()
+    finally:
+        db.close()
 
 
 @dataclass

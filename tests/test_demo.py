@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, env_for
 
 from benchmarks.uts import KNOWN
-from scheduler.demo import DEMO_PLAN, demo_batch, demo_entries
+from scheduler.demo import DEMO_PLAN, demo_batch, demo_entries, printed_result
 
 
 def test_the_batch_is_sized_from_the_rate():
@@ -28,6 +28,17 @@ def test_the_batch_is_sized_from_the_rate():
     assert all(e.spec.command[-1] == "--json" for e in demo_entries(jobs))
     with pytest.raises(ValueError):
         demo_batch(0.0)
+
+
+def test_printed_result_is_the_last_benchmark_line_of_the_output(tmp_path):
+    out = tmp_path / "job.out"
+    out.write_text('{"benchmark": "pi", "result": 1}\nprogress\n{"other": 2}\n'
+                   '  {"benchmark": "pi", "result": 3}\n{"benchmark": broken\n["benchmark"]\n')
+    assert printed_result({"stdout": str(out)}) == {"benchmark": "pi", "result": 3}
+    out.write_text("no report: the job failed\n")
+    assert printed_result({"stdout": str(out)}) == {}
+    for info in ({}, {"stdout": None}, {"stdout": str(tmp_path / "absent.out")}):
+        assert printed_result(info) == {}
 
 
 @pytest.mark.timeout(150)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import socket
-import sqlite3
 import subprocess
 
 import pytest
-from conftest import ROOT, wait_until
+from conftest import ROOT, old_journal, wait_until
 from test_scheduler_durable import PY, Serve, stop_all
 from test_scheduler_real import FAKE_JOB
 
@@ -86,15 +85,7 @@ def test_a_journal_without_the_counters_gets_them(tmp_path):
     """A journal file of the schema before the evolving counters: opened by a scheduler, the
     columns are added (0); opened read only, the rows read with 0."""
     state = tmp_path / "state"
-    j = Journal(state)
-    j.close()
-    db = sqlite3.connect(state / "journal.sqlite")
-    for col in ("requested", "requests", "requests_served", "releases"):
-        db.execute(f"ALTER TABLE jobs DROP COLUMN {col}")
-    db.execute("INSERT INTO jobs (id, spec, argv, state, submit_wall) VALUES "
-               "(1, '{\"name\": \"old\"}', '[]', 'done', 1.0)")
-    db.commit()
-    db.close()
+    old_journal(state, ("requested", "requests", "requests_served", "releases"), "done")
     ro = Journal(state, readonly=True)
     try:
         (row,) = ro.rows()

@@ -394,3 +394,30 @@ def test_notify_scheduler_survives_a_failing_communicator():
         rt.close()
         logger.removeHandler(keep)
     assert any("the link is down" in m for m in keep.records), keep.records
+
+
+@pytest.mark.timeout(10)
+def test_the_end_of_a_program_survives_parts_that_fail_to_stop():
+    from apgaspy._runtime import Runtime
+    from apgaspy.elastic._malleability import Malleability
+
+    class Broken:
+        def stop(self) -> None:
+            raise RuntimeError("already gone")
+
+    logged: list[str] = []
+    keep = logging.Handler(logging.ERROR)
+    keep.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("apgaspy")
+    logger.addHandler(keep)
+    rt = Runtime(0, os.urandom(32), "127.0.0.1")  # place 0's runtime, not started
+    try:
+        m = Malleability(rt)
+        m.communicator, m.notifier = Broken(), Broken()
+        m.close()  # both logged, not raised; both let go
+        assert m.communicator is None and m.notifier is None
+    finally:
+        rt.close()
+        logger.removeHandler(keep)
+    assert logged == ["error while stopping the load reports",
+                      "error while stopping the malleable communicator"], logged

@@ -2,7 +2,8 @@
 
 * the line as data: format and parse, every refusal, how the Java scheduler reads it;
 * the runtime's arithmetic: a window's duty cycle, bytes/s, GIL share and memory from two
-  samples of the places, and the cores a job holds;
+  samples of the places, and the cores a job holds; a place reads the GIL source a library
+  registers (one that fails is logged and reads as none);
 * the scheduler's classifier: measured profile, its thresholds, the profile a job is shaped by;
 * the real scheduler with real jobs: a GLB job (UTS) reports a duty cycle above 0.5, a Jacobi
   job that sleeps between its steps one far below it, and ``status`` shows both with their
@@ -12,13 +13,15 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 
 import pytest
 from conftest import ROOT, wait_until
 
-from apgaspy.elastic._load_report import PlaceUsage, job_cores, job_load
+from apgaspy.elastic import set_gil_source
+from apgaspy.elastic._load_report import PlaceUsage, job_cores, job_load, place_usage
 from apgaspy.wire.auth import NOTIFICATION, Counter, load_key, new_key, sign_line
 from apgaspy.wire.protocol import (
     LoadReport,
@@ -85,6 +88,29 @@ def test_a_windows_duty_cycle_traffic_gil_and_memory():
     assert busy.duty == 1.0 and busy.gil is None and busy.bytes_per_s == 0.0  # clipped
     with pytest.raises(ValueError):
         job_load(before, after, wall_s=0.0, cores=1)
+
+
+def test_a_place_reads_its_registered_gil_source():
+    logged: list[str] = []
+    keep = logging.Handler(logging.ERROR)
+    keep.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("apgaspy")  # it may not propagate (apgaspy._logging)
+    logger.addHandler(keep)
+    before = set_gil_source(None)
+    try:
+        assert place_usage().gil_held_s is None  # nothing registered
+        assert set_gil_source(lambda: (1, 4.5)) is None
+        usage = place_usage()
+        assert (usage.gil_held_s, usage.loop_s) == (1.0, 4.5) and usage.cpu_s > 0
+        for broken in (lambda: 1 / 0, lambda: (1.0, 2.0, 3.0)):  # it raises; not two numbers
+            set_gil_source(broken)
+            assert (place_usage().gil_held_s, place_usage().loop_s) == (None, None)
+        assert logged == ["the registered GIL source failed"] * 4  # each read, logged
+        with pytest.raises(TypeError, match="callable or None"):
+            set_gil_source(42)
+    finally:
+        set_gil_source(before)
+        logger.removeHandler(keep)
 
 
 def test_the_cores_a_job_holds():

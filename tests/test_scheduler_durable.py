@@ -530,14 +530,10 @@ def test_kill_in_slurm_mode(slurm_cluster, tmp_path):
     when the scheduler is killed.  The restarted scheduler adopts both (their watchers and
     Slurm job ids), a third job waits for their nodes, all three end ``done`` with 257,042,
     and no Slurm job of the run is left."""
-    from test_scheduler_slurm import HOSTS, SITECUSTOMIZE, marked_pids
+    from slurm_serve import marked_pids, slurm_env
 
     mark = f"durable-{os.getpid()}"
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = slurm_cluster.environ(PYTHONPATH=f"{shim}{os.pathsep}{ROOT}",
-                                SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=mark)
+    env = slurm_env(slurm_cluster, tmp_path, mark)
     args = ("--slurm", "--algorithm", "easy")
     serve = Serve(tmp_path, *args, env=env)
     second = None

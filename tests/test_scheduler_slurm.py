@@ -10,11 +10,9 @@ answers, and at the end no Slurm job and no process of the jobs is left.  The ex
 also ends a job that overruns its required time and cancels another: their Slurm jobs go.
 Without Slurm: the options that need ``--slurm``, and the fallback launcher's refusals.
 
-The test cluster's node names do not resolve (a real cluster's do): the scheduler and the
-jobs get a name service for them, n<k> → 127.0.1.<k>, through a ``sitecustomize`` on
-``PYTHONPATH`` (``SCHEDULER_TEST_HOSTS``), so that each job listens for orders on its first
-node's own loopback address, as logical nodes do.  Every process of the run carries the
-marker ``SCHEDULER_TEST_MARK`` in its environment; the test looks for it in ``/proc`` at the
+The scheduler runs as tests/slurm_serve.py starts it on the test cluster: with a name
+service for the cluster's node names (n<k> → 127.0.1.<k>, as a real cluster's resolve) and
+the process marker ``SCHEDULER_TEST_MARK``; the test looks for the marker in ``/proc`` at the
 end and kills (by pid) only what carries it, or what it saw below the server.
 """
 
@@ -23,70 +21,23 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_gone, wait_until
+from conftest import ROOT, wait_gone, wait_until
+from slurm_serve import SlurmServe, marked_pids
 
-from scheduler.control_client import request
 from scheduler.server import job_of
 
 PY = sys.executable
 UTS_D12 = 66_106_929
 NQUEENS_13 = 73_712
-HOSTS = "n1=127.0.1.1,n2=127.0.1.2,n3=127.0.1.3,n4=127.0.1.4"
-
-# A name service for the test cluster's node names (module docstring).
-SITECUSTOMIZE = '''\
-import os
-import socket
-
-_MAP = dict(item.split("=", 1) for item in
-            os.environ.get("SCHEDULER_TEST_HOSTS", "").split(",") if "=" in item)
-if _MAP:
-    _byname, _byname_ex, _getaddrinfo = (socket.gethostbyname, socket.gethostbyname_ex,
-                                         socket.getaddrinfo)
-
-    def gethostbyname(host):
-        return _MAP.get(host) or _byname(host)
-
-    def gethostbyname_ex(host):
-        return (host, [], [_MAP[host]]) if host in _MAP else _byname_ex(host)
-
-    def getaddrinfo(host, *args, **kwargs):
-        return _getaddrinfo(_MAP.get(host, host) if isinstance(host, str) else host,
-                            *args, **kwargs)
-
-    socket.gethostbyname = gethostbyname
-    socket.gethostbyname_ex = gethostbyname_ex
-    socket.getaddrinfo = getaddrinfo
-'''
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def marked_pids(mark: str) -> list[int]:
-    """Pids of live processes whose environment holds ``SCHEDULER_TEST_MARK=<mark>``."""
-    needle = f"SCHEDULER_TEST_MARK={mark}".encode()
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in env and alive(int(entry)):
-            out.append(int(entry))
-    return out
 
 
 def slurm_node_of(pid: int) -> str | None:
@@ -101,61 +52,12 @@ def slurm_node_of(pid: int) -> str | None:
     return None
 
 
-class Serve:
-    """``python -m scheduler serve --slurm`` in the background (control socket, event log),
-    with the test cluster's environment, the name service and the process marker."""
+class Serve(SlurmServe):
+    """``python -m scheduler serve --slurm *options`` (:class:`slurm_serve.SlurmServe`), with a
+    1 s order cool-down."""
 
-    def __init__(self, cluster: Any, tmp: Path, *args: str) -> None:
-        self.cluster = cluster
-        self.mark = uuid.uuid4().hex
-        self.control = tmp / "control.sock"
-        self.log = tmp / "events.jsonl"
-        self.run_dir = tmp / "run"
-        self.err_path = tmp / "serve.err"
-        shim = tmp / "shim"
-        shim.mkdir()
-        (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        # this tree's packages first: the watcher and the jobs run in other directories
-        self.env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
-                                   SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=self.mark)
-        self.env.pop("APGAS_PLACES", None)
-        argv = [PY, "-m", "scheduler", "serve", "--slurm", "--port", "0", "--control",
-                str(self.control), "--log", str(self.log), "--run-dir", str(self.run_dir),
-                "--interval", "1", "--cooldown", "1", "--grace", "1", *args]
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
-                                         stdout=err, stderr=err, start_new_session=True)
-        self.seen: set[int] = set()
-        self._stop = threading.Event()
-        self._watch = threading.Thread(target=self._sample, daemon=True)
-        self._watch.start()
-        wait_until(lambda: self.control.exists() or self.proc.poll() is not None, 30,
-                   "the control socket")
-        assert self.proc.poll() is None, self.err_path.read_text()
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.seen.update(descendants(self.proc.pid))
-            self._stop.wait(0.2)
-
-    def ask(self, **message: Any) -> dict[str, Any]:
-        return request(self.control, message)
-
-    def events(self, kind: str, job: int | None = None) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        out = []
-        for line in self.log.read_text().splitlines():
-            if not line.strip():
-                continue
-            ev = json.loads(line)
-            if ev["event"] == kind and (job is None or ev["job"] == job):
-                out.append(ev)
-        return out
-
-    def submit(self, name: str, argv: list[str], **spec: Any) -> int:
-        job = {"name": name, "command": argv, "required_time_s": 120, **spec}
-        return int(self.ask(op="submit", job=job)["jobs"][0])
+    def __init__(self, cluster: Any, tmp: Path, *options: str) -> None:
+        super().__init__(cluster, tmp, "--slurm", "--cooldown", "1", *options)
 
     def slurm_ids(self) -> list[int]:
         """Every Slurm job the run made, as far as the event log says."""
@@ -167,28 +69,12 @@ class Serve:
                 ids.update(int(v) for v in (ev.get("slurm_helpers") or {}).values())
         return sorted(ids)
 
-    def close(self) -> None:
-        """Shut down (kill if it does not end), cancel its Slurm jobs if any are left, and
-        kill (by pid) every process left that carries the marker or was seen below it."""
-        shut_down_server(self.proc, self.control)
-        self._stop.set()
-        self._watch.join(timeout=5)
-        if self.proc.poll() is None:
-            kill_tree(self.proc.pid)
-            self.proc.wait(timeout=10)
-
     def cleanup(self) -> None:
         """Last resort (``finally``): what a failed run left."""
         ids = [str(i) for i in self.slurm_ids()]
         if ids:
             self.cluster.run("scancel", *ids, check=False)
-        for pid in sorted(self.seen | set(marked_pids(self.mark))):
-            if alive(pid):
-                kill_tree(pid)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        self.kill_left()
 
 
 def squeue(cluster: Any, slurm_job: int) -> tuple[int, list[str]]:

@@ -16,13 +16,12 @@ Every test ends the processes it started (by pid) and leaves none behind.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_until
+from conftest import old_journal, wait_until
 
 from scheduler import JobClass, JobSpec, make
 from scheduler.journal import Journal
@@ -88,14 +87,7 @@ def test_the_order_port_is_journaled_and_old_journals_open(tmp_path):
     """A row keeps its order port; a journal without the column gets it (None) when a
     scheduler opens it, and reads None read only."""
     state = tmp_path / "state"
-    j = Journal(state)
-    j.close()
-    db = sqlite3.connect(state / "journal.sqlite")
-    db.execute("ALTER TABLE jobs DROP COLUMN order_port")
-    db.execute("INSERT INTO jobs (id, spec, argv, state, submit_wall) VALUES "
-               "(1, '{\"name\": \"old\"}', '[]', 'running', 1.0)")
-    db.commit()
-    db.close()
+    old_journal(state, ("order_port",), "running")
     ro = Journal(state, readonly=True)
     try:
         assert [row.order_port for row in ro.rows()] == [None]

@@ -13,106 +13,28 @@ job ends), the scheduler runs on and ``status`` says what happened; a scheduler 
 started again on the same state directory adopts the placeholders still running and
 cancels none.  Without Slurm: a bad ``--slurm-pool`` is one line and exit status 2.
 
-The name service for the test cluster's node names and the process marker are those of
-tests/test_scheduler_slurm.py.
+The scheduler runs as tests/slurm_serve.py starts it on the test cluster (:class:`PoolServe`:
+the name service for the cluster's node names, the process marker).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait_until
-from test_scheduler_slurm import HOSTS, SITECUSTOMIZE, marked_pids
+from conftest import ROOT, wait_until
+from slurm_serve import PoolServe
 
-from scheduler.control_client import request
 from scheduler.server import job_of
 from scheduler.slurm_pool import _left_s, pool_range, walltime
 
 PY = sys.executable
-
-
-class PoolServe:
-    """``serve --slurm-pool`` in the background, with the test cluster's environment."""
-
-    def __init__(self, cluster: Any, tmp: Path, *args: str, mark: str | None = None) -> None:
-        self.cluster = cluster
-        self.mark = mark or uuid.uuid4().hex
-        self.control = tmp / "control.sock"
-        self.log = tmp / "events.jsonl"
-        self.err_path = tmp / f"serve-{uuid.uuid4().hex[:6]}.err"
-        shim = tmp / "shim"
-        shim.mkdir(exist_ok=True)
-        (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        self.env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
-                                   SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=self.mark)
-        self.env.pop("APGAS_PLACES", None)
-        argv = [PY, "-m", "scheduler", "serve", "--slurm-pool", *args, "--port", "0",
-                "--control", str(self.control), "--log", str(self.log), "--run-dir",
-                str(tmp / "run"), "--interval", "1", "--grace", "1", "--pool-poll", "0.3",
-                "--quiet"]
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
-                                         stdout=err, stderr=err, start_new_session=True)
-        self.seen: set[int] = set()
-        self._stop = threading.Event()
-        self._watch = threading.Thread(target=self._sample, daemon=True)
-        self._watch.start()
-        wait_until(lambda: self.control.exists() or self.proc.poll() is not None, 30,
-                   "the control socket")
-        assert self.proc.poll() is None, self.err_path.read_text()
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.seen.update(descendants(self.proc.pid))
-            self._stop.wait(0.2)
-
-    def status(self) -> dict[str, Any]:
-        return request(self.control, {"op": "status"})
-
-    def slurm(self) -> dict[str, Any]:
-        return self.status()["pool"]["slurm"]
-
-    def submit(self, name: str, argv: list[str], nodes: int) -> int:
-        job = {"name": name, "command": argv, "required_time_s": 120, "job_class": "rigid",
-               "nodes": nodes}
-        return int(request(self.control, {"op": "submit", "job": job})["jobs"][0])
-
-    def events(self, kind: str) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [ev for ev in map(json.loads, self.log.read_text().splitlines())
-                if ev["event"] == kind]
-
-    def kill(self) -> None:
-        """SIGKILL the scheduler alone (a crash); its placeholders stay."""
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self.control.unlink()
-
-    def close(self) -> None:
-        shut_down_server(self.proc, self.control)
-        self._stop.set()
-        if self.proc.poll() is None:
-            kill_tree(self.proc.pid)
-            self.proc.wait(timeout=10)
-        for pid in sorted(self.seen | set(marked_pids(self.mark))):
-            if alive(pid):
-                kill_tree(pid)
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
 
 
 def queue(cluster: Any) -> list[tuple[int, str, str, str, list[str]]]:

@@ -45,6 +45,7 @@ from .._exceptions import MalleabilityError
 from .._place import Place
 from ..gather import gather
 from ._evolving_decision import EvolvingParams, EvolvingState, decide
+from ._source import Source
 
 if TYPE_CHECKING:
     from ._malleability import Malleability
@@ -53,8 +54,7 @@ __all__ = ["EvolvingMonitor", "set_load_source", "place_load"]
 
 log = logging.getLogger("apgaspy")
 
-_source_lock = threading.Lock()
-_load_source: Callable[[], float] | None = None
+_load = Source[float]("load source")
 _process = None  # this place's psutil.Process, primed at the first cpu sample
 _idle_since: float | None = None  # since when this place's load is below 1 %
 
@@ -77,12 +77,7 @@ def set_load_source(source: Callable[[], float] | None) -> Callable[[], float] |
     Raises:
         TypeError: ``source`` is neither callable nor ``None``.
     """
-    global _load_source
-    if source is not None and not callable(source):
-        raise TypeError(f"a load source is a callable or None, got {source!r}")
-    with _source_lock:
-        before, _load_source = _load_source, source
-    return before
+    return _load.set(source)
 
 
 def place_load(mode: str | None = None) -> float | None:
@@ -110,16 +105,10 @@ def place_load(mode: str | None = None) -> float | None:
 def _raw_load(mode: str) -> float | None:
     global _process
     if mode == "task":
-        with _source_lock:
-            source = _load_source
-        if source is None:
+        value = _load.read(float)  # None: none registered, or it failed (logged)
+        if value is None or value != value:
             return 0.0
-        try:
-            value = float(source())
-        except Exception:  # noqa: BLE001 - a library's hook must not stop the monitor
-            log.exception("the registered load source failed")
-            return 0.0
-        return min(100.0, max(0.0, value)) if value == value else 0.0
+        return min(100.0, max(0.0, value))
     import psutil
 
     if _process is None:

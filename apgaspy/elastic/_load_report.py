@@ -50,14 +50,14 @@ from .._config import setting
 from .._runtime import current_runtime
 from ..gather import gather
 from ..wire.protocol import LoadReport, format_load
+from ._source import Source
 
 __all__ = ["LoadReporter", "PlaceUsage", "job_cores", "job_load", "place_usage",
            "set_gil_source"]
 
 log = logging.getLogger("apgaspy")
 
-_gil_lock = threading.Lock()
-_gil_source: Callable[[], tuple[float, float]] | None = None
+_gil = Source[tuple[float, float]]("GIL source")
 _process = None  # this place's psutil.Process, made at its first sample
 
 
@@ -76,12 +76,7 @@ def set_gil_source(source: Callable[[], tuple[float, float]] | None
     Raises:
         TypeError: ``source`` is neither callable nor ``None``.
     """
-    global _gil_source
-    if source is not None and not callable(source):
-        raise TypeError(f"a GIL source is a callable or None, got {source!r}")
-    with _gil_lock:
-        before, _gil_source = _gil_source, source
-    return before
+    return _gil.set(source)
 
 
 @dataclass(frozen=True)
@@ -136,15 +131,14 @@ def place_usage() -> PlaceUsage:
         rss = _process.memory_info().rss
     rt = current_runtime()
     sent = rt.transport.traffic()["bytes_out"] if rt is not None else 0
-    with _gil_lock:
-        source = _gil_source
-    held = loop = None
-    if source is not None:
-        try:
-            held, loop = (float(x) for x in source())
-        except Exception:  # noqa: BLE001 - a library's hook must not stop the reports
-            log.exception("the registered GIL source failed")
+    held, loop = _gil.read(_two_counters) or (None, None)
     return PlaceUsage(times.user + times.system, _run_queue_wait_s(), sent, held, loop, rss)
+
+
+def _two_counters(counters: tuple[float, float]) -> tuple[float, float]:
+    """A GIL source's answer as two floats (raises when it is not two numbers)."""
+    held, loop = (float(x) for x in counters)
+    return held, loop
 
 
 def job_cores(hosts: list[str], places: int, threads: int,

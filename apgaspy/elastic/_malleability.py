@@ -99,6 +99,17 @@ def evolving_mode() -> bool:
     return value == "evolving"
 
 
+def _stop_logged(part: Any, what: str) -> None:
+    """At the end of the program: ``part.stop()`` (``None``: nothing to stop); an error is
+    logged as ``what``'s (the program must end anyway)."""
+    if part is None:
+        return
+    try:
+        part.stop()
+    except Exception:  # noqa: BLE001 - the program must end anyway
+        log.exception("error while stopping %s", what)
+
+
 class PlaceLauncher(Protocol):
     """What a grow needs from the launcher (:mod:`apgaspy._launch` implements it)."""
 
@@ -239,11 +250,7 @@ class Malleability:
 
     def _stop_communicator(self) -> None:
         comm, self.communicator = self.communicator, None
-        if comm is not None:
-            try:
-                comm.stop()
-            except Exception:  # noqa: BLE001 - the program must end anyway
-                log.exception("error while stopping the malleable communicator")
+        _stop_logged(comm, "the malleable communicator")
 
     def start_notifier(self) -> None:
         """Start a rigid job's load reports (:func:`~apgaspy.elastic._registry.
@@ -263,11 +270,7 @@ class Malleability:
         """At the end of the program: stop the communicator if still running, and a rigid
         job's load reports."""
         notifier, self.notifier = self.notifier, None
-        if notifier is not None:
-            try:
-                notifier.stop()
-            except Exception:  # noqa: BLE001 - the program must end anyway
-                log.exception("error while stopping the load reports")
+        _stop_logged(notifier, "the load reports")
         self._stop_monitor()
         if self.state is HandlerState.DEFINED:
             self.state = HandlerState.DISABLED

@@ -116,21 +116,27 @@ def _cmdline(pid: int) -> list[str] | None:
     return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
 
 
-def _marked_pids(workdir: Path) -> list[int]:
-    """Pids of live processes whose environment holds ``MARKER=<workdir>``."""
-    needle = f"{MARKER}={workdir}".encode() + b"\0"
+def env_pids(name: str, value: str) -> list[int]:
+    """Pids of live processes (this one left out) whose environment holds ``name=value``, as
+    ``/proc/<pid>/environ`` shows it (the environment they started with)."""
+    needle = f"{name}={value}".encode()
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = b"\0" + fh.read()
+                env = fh.read().split(b"\0")
         except OSError:
             continue
-        if b"\0" + needle in env and _alive(int(entry)):
+        if needle in env and _alive(int(entry)):
             out.append(int(entry))
     return out
+
+
+def _marked_pids(workdir: Path) -> list[int]:
+    """Pids of live processes whose environment holds ``MARKER=<workdir>``."""
+    return env_pids(MARKER, str(workdir))
 
 
 @dataclass
