@@ -23,8 +23,9 @@ has ``requests``, ``requests_served`` and ``releases``; the Gantt chart marks ev
 release.
 
 The per-job order cool-down is 10 s (``--cooldown``; the Java scheduler's 60 s, ``serve``'s
-default, is longer than these jobs: with it a small batch shows no resize at all).  Each benchmark prints one JSON object (``--json``): its answer,
-whether it is correct, and the orders it carried out.
+default, is longer than these jobs: with it a small batch shows no resize at all).  Each
+benchmark prints one JSON object (``--json``): its answer, whether it is correct, and the
+orders it carried out.
 
 Prints progress to stderr, then a table of the jobs and the metrics (makespan, utilisation,
 mean wait, mean turnaround: the simulator's definitions, :mod:`scheduler.metrics`), and
@@ -43,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
