@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,7 +46,8 @@ PY = sys.executable
 class PoolServe:
     """``serve --slurm-pool`` in the background, with the test cluster's environment."""
 
-    def __init__(self, cluster: Any, tmp: Path, *args: str, mark: str | None = None) -> None:
+    def __init__(self, cluster: Any, tmp: Path, *args: str, mark: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.cluster = cluster
         self.mark = mark or uuid.uuid4().hex
         self.control = tmp / "control.sock"
@@ -57,6 +59,7 @@ class PoolServe:
         self.env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
                                    SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=self.mark)
         self.env.pop("APGAS_PLACES", None)
+        self.env.update(env or {})
         argv = [PY, "-m", "scheduler", "serve", "--slurm-pool", *args, "--port", "0",
                 "--control", str(self.control), "--log", str(self.log), "--run-dir",
                 str(tmp / "run"), "--interval", "1", "--grace", "1", "--pool-poll", "0.3",
@@ -264,6 +267,71 @@ def test_an_external_scancel_is_a_node_failure_and_a_restart_adopts(slurm_cluste
         assert serve.proc.returncode == 0, serve.err_path.read_text()
         wait_until(lambda: not placeholders(cluster), 10, "no placeholder after shutdown")
     finally:
+        serve.close()
+        ids = [str(j) for j, _, _ in placeholders(cluster)]
+        if ids:
+            cluster.run("scancel", *ids, check=False)
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_slurm_controller_is_waited_out(slurm_cluster, tmp_path):
+    """slurmctld stopped (SIGSTOP by its pid) while a job runs: the job goes on and ends
+    exact, ``status`` shows the failures, the backoff and the last error while Slurm is
+    down, each retry waits its backoff from the failure, and after SIGCONT the keeper polls
+    again and grows the pool for a 2-node job.  The scheduler's Slurm commands read a copy
+    of slurm.conf with ``MessageTimeout=2`` (the daemons keep 10): a command to a stopped
+    controller fails after 2 s, so a stop of about 7 s shows two failures in a row that a
+    real outage (or the 30 s command timeout of :class:`scheduler.slurm_pool.SlurmPool`)
+    would, without waiting 10 s for each."""
+    cluster = slurm_cluster
+    conf = tmp_path / "slurm-client.conf"
+    conf.write_text(re.sub(r"(?m)^MessageTimeout=\d+$", "MessageTimeout=2",
+                           Path(cluster.env["SLURM_CONF"]).read_text()))
+    # --pool-poll 1 (the last one counts): backoffs of 2 s and 4 s after 1 and 2 failures
+    serve = PoolServe(cluster, tmp_path, "1:2", "--pool-wait", "0.5", "--pool-idle", "60",
+                      "--pool-poll", "1", env={"SLURM_CONF": str(conf)})
+    ctld = cluster.pids["slurmctld"]
+    stopped = False
+    try:
+        wait_until(lambda: serve.slurm()["held"] == 1, 20, "MIN placeholders running")
+        uts = serve.submit("uts11", [PY, "-m", "benchmarks.uts", "-d", "11", "--json"], nodes=1)
+        wait_until(lambda: job_of(serve.status(), uts)["state"] == "running", 10, "its start")
+        os.kill(ctld, signal.SIGSTOP)
+        stopped = True
+        down = wait_until(lambda: (s := serve.slurm())["failures"] >= 1 and s, 10,
+                          "a failed Slurm command")
+        assert down["last_error"] and down["backoff_s"] == 2 and down["last_error_at"], down
+        text = subprocess.run([PY, "-m", "scheduler", "status", "--control",
+                               str(serve.control)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30).stdout
+        assert re.search(r"Slurm failing \(\d in a row, backoff [24] s\): \S", text), text
+        wait_until(lambda: serve.slurm()["failures"] >= 2, 15, "a second failure")
+        assert job_of(serve.status(), uts)["state"] in ("running", "done")
+        os.kill(ctld, signal.SIGCONT)
+        stopped = False
+        wait_until(lambda: serve.slurm()["failures"] == 0, 20, "Slurm answering again")
+        assert serve.slurm()["last_error"]  # kept, for the record
+        errors = [e for e in serve.events("pool_slurm_error") if e["what"] == "squeue"]
+        assert len(errors) >= 2, errors
+        for a, b in zip(errors, errors[1:], strict=False):
+            # the next squeue starts a backoff after the failure and hangs 2 s itself
+            assert b["t"] - a["t"] >= a["backoff_s"] + 1, errors
+        # The job went on and ended exact; the pool grows again through Slurm.
+        wait_until(lambda: job_of(serve.status(), uts)["state"] not in ("waiting", "running"),
+                   40, "the UTS job's end")
+        job = job_of(serve.status(), uts)
+        out = next(json.loads(line) for line in Path(job["stdout"]).read_text().splitlines()
+                   if line.startswith("{") and '"benchmark"' in line)
+        assert job["state"] == "done" and out["result"] == 16526523 and out["correct"], out
+        two = serve.submit("two", ["true"], nodes=2)
+        wait_until(lambda: job_of(serve.status(), two)["state"] == "done", 30, "a 2-node job")
+        assert serve.slurm()["held"] == 2
+        serve.close()
+        assert serve.proc.returncode == 0, serve.err_path.read_text()
+        wait_until(lambda: not placeholders(cluster), 10, "no placeholder after shutdown")
+    finally:
+        if stopped:
+            os.kill(ctld, signal.SIGCONT)
         serve.close()
         ids = [str(j) for j, _, _ in placeholders(cluster)]
         if ids:
