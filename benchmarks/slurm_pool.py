@@ -27,11 +27,15 @@ For each placeholder (``pool_request`` event): the queued need (the waiting head
 ``RUNNING`` in the samples, the node in the pool (``pool_node_joined``) and the first job
 started there; for each node given back (``pool_give_back``): from its idle setting's
 expiry (the event's idle start plus ``--pool-idle``) to its placeholder leaving ``squeue``.
-The double-booking check: in every sample, no node is both an ``apgaspy-pool`` placeholder's
-and the other user's.  Goals reported beside the figures: need → node in the pool within
-2 s plus Slurm's own start time (the median above), idle past the setting → out of
-``squeue`` within 1 s, no double booking.  Results: ``benchmarks/results/slurm_pool.json``.
-The whole command takes about two minutes on an idle 2-core machine.
+The pool's own part of a placeholder's time is need → request plus ``RUNNING`` → node in
+the pool (Slurm's part is request → ``RUNNING``).  Times of ``RUNNING`` and of leaving
+``squeue`` are those of the samples (± 0.1 s).  The double-booking check: in every sample,
+no node is both an ``apgaspy-pool`` placeholder's and the other user's.  Goals reported
+beside the figures: need → node in the pool within 2 s plus Slurm's own start time (the
+median above; the pool's own part within 2 s), idle past the setting → out of ``squeue``
+within 1 s, no double booking, every answer exact (the command exits 1 when one of the last
+two fails).  Results: ``benchmarks/results/slurm_pool.json``.  The whole command takes
+about a minute on an idle 2-core machine.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ scheduler's link to its parent (:mod:`scheduler.child`):
 
     every 0.1 s:
         scancel the placeholders whose node left the pool          (SlurmPool.cancel_due)
-        every poll_s (after k failures in a row: poll_s·2^k, at most 30 s):
+        every poll_s (after k failures in a row: poll_s·2^k from the failure, at most 30 s):
             squeue ─► a placeholder running ─► node add <its node>
                     ─► one Slurm ended ─────► node remove <its node> (--force unless every
                        job there can be shrunk off it: malleable, above its minimum, not its

@@ -11,7 +11,8 @@ drain and remove while jobs run, the named shrink that moves a job off a node, t
 * a malleable GLB job (UTS) on a node being removed is shrunk off it by a named shrink,
   its processes there are gone, the node leaves, the answer is exact;
 * a child scheduler (``serve --parent``) asks its parent for the node a job of its own
-  needs, runs the job there (exact answer) and gives the node back.
+  needs, runs the job there (exact answer) and gives the node back; a request of the
+  child's that comes after its job ended is refused (``evolving_refused``).
 """
 
 from __future__ import annotations
