@@ -13,7 +13,8 @@ job ends), the scheduler runs on and ``status`` says what happened; a scheduler 
 started again on the same state directory adopts the placeholders still running and
 cancels none.  A slurmctld stopped (SIGSTOP) while a job's step runs: the job ends exact,
 ``status`` shows the failures and the backoff, retries wait their backoff, and the pool
-grows again once the controller runs.  Without Slurm: a bad ``--slurm-pool`` is one line and exit status 2.
+grows again once the controller runs.  Without Slurm: a bad ``--slurm-pool`` is one line
+and exit status 2.
 
 The name service for the test cluster's node names and the process marker are those of
 tests/test_scheduler_slurm.py.
