@@ -305,6 +305,7 @@ def test_a_stopped_slurm_controller_is_waited_out(slurm_cluster, tmp_path):
             "squeue", "-h", "-s", "-o", "%i").stdout.split()), 20, "its Slurm step")
         os.kill(ctld, signal.SIGSTOP)
         stopped = True
+        assert job_of(serve.status(), uts)["state"] == "running"  # it runs on while stopped
         down = wait_until(lambda: (s := serve.slurm())["failures"] >= 1 and s, 10,
                           "a failed Slurm command")
         assert down["last_error"] and down["backoff_s"] == 2 and down["last_error_at"], down
