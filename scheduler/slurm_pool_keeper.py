@@ -8,7 +8,7 @@ scheduler's link to its parent (:mod:`scheduler.child`):
 
     every 0.1 s:
         scancel the placeholders whose node left the pool          (SlurmPool.cancel_due)
-        every poll_s (after k failures in a row: poll_s·2^k, at most 30 s):
+        every poll_s (after k failures in a row: poll_s·2^k from the failure, at most 30 s):
             squeue ─► a placeholder running ─► node add <its node>
                     ─► one Slurm ended ─────► node remove <its node> (--force unless every
                        job there can be shrunk off it: malleable, above its minimum, not its
@@ -113,9 +113,11 @@ class PoolKeeper:
     def _slurm_ok(self, now: float) -> bool:
         return now >= self._next_slurm
 
-    def _failed(self, exc: SlurmError, now: float, what: str) -> None:
+    def _failed(self, exc: SlurmError, what: str) -> None:
+        """Count a failed Slurm command: the backoff runs from its failure, not from the
+        tick's start (a stopped slurmctld makes a command hang until its timeout)."""
         self.pool.failed(exc)
-        self._next_slurm = now + self.pool.backoff_s
+        self._next_slurm = time.monotonic() + self.pool.backoff_s
         self.server.record_event("pool_slurm_error", None, what=what, error=str(exc),
                                  failures=self.pool.failures, backoff_s=self.pool.backoff_s)
 
@@ -126,12 +128,12 @@ class PoolKeeper:
             try:
                 self.pool.cancel_due()
             except SlurmError as exc:
-                self._failed(exc, now, "scancel")
+                self._failed(exc, "scancel")
         if self._slurm_ok(now) and now >= self._next_poll:
             try:
                 _, ended = self.pool.poll()
             except SlurmError as exc:
-                self._failed(exc, now, "squeue")
+                self._failed(exc, "squeue")
             else:
                 self.pool.failed(None)
                 self._next_poll = now + self.settings.poll_s
@@ -236,7 +238,7 @@ class PoolKeeper:
                 try:
                     replacement = self.pool.request()
                 except SlurmError as exc:
-                    self._failed(exc, now, "sbatch")
+                    self._failed(exc, "sbatch")
             self.server.record_event("pool_renew", None, slurm_job=p.slurm_job, node=p.node,
                                      left_s=p.left_s, replacement=replacement)
             try:
@@ -260,7 +262,7 @@ class PoolKeeper:
             try:
                 slurm_job = self.pool.request()
             except SlurmError as exc:
-                self._failed(exc, time.monotonic(), "sbatch")
+                self._failed(exc, "sbatch")
                 return
             self.pool.failed(None)
             self.server.record_event("pool_request", None, slurm_job=slurm_job,

@@ -98,13 +98,15 @@ class SlurmServe:
         options: ``serve``'s options after those above (the mode, ``--slurm`` or
             ``--slurm-pool MIN:MAX``, and any that override them: the last one counts).
         mark: the processes' marker; a new one when ``None`` (a restart passes the first's).
+        env: variables to set over that environment (e.g. another ``SLURM_CONF``).
 
     Raises:
         AssertionError: the server ended before its control socket appeared (its stderr).
         pytest's ``Failed``: no control socket within 30 s.
     """
 
-    def __init__(self, cluster: Any, tmp: Path, *options: str, mark: str | None = None) -> None:
+    def __init__(self, cluster: Any, tmp: Path, *options: str, mark: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.cluster = cluster
         self.mark = mark or uuid.uuid4().hex
         self.control = tmp / "control.sock"
@@ -112,6 +114,7 @@ class SlurmServe:
         self.run_dir = tmp / "run"
         self.err_path = tmp / f"serve-{uuid.uuid4().hex[:6]}.err"
         self.env = slurm_env(cluster, tmp, self.mark)
+        self.env.update(env or {})
         argv = [PY, "-m", "scheduler", "serve", "--port", "0", "--control", str(self.control),
                 "--log", str(self.log), "--run-dir", str(self.run_dir), "--interval", "1",
                 "--grace", "1", *options]
@@ -186,9 +189,10 @@ class PoolServe(SlurmServe):
     """``serve --slurm-pool MIN:MAX *options`` (:class:`SlurmServe`), polling Slurm every
     0.3 s, quiet; :meth:`close` also kills what is left."""
 
-    def __init__(self, cluster: Any, tmp: Path, *options: str, mark: str | None = None) -> None:
+    def __init__(self, cluster: Any, tmp: Path, *options: str, mark: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         super().__init__(cluster, tmp, "--pool-poll", "0.3", "--quiet", "--slurm-pool",
-                         *options, mark=mark)
+                         *options, mark=mark, env=env)
 
     def slurm(self) -> dict[str, Any]:
         """The pool's part of ``status``."""

@@ -11,7 +11,8 @@ drain and remove while jobs run, the named shrink that moves a job off a node, t
 * a malleable GLB job (UTS) on a node being removed is shrunk off it by a named shrink,
   its processes there are gone, the node leaves, the answer is exact;
 * a child scheduler (``serve --parent``) asks its parent for the node a job of its own
-  needs, runs the job there (exact answer) and gives the node back.
+  needs, runs the job there (exact answer) and gives the node back; a request of the
+  child's that comes after its job ended is refused (``evolving_refused``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from conftest import ROOT, alive, descendants, wait_gone, wait_until
 
 from apgaspy.wire.protocol import Order, OrderError, format_order, parse_order
+from communicators.socket import SocketMalleableCommunicator
 from scheduler import JobSpec, make
 from scheduler.control_client import request
 from scheduler.nodes import LocalNodes
@@ -245,12 +247,15 @@ def test_a_malleable_glb_job_is_shrunk_off_a_removed_node(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_a_child_scheduler_asks_its_parent_for_a_node_and_gives_it_back(tmp_path):
+def test_a_child_scheduler_asks_its_parent_for_a_node_and_gives_it_back(tmp_path,
+                                                                         monkeypatch):
     """A parent on 3 logical nodes (``evolving-elastic``: an evolving job starts at its
     minimum) runs a child scheduler (``serve --parent``, an evolving job started on 1 node).  A rigid N-Queens job of 2 nodes
     submitted to the child makes the child ask the parent (``Evolving;Request;1``); the
     parent's grant becomes the child's second node, the job runs there with the exact count,
-    and the idle node goes back (``Evolving;Release``)."""
+    and the idle node goes back (``Evolving;Release``).  A request the child would send
+    after its job ended (signed with its key, from its address, as its communicator sends
+    it) is refused by the parent (one ``evolving_refused``), which changes nothing."""
     parent = Server(LocalNodes(3), make("evolving-elastic", cooldown_s=0), port=0,
                     run_dir=tmp_path / "run", interval_s=0.5, grace_s=1.0, cwd=str(ROOT))
     parent.start()
@@ -267,6 +272,7 @@ def test_a_child_scheduler_asks_its_parent_for_a_node_and_gives_it_back(tmp_path
 
         wait_until(lambda: events("ready") and control.exists(), 30, "the child scheduler")
         assert job_of(parent.status(), child)["nodes"] == ["127.0.1.1"]
+        key = (tmp_path / "run" / f"job-{child}.key").read_text().strip()  # gone at its end
         reply = request(control, {"op": "submit", "job": {
             "name": "nq10", "command": [PY, "-m", "benchmarks.nqueens", "-n", "10", "--json"],
             "nodes": 2, "required_time_s": 60}})
@@ -287,6 +293,23 @@ def test_a_child_scheduler_asks_its_parent_for_a_node_and_gives_it_back(tmp_path
         wait_until(lambda: job_of(parent.status(), child)["state"] != "running", 30,
                    "the child's end")
         assert job_of(parent.status(), child)["state"] == "done"
+        # A late Evolving;Request of the child: refused, counted once, nothing changes.
+        asked = job_of(parent.status(), child)["requests"]
+        (tmp_path / "late.nodes").write_text("127.0.1.1\n")
+        for name, value in (("SCHEDULER_IP", parent.status()["listen"]),
+                            ("SCHEDULER_PORT", str(parent.port)), ("SCHEDULER_KEY", key),
+                            ("JOBNAME", str(child)),
+                            ("NODE_FILE", str(tmp_path / "late.nodes"))):
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("SCHEDULER_KEY_FILE", raising=False)
+        SocketMalleableCommunicator().request(1)
+        refused = wait_until(lambda: events("evolving_refused"), 10, "the refusal")
+        time.sleep(0.5)  # nothing else comes of it
+        assert [e["reason"] for e in events("evolving_refused")] == [
+            "no running job at that address"], refused
+        st = parent.status()
+        assert job_of(st, child)["requests"] == asked and job_of(st, child)["requested"] == 0
+        assert len(free_nodes_of(st)) == 3 and len(events("evolving_grant")) == 1
     finally:
         parent.shutdown()
     assert parent.leftover_pids() == []

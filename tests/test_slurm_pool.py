@@ -11,7 +11,10 @@ go), and gives each idle node back: its placeholder leaves ``squeue`` within the
 setting + 2 s.  An external ``scancel`` of a placeholder takes its node out of the pool (its
 job ends), the scheduler runs on and ``status`` says what happened; a scheduler killed and
 started again on the same state directory adopts the placeholders still running and
-cancels none.  Without Slurm: a bad ``--slurm-pool`` is one line and exit status 2.
+cancels none.  A slurmctld stopped (SIGSTOP) while a job's step runs: the job ends exact,
+``status`` shows the failures and the backoff, retries wait their backoff, and the pool
+grows again once the controller runs.  Without Slurm: a bad ``--slurm-pool`` is one line
+and exit status 2.
 
 The scheduler runs as tests/slurm_serve.py starts it on the test cluster (:class:`PoolServe`:
 the name service for the cluster's node names, the process marker).
@@ -20,6 +23,9 @@ the name service for the cluster's node names, the process marker).
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -186,6 +192,76 @@ def test_an_external_scancel_is_a_node_failure_and_a_restart_adopts(slurm_cluste
         assert serve.proc.returncode == 0, serve.err_path.read_text()
         wait_until(lambda: not placeholders(cluster), 10, "no placeholder after shutdown")
     finally:
+        serve.close()
+        ids = [str(j) for j, _, _ in placeholders(cluster)]
+        if ids:
+            cluster.run("scancel", *ids, check=False)
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_slurm_controller_is_waited_out(slurm_cluster, tmp_path):
+    """slurmctld stopped (SIGSTOP by its pid) while a job runs: the job goes on and ends
+    exact, ``status`` shows the failures, the backoff and the last error while Slurm is
+    down, each retry waits its backoff from the failure, and after SIGCONT the keeper polls
+    again and grows the pool for a 2-node job.  The scheduler's Slurm commands read a copy
+    of slurm.conf with ``MessageTimeout=2`` (the daemons keep 10): a command to a stopped
+    controller fails after 2 s, so a stop of about 7 s shows two failures in a row that a
+    real outage (or the 30 s command timeout of :class:`scheduler.slurm_pool.SlurmPool`)
+    would, without waiting 10 s for each."""
+    cluster = slurm_cluster
+    conf = tmp_path / "slurm-client.conf"
+    conf.write_text(re.sub(r"(?m)^MessageTimeout=\d+$", "MessageTimeout=2",
+                           Path(cluster.env["SLURM_CONF"]).read_text()))
+    # --pool-poll 1: backoffs of 2 s and 4 s after 1 and 2 failures
+    serve = PoolServe(cluster, tmp_path, "1:2", "--pool-wait", "0.5", "--pool-idle", "60",
+                      "--pool-poll", "1", env={"SLURM_CONF": str(conf)})
+    ctld = cluster.pids["slurmctld"]
+    stopped = False
+    try:
+        wait_until(lambda: serve.slurm()["held"] == 1, 20, "MIN placeholders running")
+        uts = serve.submit("uts11", [PY, "-m", "benchmarks.uts", "-d", "11", "--json"], nodes=1)
+        wait_until(lambda: job_of(serve.status(), uts)["state"] == "running", 10, "its start")
+        # Its step runs (srun asks slurmctld for it: a job started while the controller
+        # does not answer fails, docs/guides/scheduler.md).
+        wait_until(lambda: any(s.endswith(".0") for s in cluster.run(
+            "squeue", "-h", "-s", "-o", "%i").stdout.split()), 20, "its Slurm step")
+        os.kill(ctld, signal.SIGSTOP)
+        stopped = True
+        assert job_of(serve.status(), uts)["state"] == "running"  # it runs on while stopped
+        down = wait_until(lambda: (s := serve.slurm())["failures"] >= 1 and s, 10,
+                          "a failed Slurm command")
+        assert down["last_error"] and down["backoff_s"] == 2 and down["last_error_at"], down
+        text = subprocess.run([PY, "-m", "scheduler", "status", "--control",
+                               str(serve.control)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30).stdout
+        assert re.search(r"Slurm failing \(\d in a row, backoff [24] s\): \S", text), text
+        wait_until(lambda: serve.slurm()["failures"] >= 2, 15, "a second failure")
+        assert job_of(serve.status(), uts)["state"] in ("running", "done")
+        os.kill(ctld, signal.SIGCONT)
+        stopped = False
+        wait_until(lambda: serve.slurm()["failures"] == 0, 20, "Slurm answering again")
+        assert serve.slurm()["last_error"]  # kept, for the record
+        errors = [e for e in serve.events("pool_slurm_error") if e["what"] == "squeue"]
+        assert len(errors) >= 2, errors
+        for a, b in zip(errors, errors[1:], strict=False):
+            # the next squeue starts a backoff after the failure and hangs 2 s itself
+            assert b["t"] - a["t"] >= a["backoff_s"] + 1, errors
+        # The job went on and ended exact; the pool grows again through Slurm.
+        wait_until(lambda: job_of(serve.status(), uts)["state"] not in ("waiting", "running"),
+                   40, "the UTS job's end")
+        job = job_of(serve.status(), uts)
+        out = next(json.loads(line) for line in Path(job["stdout"]).read_text().splitlines()
+                   if line.startswith("{") and '"benchmark"' in line)
+        assert job["state"] == "done" and out["result"] == 16526523 and out["correct"], out
+        two = serve.submit("two", ["true"], nodes=2)
+        wait_until(lambda: job_of(serve.status(), two)["state"] == "done", 30, "a 2-node job")
+        assert serve.slurm()["held"] == 2
+        serve.close()
+        assert serve.proc.returncode == 0, serve.err_path.read_text()
+        wait_until(lambda: not placeholders(cluster), 10, "no placeholder after shutdown")
+    finally:
+        if stopped:
+            os.kill(ctld, signal.SIGCONT)
         serve.close()
         ids = [str(j) for j, _, _ in placeholders(cluster)]
         if ids:
