@@ -349,3 +349,65 @@ def test_removing_a_place_closes_its_inbox_connections(pair):
     tx.remove_peer(1, linger_s=0)
     assert not tx.has_peer(1) and not tx.has_peer((1, box.endpoint))
     assert tx.has_peer((2, box.endpoint))  # another place's inbox connection stays
+
+
+@pytest.mark.timeout(30)
+def test_a_message_waiting_when_a_place_is_declared_lost_is_handled_first():
+    """A place says goodbye and its connection closes; the receiver of the place that watches
+    it does not run for longer than the dead-place timeout right after it saw the connection
+    go down (a loaded machine; here its ``on_peer_down`` sleeps, and the goodbye lands
+    meanwhile).  When the verdict is due, the goodbye is waiting: it is handled first, then
+    the place is lost (a goodbye handled after the verdict made a clean shutdown report a
+    death)."""
+    events: list[tuple[str, object]] = []
+    gone = threading.Event()
+    peer = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None)
+    watched = zmq.Context.instance().socket(zmq.PULL)  # the place's receiving socket
+    port = watched.bind_to_random_port("tcp://127.0.0.1")
+
+    def down(place: int) -> None:
+        events.append(("down", place))
+        peer.send(0, b"bye")
+        time.sleep(0.6)  # the receiver does not run for 3 dead-place timeouts
+
+    def lost(place: int) -> None:
+        events.append(("lost", place))
+        gone.set()
+
+    watcher = Transport(KEY, "127.0.0.1", lambda m: events.append(("message", bytes(m))),
+                        lost, dead_timeout=0.2, on_peer_down=down)
+    try:
+        watcher.start()
+        peer.start()
+        peer.add_peer(0, watcher.endpoint)
+        watcher.add_peer(1, f"tcp://127.0.0.1:{port}#{'00' * 16}", watch=True)
+        deadline = time.monotonic() + 10
+        while not (1 in watcher._watches and watcher._watches[1].connected):
+            assert time.monotonic() < deadline, "the watched connection never came up"
+            time.sleep(0.01)
+        watched.close(0)
+        assert gone.wait(10)
+        assert events == [("down", 1), ("message", b"bye"), ("lost", 1)]
+    finally:
+        watched.close(0)
+        watcher.close(0.5)
+        peer.close(0.5)
+
+
+@pytest.mark.timeout(30)
+def test_messages_queued_at_close_still_leave():
+    """A message still queued when the transport closes (posted, or left by a sender that
+    found the connection's lock taken by ``close``) leaves within the linger: a place's
+    goodbye is never dropped at its own close."""
+    inbox = Inbox()
+    rx = Transport(KEY, "127.0.0.1", inbox, lambda p: None)
+    tx = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None)
+    try:
+        rx.start()
+        tx.start()
+        tx.add_peer(1, rx.endpoint)
+        tx.post(1, b"bye")
+        tx.close(2.0)
+        assert inbox.wait_for(1, 10) == [b"bye"]
+    finally:
+        rx.close(0.5)
