@@ -695,6 +695,11 @@ class Transport:
     def close(self, linger_s: float = 2.0) -> None:
         """Stop receiving, let queued messages go for up to ``linger_s`` seconds, and close.
 
+        Queued means in ZeroMQ's queue and in a connection's outbox too: a message that a
+        sender left there for the thread holding the connection's lock (a place's goodbye,
+        sent by the receiver thread while a worker was sending to place 0) leaves with the
+        others, although this close may take the lock before the holder looks again.
+
         Returns after at most ``linger_s`` + 1 seconds: a socket closed earlier with a longer
         linger (the last messages to a released place, which may have died since) would
         otherwise hold the context's termination, and the process, for its whole linger.

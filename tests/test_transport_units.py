@@ -395,10 +395,12 @@ def test_a_message_waiting_when_a_place_is_declared_lost_is_handled_first():
 
 
 @pytest.mark.timeout(30)
-def test_messages_queued_at_close_still_leave():
-    """A message still queued when the transport closes (posted, or left by a sender that
-    found the connection's lock taken by ``close``) leaves within the linger: a place's
-    goodbye is never dropped at its own close."""
+def test_a_message_left_for_the_lock_holder_leaves_at_close():
+    """The race that lost goodbyes: a worker thread is sending to place 0 (it holds the
+    connection's lock) when the receiver thread sends the goodbye, which it leaves queued for
+    the holder; the place's main thread then closes the transport and takes the lock as soon
+    as the worker lets go, before the worker looks at the queue again.  The queued goodbye
+    leaves anyway, within the linger."""
     inbox = Inbox()
     rx = Transport(KEY, "127.0.0.1", inbox, lambda p: None)
     tx = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None)
@@ -406,8 +408,14 @@ def test_messages_queued_at_close_still_leave():
         rx.start()
         tx.start()
         tx.add_peer(1, rx.endpoint)
-        tx.post(1, b"bye")
-        tx.close(2.0)
+        box = tx._outboxes[1]
+        box.lock.acquire()  # the worker, in the middle of its send
+        tx.send(1, b"bye")  # the receiver thread: the lock is taken, the message waits
+        closer = threading.Thread(target=tx.close, args=(2.0,))
+        closer.start()  # the main thread: close waits for the lock
+        time.sleep(0.05)
+        box.lock.release()  # the worker lets go; close takes the lock before it looks again
+        closer.join(10)
         assert inbox.wait_for(1, 10) == [b"bye"]
     finally:
         rx.close(0.5)
