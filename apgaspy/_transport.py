@@ -56,7 +56,8 @@ receiver starved right after that, for longer than the timeout, would otherwise 
 verdict with the goodbye still queued, and a clean shutdown would report ``place(p) died
 during shutdown``.  The second check (one check interval, 50 ms, later, with a poll between)
 gives the ZeroMQ I/O thread, starved as long when the whole process did not run, the time to
-queue what had reached the machine.
+queue what had reached the machine.  (The goodbye does leave: :meth:`Transport.close` sends
+what a sender left queued for the holder of a connection's lock.)
 
 A batch is one ZeroMQ frame::
 
