@@ -48,7 +48,11 @@ sends the 'fin' markers the other released places still wait for in its name.
 
 **Shutdown** (:meth:`Membership.shutdown`, at place 0): ``shutdown`` to every other place, which
 says ``bye`` and stops; place 0 waits (bounded) for the goodbyes, and a place that dies meanwhile
-counts as gone at once.
+counts as gone at once.  A goodbye must not be taken for a death: the place's transport sends
+it even when it is still queued for another sending thread at close (``Transport.close``), and
+place 0, which often sees the place's connection close before the goodbye (another
+connection), declares it lost only after handling the messages already received (see
+:mod:`._transport`, failure detection).
 
 Control messages handled here (typed records of :mod:`._messages`; the pictures above write them in
 snake case): ``Ready``, ``AddPlaces``, ``RemovePlaces`` (the two answered with an ``Ack``),

@@ -151,7 +151,7 @@ class _Inbox:
 
 
 class _Watch:
-    __slots__ = ("place", "monitor", "connected", "ever", "since")
+    __slots__ = ("place", "monitor", "connected", "ever", "since", "expired")
 
     def __init__(self, place: int, monitor: zmq.Socket) -> None:
         self.place = place
@@ -159,3 +159,4 @@ class _Watch:
         self.connected = False
         self.ever = False  # connected at least once
         self.since = time.monotonic()  # when it last went down (or was created)
+        self.expired = False  # down too long at the last check (the verdict at the next)

@@ -36,7 +36,28 @@ of a burst, leaves at once.
 Failure detection: every place watches its connection to place 0, and place 0 watches its
 connections to all places (ZeroMQ socket monitors plus ZMTP heartbeats, so a silent host is
 noticed too).  A connection that breaks and stays down for ``APGAS_DEAD_PLACE_TIMEOUT``
-seconds makes ``on_peer_lost`` fire for that place.
+seconds makes ``on_peer_lost`` fire for that place, once the receiver has caught up with what
+the place sent before (:meth:`Transport._check_watches`)::
+
+    place p (shutdown)                    place 0: receiver thread
+    ──────────────────                    ────────────────────────
+    'bye' ══ its PUSH, TCP ═══════════►   queued on the PULL socket ─┐ (another connection:
+    closes its PULL ═ TCP FIN of the ═►   monitor: DISCONNECTED,     │  either may be read
+      connection place 0 sends on           since = now              │  first)
+                                          ... not run for > timeout (a loaded machine) ...
+                                          check: down > timeout ─► catch up: read the
+                                            monitor, handle what waits on the PULL ◄─┘
+                                            ('bye': p ended cleanly); next check, still
+                                            down: catch up again, then on_peer_lost(p)
+
+Why: the goodbye leaves before the socket closes, but the two travel on two connections, and
+place 0 often reads the close first (a backlog on its PULL socket, one message per poll).  A
+receiver starved right after that, for longer than the timeout, would otherwise give its
+verdict with the goodbye still queued, and a clean shutdown would report ``place(p) died
+during shutdown``.  The second check (one check interval, 50 ms, later, with a poll between)
+gives the ZeroMQ I/O thread, starved as long when the whole process did not run, the time to
+queue what had reached the machine.  (The goodbye does leave: :meth:`Transport.close` sends
+what a sender left queued for the holder of a connection's lock.)
 
 A batch is one ZeroMQ frame::
 
@@ -602,8 +623,9 @@ class Transport:
                 break
             if event == zmq.EVENT_CONNECTED:
                 w.connected = w.ever = True
+                w.expired = False
             elif event == zmq.EVENT_DISCONNECTED:
-                w.connected = False
+                w.connected = w.expired = False
                 w.since = time.monotonic()
                 if self._on_peer_down is not None:
                     try:
@@ -627,11 +649,25 @@ class Transport:
 
     def _check_watches(self, items: list[tuple[zmq.Socket, int]],
                        monitors: dict[zmq.Socket, _Watch], now: float) -> None:
-        """Declare lost the watched places whose connection stayed down too long."""
+        """Declare lost the watched places whose connection stayed down too long.
+
+        A connection down for longer than its limit is first caught up with
+        (:meth:`_catch_up`), at two checks in a row: only if it is still down at the
+        second is its place lost, after every message that had arrived from it (see the
+        module docstring).  Death detection takes one check interval longer (50 ms).
+        """
         for sock, w in list(monitors.items()):
             limit = self._dead_timeout if w.ever else max(self._connect_grace,
                                                           self._dead_timeout)
             if not w.connected and now - w.since > limit:
+                if not self._running:
+                    return  # closing: what is left is no verdict's business
+                self._catch_up(w)
+                if w.connected or time.monotonic() - w.since <= limit:
+                    continue  # up again (or down again only now)
+                if not w.expired:
+                    w.expired = True  # the verdict at the next check, after a poll
+                    continue
                 items.remove((sock, _POLLIN))
                 del monitors[sock]
                 if w.place in self._watches:
@@ -642,9 +678,28 @@ class Transport:
                 except Exception:  # noqa: BLE001
                     log.exception("error while handling the loss of place %d", w.place)
 
+    def _catch_up(self, w: _Watch) -> None:
+        """Before a verdict on the place of ``w``: read its monitor's events (its connection
+        may be up again) and handle the messages already waiting on the receiving socket, at
+        most ``_DRAIN_BURST`` of them (a place's goodbye, sent before its connection closed,
+        waits there when this thread did not run for a while)."""
+        self._monitor_events(w.monitor, w)
+        pull = self._pull
+        only_pull = [(pull, _POLLIN)]
+        zmq_poll = zmq.zmq_poll
+        for _ in range(_DRAIN_BURST):
+            if not self._running or not zmq_poll(only_pull, 0):
+                return
+            self._deliver(pull.recv(_NOBLOCK), self._receiver)
+
     # ------------------------------------------------------------------ shutdown
     def close(self, linger_s: float = 2.0) -> None:
         """Stop receiving, let queued messages go for up to ``linger_s`` seconds, and close.
+
+        Queued means in ZeroMQ's queue and in a connection's outbox too: a message that a
+        sender left there for the thread holding the connection's lock (a place's goodbye,
+        sent by the receiver thread while a worker was sending to place 0) leaves with the
+        others, although this close may take the lock before the holder looks again.
 
         Returns after at most ``linger_s`` + 1 seconds: a socket closed earlier with a longer
         linger (the last messages to a released place, which may have died since) would
@@ -657,13 +712,12 @@ class Transport:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         with self._boxes_lock:
-            boxes = list(self._outboxes.values())
+            boxes = list(self._outboxes.items())
             self._outboxes.clear()
-        for box in boxes:
-            with box.lock:
-                box.closed = True
-                box.socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
-                box.socket.close()
+        for key, box in boxes:
+            # What a sender left queued leaves too: a sender that found the lock taken by
+            # this close left its message (a place's goodbye) for the holder.
+            self._close_box(box, key if type(key) is int else key[0], linger_s)
         with self._boxes_lock:
             for inbox in self._inboxes:
                 inbox.waker.close()

@@ -349,3 +349,73 @@ def test_removing_a_place_closes_its_inbox_connections(pair):
     tx.remove_peer(1, linger_s=0)
     assert not tx.has_peer(1) and not tx.has_peer((1, box.endpoint))
     assert tx.has_peer((2, box.endpoint))  # another place's inbox connection stays
+
+
+@pytest.mark.timeout(30)
+def test_a_message_waiting_when_a_place_is_declared_lost_is_handled_first():
+    """A place says goodbye and its connection closes; the receiver of the place that watches
+    it does not run for longer than the dead-place timeout right after it saw the connection
+    go down (a loaded machine; here its ``on_peer_down`` sleeps, and the goodbye lands
+    meanwhile).  When the verdict is due, the goodbye is waiting: it is handled first, then
+    the place is lost (a goodbye handled after the verdict made a clean shutdown report a
+    death)."""
+    events: list[tuple[str, object]] = []
+    gone = threading.Event()
+    peer = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None)
+    watched = zmq.Context.instance().socket(zmq.PULL)  # the place's receiving socket
+    port = watched.bind_to_random_port("tcp://127.0.0.1")
+
+    def down(place: int) -> None:
+        events.append(("down", place))
+        peer.send(0, b"bye")
+        time.sleep(0.6)  # the receiver does not run for 3 dead-place timeouts
+
+    def lost(place: int) -> None:
+        events.append(("lost", place))
+        gone.set()
+
+    watcher = Transport(KEY, "127.0.0.1", lambda m: events.append(("message", bytes(m))),
+                        lost, dead_timeout=0.2, on_peer_down=down)
+    try:
+        watcher.start()
+        peer.start()
+        peer.add_peer(0, watcher.endpoint)
+        watcher.add_peer(1, f"tcp://127.0.0.1:{port}#{'00' * 16}", watch=True)
+        deadline = time.monotonic() + 10
+        while not (1 in watcher._watches and watcher._watches[1].connected):
+            assert time.monotonic() < deadline, "the watched connection never came up"
+            time.sleep(0.01)
+        watched.close(0)
+        assert gone.wait(10)
+        assert events == [("down", 1), ("message", b"bye"), ("lost", 1)]
+    finally:
+        watched.close(0)
+        watcher.close(0.5)
+        peer.close(0.5)
+
+
+@pytest.mark.timeout(30)
+def test_a_message_left_for_the_lock_holder_leaves_at_close():
+    """The race that lost goodbyes: a worker thread is sending to place 0 (it holds the
+    connection's lock) when the receiver thread sends the goodbye, which it leaves queued for
+    the holder; the place's main thread then closes the transport and takes the lock as soon
+    as the worker lets go, before the worker looks at the queue again.  The queued goodbye
+    leaves anyway, within the linger."""
+    inbox = Inbox()
+    rx = Transport(KEY, "127.0.0.1", inbox, lambda p: None)
+    tx = Transport(KEY, "127.0.0.1", lambda m: None, lambda p: None)
+    try:
+        rx.start()
+        tx.start()
+        tx.add_peer(1, rx.endpoint)
+        box = tx._outboxes[1]
+        box.lock.acquire()  # the worker, in the middle of its send
+        tx.send(1, b"bye")  # the receiver thread: the lock is taken, the message waits
+        closer = threading.Thread(target=tx.close, args=(2.0,))
+        closer.start()  # the main thread: close waits for the lock
+        time.sleep(0.05)
+        box.lock.release()  # the worker lets go; close takes the lock before it looks again
+        closer.join(10)
+        assert inbox.wait_for(1, 10) == [b"bye"]
+    finally:
+        rx.close(0.5)
