@@ -71,32 +71,6 @@ SIZES: dict[tuple[str, int], list[str]] = {
 }
 #: Submission times of the batch (a 600 s window) times this.
 TIME_FACTOR = 0.3
-NAMES = "n1=127.0.1.1,n2=127.0.1.2,n3=127.0.1.3,n4=127.0.1.4"
-#: A name service for the test cluster's node names (as tests/test_scheduler_slurm.py's).
-SITECUSTOMIZE = '''\
-import os
-import socket
-
-_MAP = dict(item.split("=", 1) for item in
-            os.environ.get("SCHEDULER_TEST_HOSTS", "").split(",") if "=" in item)
-if _MAP:
-    _byname, _byname_ex, _getaddrinfo = (socket.gethostbyname, socket.gethostbyname_ex,
-                                         socket.getaddrinfo)
-
-    def gethostbyname(host):
-        return _MAP.get(host) or _byname(host)
-
-    def gethostbyname_ex(host):
-        return (host, [], [_MAP[host]]) if host in _MAP else _byname_ex(host)
-
-    def getaddrinfo(host, *args, **kwargs):
-        return _getaddrinfo(_MAP.get(host, host) if isinstance(host, str) else host,
-                            *args, **kwargs)
-
-    socket.gethostbyname = gethostbyname
-    socket.gethostbyname_ex = gethostbyname_ex
-    socket.getaddrinfo = getaddrinfo
-'''
 
 
 def scaled_jobs(seed: int, count: int, max_nodes: int) -> list[dict[str, Any]]:
@@ -222,12 +196,7 @@ def run_pool(cluster: Any, args: argparse.Namespace, user: str, tmp: Path) -> di
 
     low, high = pool_range(args.pool)
     jobs = scaled_jobs(args.seed, args.jobs, high)
-    shim = tmp / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
-                          SCHEDULER_TEST_HOSTS=NAMES)
-    env.pop("APGAS_PLACES", None)
+    env = cluster.named_environ(tmp / "shim", ROOT)
     control, log = tmp / "control.sock", tmp / "events.jsonl"
     argv = [sys.executable, "-m", "scheduler", "serve", "--slurm-pool", args.pool,
             "--pool-wait", str(args.pool_wait), "--pool-idle", str(args.pool_idle),

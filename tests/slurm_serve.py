@@ -39,33 +39,7 @@ from conftest import ROOT, alive, descendants, kill_tree, shut_down_server, wait
 from scheduler.control_client import request
 
 PY = sys.executable
-HOSTS = "n1=127.0.1.1,n2=127.0.1.2,n3=127.0.1.3,n4=127.0.1.4"
 
-# A name service for the test cluster's node names (module docstring).
-SITECUSTOMIZE = '''\
-import os
-import socket
-
-_MAP = dict(item.split("=", 1) for item in
-            os.environ.get("SCHEDULER_TEST_HOSTS", "").split(",") if "=" in item)
-if _MAP:
-    _byname, _byname_ex, _getaddrinfo = (socket.gethostbyname, socket.gethostbyname_ex,
-                                         socket.getaddrinfo)
-
-    def gethostbyname(host):
-        return _MAP.get(host) or _byname(host)
-
-    def gethostbyname_ex(host):
-        return (host, [], [_MAP[host]]) if host in _MAP else _byname_ex(host)
-
-    def getaddrinfo(host, *args, **kwargs):
-        return _getaddrinfo(_MAP.get(host, host) if isinstance(host, str) else host,
-                            *args, **kwargs)
-
-    socket.gethostbyname = gethostbyname
-    socket.gethostbyname_ex = gethostbyname_ex
-    socket.getaddrinfo = getaddrinfo
-'''
 
 
 def marked_pids(mark: str) -> list[int]:
@@ -78,13 +52,7 @@ def slurm_env(cluster: Any, tmp: Path, mark: str) -> dict[str, str]:
     environment, the name service (written to ``tmp/shim/sitecustomize.py``) and this tree's
     packages first on ``PYTHONPATH`` (the watchers and the jobs run in other directories),
     the marker ``mark``; no ``APGAS_PLACES``."""
-    shim = tmp / "shim"
-    shim.mkdir(exist_ok=True)
-    (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = cluster.environ(PYTHONPATH=os.pathsep.join((str(shim), str(ROOT))),
-                          SCHEDULER_TEST_HOSTS=HOSTS, SCHEDULER_TEST_MARK=mark)
-    env.pop("APGAS_PLACES", None)
-    return env
+    return cluster.named_environ(tmp / "shim", ROOT, SCHEDULER_TEST_MARK=mark)
 
 
 class SlurmServe:

@@ -71,6 +71,37 @@ CLIENTS = ("sinfo", "srun", "salloc", "sbatch", "scontrol", "squeue", "scancel",
 _SEARCH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin")
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes; leave room
 
+#: The test cluster's node names and their loopback addresses (``SCHEDULER_TEST_HOSTS``).
+NODE_ADDRESSES = "n1=127.0.1.1,n2=127.0.1.2,n3=127.0.1.3,n4=127.0.1.4"
+#: A name service for those names (:meth:`SlurmCluster.named_environ`): a real cluster's
+#: node names resolve, the test cluster's do not, so every Python process of a run gets this
+#: ``sitecustomize`` on ``PYTHONPATH`` and each job listens for orders on its first node's
+#: own loopback address, as logical nodes do.
+SITECUSTOMIZE = '''\
+import os
+import socket
+
+_MAP = dict(item.split("=", 1) for item in
+            os.environ.get("SCHEDULER_TEST_HOSTS", "").split(",") if "=" in item)
+if _MAP:
+    _byname, _byname_ex, _getaddrinfo = (socket.gethostbyname, socket.gethostbyname_ex,
+                                         socket.getaddrinfo)
+
+    def gethostbyname(host):
+        return _MAP.get(host) or _byname(host)
+
+    def gethostbyname_ex(host):
+        return (host, [], [_MAP[host]]) if host in _MAP else _byname_ex(host)
+
+    def getaddrinfo(host, *args, **kwargs):
+        return _getaddrinfo(_MAP.get(host, host) if isinstance(host, str) else host,
+                            *args, **kwargs)
+
+    socket.gethostbyname = gethostbyname
+    socket.gethostbyname_ex = gethostbyname_ex
+    socket.getaddrinfo = getaddrinfo
+'''
+
 
 class ClusterError(RuntimeError):
     """The cluster could not be started (the message holds the tails of the daemons' logs)."""
@@ -390,6 +421,18 @@ class SlurmCluster:
         env.pop(MARKER, None)
         env.update(self.env)
         env.update(extra)
+        return env
+
+    def named_environ(self, shim_dir: Path, root: Path, **extra: str) -> dict[str, str]:
+        """:meth:`environ` for apgaspy's scheduler and jobs on this cluster: the name service
+        of :data:`SITECUSTOMIZE` (written to ``shim_dir/sitecustomize.py``) and ``root`` (the
+        source tree) first on ``PYTHONPATH``, ``SCHEDULER_TEST_HOSTS``, no ``APGAS_PLACES``;
+        then ``extra``."""
+        shim_dir.mkdir(parents=True, exist_ok=True)
+        (shim_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        env = self.environ(PYTHONPATH=os.pathsep.join((str(shim_dir), str(root))),
+                           SCHEDULER_TEST_HOSTS=NODE_ADDRESSES, **extra)
+        env.pop("APGAS_PLACES", None)
         return env
 
     def run(self, *args: str, timeout: float = 30.0, check: bool = True,
