@@ -54,10 +54,12 @@ def test_two_idle_jacobi_jobs_share_one_node_and_stay_exact(tmp_path):
             f"#JOB_NAME {name}\n#JOB_CLASS malleable\n#NODES 1\n#CORES_PER_NODE 2\n"
             "#COLOCATE yes\n#REQUIRED_TIME 90s\n"
             "echo APGAS_CORES=$APGAS_CORES\n"
-            "exec python -m benchmarks.jacobi -n 64 -i 160 --pause 0.3 --verify --json\n")
+            "exec python -m benchmarks.jacobi -n 64 -i 96 --pause 0.3 --verify --json\n")
     (tmp_path / "bad.sh").write_text("#CORES 2\n#COLOCATE sometimes\nsleep 1\n")
+    # 12 steps of 8 iterations, 0.3 s apart: a runs about 3.6 s, long past b's start
+    # (a's first load line after 0.5 s, then one decision: --interval 0.5)
     serve = Serve(tmp_path, "--nodes", "1", "--cores-per-node", "2", "--port", "0",
-                  "--algorithm", "malleable", "--colocate-bound", "1.0",
+                  "--interval", "0.5", "--algorithm", "malleable", "--colocate-bound", "1.0",
                   "--env", "APGAS_LOAD_INTERVAL=0.5")
     try:
         res = serve.cli("submit", str(tmp_path / "bad.sh"))
@@ -217,7 +219,7 @@ def test_a_rigid_job_that_sharing_would_make_late_waits_for_free_cores(tmp_path,
         assert not co.newcomer_fits(20.0, None, None, 2.0, beta)  # the path under test
         a = _idle(server, 3)
         r = server.submit(JobSpec(name="r", cores=2, colocate=True, required_time_s=20,
-                                  command=(PY, "-c", "import time; time.sleep(1)")))
+                                  command=(PY, "-c", "pass")))
         wait_until(lambda: job_of(server.status(), r)["state"]
                    not in ("pending", "waiting", "running"), 60, "r's end")
         events = list(server.events)

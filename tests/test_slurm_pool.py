@@ -90,8 +90,8 @@ def test_pool_grows_shares_the_partition_and_gives_idle_nodes_back(slurm_cluster
     cluster = slurm_cluster
     serve = PoolServe(cluster, tmp_path, "1:3", "--pool-wait", "1", "--pool-idle", "2")
     try:
-        wait_until(lambda: serve.slurm()["held"] == 1, 20, "MIN placeholders running")
-        # The other user takes two nodes straight from Slurm.
+        # The other user takes two nodes straight from Slurm, while the pool's MIN
+        # placeholder starts (4 nodes: room for all three).
         theirs = []
         for _ in range(2):
             res = subprocess.run(["runuser", "-u", other_user, "--", "sbatch", "--parsable",
@@ -102,6 +102,7 @@ def test_pool_grows_shares_the_partition_and_gives_idle_nodes_back(slurm_cluster
             theirs.append(res.stdout.strip().split(";")[0])
         wait_until(lambda: sum(1 for r in queue(cluster) if r[1] == other_user
                                and r[3] == "RUNNING") == 2, 20, "the other user's jobs")
+        wait_until(lambda: serve.slurm()["held"] == 1, 20, "MIN placeholders running")
         # A 2-node job: the pool asks for one more node, the only one left.
         t_submit = time.monotonic()
         two = serve.submit("two", ["sh", "-c", "echo $SLURMD_NODENAME; sleep 2"], nodes=2)
