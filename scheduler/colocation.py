@@ -435,6 +435,31 @@ class Separation:
     target: str | None = None
 
 
+def plan_separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
+                     jobs: Mapping[object, Mover], moving: dict[object, tuple[str, str]],
+                     nodes_of: Mapping[object, Sequence[str]]) -> list[Separation]:
+    """:func:`separations`, with the caller's record of the moves under way kept current, as
+    the real scheduler and the simulator both keep it: a move whose job ended or no longer
+    holds its shared node is forgotten first; after, one whose job takes orders and was
+    given no step (it can no longer be shrunk off the node).
+
+    Args:
+        ledger, occupants, bound, jobs: as :func:`separations`.
+        moving: job -> ``(shared node, target)``; changed in place.
+        nodes_of: running job -> the nodes it holds.
+
+    Returns:
+        :func:`separations`' steps.
+    """
+    for job in [j for j, (node, _) in moving.items() if node not in nodes_of.get(j, ())]:
+        del moving[job]
+    steps = separations(ledger, occupants, bound, jobs, moving)
+    stepped = {step.job for step in steps}
+    for job in [j for j in moving if jobs[j].takes_orders and j not in stepped]:
+        del moving[job]
+    return steps
+
+
 def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound: float,
                 jobs: Mapping[object, Mover],
                 moving: Mapping[object, tuple[str, str]]) -> list[Separation]:
@@ -459,9 +484,9 @@ def separations(ledger: CoreLedger, occupants: Mapping[object, Occupant], bound:
         moving: job -> ``(shared node, target)`` of the moves under way.
 
     Returns:
-        The steps, moves' shrinks first, then in core order; the caller orders them, records
-        a ``"grow"`` in ``moving`` until its shrink, and forgets a move whose job takes
-        orders and was given no step (it can no longer be shrunk off the node).
+        The steps, moves' shrinks first, then in core order; the caller orders them and
+        records a ``"grow"`` in ``moving`` until its shrink (:func:`plan_separations` keeps
+        ``moving`` current around this call).
     """
     from .algorithms.base import sorted_nodes  # the policies' node order
 

@@ -149,16 +149,11 @@ class MainLoop:
         s = self.state
         assert s.colocate_bound is not None
         running = {j.job_id: j for j in s.jobs.values() if j.state == "running"}
-        for job_id in [j for j, (node, _) in s.moving.items()
-                       if j not in running or node not in running[j].nodes]:
-            del s.moving[job_id]
         movers = {i: colocation.mover(j, named=j.key is not None, may_move=i not in s.moved)
                   for i, j in running.items()}
-        steps = colocation.separations(s.ledger, s.occupants(now), s.colocate_bound, movers,
-                                       s.moving)
-        stepped = {step.job for step in steps}
-        for job_id in [j for j in s.moving if movers[j].takes_orders and j not in stepped]:
-            del s.moving[job_id]
+        steps = colocation.plan_separations(s.ledger, s.occupants(now), s.colocate_bound,
+                                            movers, s.moving,
+                                            {i: j.nodes for i, j in running.items()})
         for step in steps:
             where = {"node": step.node, "core": step.core, "jobs": list(step.users),
                      "duty_sum": round(step.duty_sum, 3)}

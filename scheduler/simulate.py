@@ -586,15 +586,9 @@ class Simulator:
         an overload of rigid jobs, counted once."""
         out: list[Decision] = []
         running = self._running
-        for job_id in [j for j, (node, _) in self._moving.items()
-                       if j not in running or node not in running[j].nodes]:  # type: ignore[index]
-            del self._moving[job_id]
         movers = {i: co.mover(j, may_move=i not in self._moved) for i, j in running.items()}
-        steps = co.separations(self._ledger, self._occupants(now), self._bound, movers,
-                               self._moving)
-        stepped = {step.job for step in steps}
-        for job_id in [j for j in self._moving if movers[j].takes_orders and j not in stepped]:
-            del self._moving[job_id]
+        steps = co.plan_separations(self._ledger, self._occupants(now), self._bound, movers,
+                                    self._moving, {i: j.nodes for i, j in running.items()})
         for step in steps:
             if step.action == "overload":
                 if step.users not in self._overloaded:
