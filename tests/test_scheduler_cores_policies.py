@@ -10,16 +10,15 @@ any node count).
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 
 import pytest
+from conftest import old_journal
 
 from scheduler.algorithms import make
 from scheduler.algorithms.base import RunningJob, Shrink, Start, View, WaitingJob
 from scheduler.algorithms.priority import ElasticPriority, ElasticPriorityEasy
 from scheduler.jobs import BatchEntry, JobSpec
-from scheduler import journal as journal_module
 from scheduler.journal import JOURNAL_NAME, Journal, JobRow
 from scheduler.model import RuntimeModel, ScalingCurve
 from scheduler.resources import CoreLedger, ResourceGraph
@@ -224,17 +223,9 @@ def test_the_journal_records_cores_and_an_old_row_still_loads(tmp_path):
     old = tmp_path / "old"
     old.mkdir(mode=0o700)
     # (older than the cores column, and so than the order port column after it)
-    schema = re.sub(r",([^\n]*\n)\s*cores TEXT[^\n]*\n\s*order_port INTEGER[^\n]*\n", r"\1",
-                    journal_module._SCHEMA)
-    assert "cores" not in schema.split("CREATE INDEX")[0]
-    assert "order_port" not in schema.split("CREATE INDEX")[0]
+    old_journal(old, ("cores", "order_port"), "running")
     with sqlite3.connect(old / JOURNAL_NAME) as db:
-        db.executescript(schema)
-        values = dict(zip(journal_module._COLUMNS, row.values(), strict=True))
-        del values["cores"], values["order_port"]
-        db.execute(f"INSERT INTO jobs ({', '.join(values)}) VALUES "
-                   f"({', '.join('?' for _ in values)})", tuple(values.values()))
-    (old / JOURNAL_NAME).chmod(0o600)
+        db.execute("UPDATE jobs SET nodes = ? WHERE id = 1", (json.dumps(["n1"]),))
     journal = Journal(old)
     try:
         loaded = journal.rows()[0]
